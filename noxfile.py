@@ -1,0 +1,128 @@
+"""Nox sessions for QL3: one per wheel (tested against the installed wheel), audit, lint, chaos.
+
+A package session builds the wheels of that package and of its workspace dependencies with
+`uv build --no-sources`, installs only those wheels (pinned by uv.lock through constraints) and the
+test group into a fresh virtualenv, and runs the package's tests from outside the source tree, so
+an import can only come from the installed wheel (STYLE §9).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "uv"
+nox.options.error_on_external_run = True
+nox.options.reuse_existing_virtualenvs = False
+nox.options.sessions = ["lint", "audit", "runtime_core", "cluster_postgres", "cluster_control"]
+
+ROOT = Path(__file__).parent
+PYTHON = "3.11"
+
+# distribution -> (folder, workspace dependencies, in build order)
+PACKAGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "ql3-runtime-core": ("packages/runtime-core", ()),
+    "ql3-cluster-postgres": ("packages/cluster-postgres", ("ql3-runtime-core",)),
+    "ql3-cluster-control": (
+        "packages/cluster-control",
+        ("ql3-runtime-core", "ql3-cluster-postgres"),
+    ),
+}
+
+
+def _export(session: nox.Session, *args: str) -> str:
+    """Write a requirements file exported from uv.lock and return its path."""
+    target = Path(tempfile.mkdtemp(prefix="ql3-nox-")) / "requirements.txt"
+    session.run(
+        "uv", "export", "--frozen", "--no-hashes", "--no-header", "--no-annotate",
+        "--no-emit-workspace", "-q", "-o", str(target), *args,
+        external=True,
+    )
+    return str(target)
+
+
+def _install_wheels(session: nox.Session, distribution: str, *extra_groups: str) -> None:
+    """Build `distribution` and its workspace dependencies, install the wheels and test deps."""
+    _, deps = PACKAGES[distribution]
+    dist_dir = Path(tempfile.mkdtemp(prefix="ql3-wheels-"))
+    for name in (*deps, distribution):
+        session.run(
+            "uv", "build", "--package", name, "--wheel", "--no-sources", "-q",
+            "-o", str(dist_dir), external=True,
+        )
+    wheels = sorted(str(path) for path in dist_dir.glob("*.whl"))
+    constraints = _export(session, "--all-packages", "--all-extras")
+    session.install("-c", constraints, *wheels)
+    for group in ("test", *extra_groups):
+        session.install("-r", _export(session, "--only-group", group))
+
+
+def _test_package(session: nox.Session, distribution: str, *extra_groups: str) -> None:
+    folder, _ = PACKAGES[distribution]
+    _install_wheels(session, distribution, *extra_groups)
+    tests = ROOT / folder / "tests"
+    session.run(
+        "pytest", str(tests), "-o", f"pythonpath={tests}", "-p", "no:cacheprovider",
+        *session.posargs,
+    )
+
+
+@nox.session(python=PYTHON)
+def runtime_core(session: nox.Session) -> None:
+    """Test ql3-runtime-core against its installed wheel."""
+    _test_package(session, "ql3-runtime-core")
+
+
+@nox.session(python=PYTHON)
+def cluster_postgres(session: nox.Session) -> None:
+    """Test ql3-cluster-postgres against its installed wheel and a real PostgreSQL."""
+    _test_package(session, "ql3-cluster-postgres")
+
+
+@nox.session(python=PYTHON)
+def cluster_control(session: nox.Session) -> None:
+    """Test ql3-cluster-control against its installed wheel, real PostgreSQL and real processes."""
+    _test_package(session, "ql3-cluster-control")
+
+
+def _sync_workspace(session: nox.Session) -> None:
+    """Install the whole workspace (editable) and the dev group into the session's venv."""
+    session.run_install(
+        "uv", "sync", "--frozen", "--all-packages", "--group", "dev",
+        env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location},
+        external=True,
+    )
+
+
+@nox.session(python=PYTHON)
+def audit(session: nox.Session) -> None:
+    """Enforce the package closure and rule zero (import-linter, deptry, ruff TID251, AST)."""
+    _sync_workspace(session)
+    session.run("ql3-import-audit", *session.posargs)
+    tests = ROOT / "tools/import-audit/tests"
+    session.run("pytest", str(tests), "-o", f"pythonpath={tests}", "-p", "no:cacheprovider")
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """Ruff check, ruff format --check and mypy --strict on every package, src and tests."""
+    _sync_workspace(session)
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    for folder in (*(folder for folder, _ in PACKAGES.values()), "tools/import-audit"):
+        targets = [str(ROOT / folder / "src")]
+        tests = ROOT / folder / "tests"
+        if tests.is_dir() and any(tests.rglob("*.py")):
+            targets.append(str(tests))
+        session.run("mypy", *targets, env={"MYPYPATH": str(tests)})
+
+
+@nox.session(python=False)
+def clean(session: nox.Session) -> None:
+    """Remove build outputs."""
+    for path in ("dist", ".nox"):
+        shutil.rmtree(ROOT / path, ignore_errors=True)
+    session.log("cleaned")

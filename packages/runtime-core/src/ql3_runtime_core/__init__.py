@@ -1,0 +1,71 @@
+"""QL3 runtime core: pure scheduling logic that reads no clock (rule zero).
+
+The public surface is exactly `__all__`; implementation modules are private.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import version as _version
+
+from ._commit import ClaimCommit, normalize_commit
+from ._contracts import (
+    LEASE_MS_DEFAULT,
+    LEASE_MS_MAX,
+    LEASE_MS_MIN,
+    OWNER_ID_MAX_LENGTH,
+    ClaimClusterScheduleCommand,
+    ClusterScheduleClaim,
+    MisfirePolicy,
+    ScheduleDefinition,
+    ScheduleState,
+    same_claim,
+)
+from ._cron import load_timezone, next_occurrence_ms, preview_occurrences, validate_cron_expression
+from ._decision import ScheduleDecision, resolve_cluster_schedule_decision
+from ._errors import (
+    ClockRegressionError,
+    InvalidCronError,
+    InvalidDecisionError,
+    QL3Error,
+    RepositoryUnavailableError,
+    UnknownTimezoneError,
+)
+from ._repository import AdmittedRun, CommitBatch, CommitOutcome, CommitStatus, ScheduleRepository
+from ._summary import CycleSummary, summarize_cycle
+
+__version__ = _version("ql3-runtime-core")
+
+__all__ = [
+    "LEASE_MS_DEFAULT",
+    "LEASE_MS_MAX",
+    "LEASE_MS_MIN",
+    "OWNER_ID_MAX_LENGTH",
+    "AdmittedRun",
+    "ClaimClusterScheduleCommand",
+    "ClaimCommit",
+    "ClockRegressionError",
+    "ClusterScheduleClaim",
+    "CommitBatch",
+    "CommitOutcome",
+    "CommitStatus",
+    "CycleSummary",
+    "InvalidCronError",
+    "InvalidDecisionError",
+    "MisfirePolicy",
+    "QL3Error",
+    "RepositoryUnavailableError",
+    "ScheduleDecision",
+    "ScheduleDefinition",
+    "ScheduleRepository",
+    "ScheduleState",
+    "UnknownTimezoneError",
+    "__version__",
+    "load_timezone",
+    "next_occurrence_ms",
+    "normalize_commit",
+    "preview_occurrences",
+    "resolve_cluster_schedule_decision",
+    "same_claim",
+    "summarize_cycle",
+    "validate_cron_expression",
+]

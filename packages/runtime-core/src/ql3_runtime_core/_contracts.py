@@ -1,0 +1,172 @@
+"""Claim contracts of ADR-0107 (SPEC D1, D3): the claim command, the claim, the schedule definition.
+
+None of these models carries a caller-supplied time: the only observation in a claim is
+`claim_acquired_at_ms`, which the database wrote with `clock_timestamp()` (rule zero).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Self
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from ._cron import load_timezone, validate_cron_expression
+
+__all__ = [
+    "LEASE_MS_DEFAULT",
+    "LEASE_MS_MAX",
+    "LEASE_MS_MIN",
+    "OWNER_ID_MAX_LENGTH",
+    "ClaimClusterScheduleCommand",
+    "ClusterScheduleClaim",
+    "MisfirePolicy",
+    "ScheduleDefinition",
+    "ScheduleState",
+    "same_claim",
+]
+
+LEASE_MS_MIN = 1_000
+LEASE_MS_MAX = 60_000
+LEASE_MS_DEFAULT = 30_000
+OWNER_ID_MAX_LENGTH = 200
+
+_CONTRACT = ConfigDict(
+    frozen=True,
+    extra="forbid",
+    alias_generator=to_camel,
+    populate_by_name=True,
+    validate_by_name=True,
+    validate_by_alias=True,
+)
+
+
+class MisfirePolicy(StrEnum):
+    """What to do with occurrences that are due but later than the grace (SPEC §6).
+
+    - `FIRE_ONCE`: admit only the latest missed occurrence (the default).
+    - `SKIP`: admit no missed occurrence.
+    - `CATCH_UP`: admit every missed occurrence, oldest first, within the cycle budget.
+    On-time occurrences are admitted under every policy.
+    """
+
+    FIRE_ONCE = "fire_once"
+    SKIP = "skip"
+    CATCH_UP = "catch_up"
+
+
+class ScheduleState(StrEnum):
+    """Life cycle of a schedule row.
+
+    - `ACTIVE`: claimable when due.
+    - `PAUSED`: kept with its cursor, never claimed until resumed.
+    - `EXHAUSTED`: the cursor passed `end_at_ms`; nothing will ever be due again.
+    - `RETIRED`: removed by an operator; history is kept, the schedule is never claimed.
+    """
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    EXHAUSTED = "exhausted"
+    RETIRED = "retired"
+
+
+OwnerId = Annotated[str, Field(min_length=1, max_length=OWNER_ID_MAX_LENGTH, pattern=r"^\S(.*\S)?$")]
+LeaseMs = Annotated[int, Field(ge=LEASE_MS_MIN, le=LEASE_MS_MAX, strict=True)]
+
+
+class ClaimClusterScheduleCommand(BaseModel):
+    """What a Coordinator asks for when it claims (D1): who, with which token, for how long.
+
+    It has no time field on purpose: `observedAtMs` and any other extra field are rejected, so a
+    caller cannot smuggle its wall clock into due-ness or takeover.
+    """
+
+    model_config = _CONTRACT
+
+    owner_id: OwnerId
+    claim_token: UUID
+    lease_ms: LeaseMs = LEASE_MS_DEFAULT
+
+
+class ScheduleDefinition(BaseModel):
+    """The part of a schedule row that a cron and misfire decision needs."""
+
+    model_config = _CONTRACT
+
+    cron: str
+    timezone: str = "UTC"
+    misfire_policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE
+    misfire_grace_ms: Annotated[int, Field(ge=0)] = 60_000
+    start_at_ms: int | None = None
+    end_at_ms: int | None = None
+
+    @field_validator("cron")
+    @classmethod
+    def _check_cron(cls, value: str) -> str:
+        return validate_cron_expression(value)
+
+    @field_validator("timezone")
+    @classmethod
+    def _check_timezone(cls, value: str) -> str:
+        load_timezone(value)
+        return value
+
+    @model_validator(mode="after")
+    def _check_window(self) -> Self:
+        if (
+            self.start_at_ms is not None
+            and self.end_at_ms is not None
+            and self.end_at_ms < self.start_at_ms
+        ):
+            msg = f"end_at_ms={self.end_at_ms} is earlier than start_at_ms={self.start_at_ms}"
+            raise ValueError(msg)
+        return self
+
+
+class ClusterScheduleClaim(BaseModel):
+    """A claim the database granted (D3).
+
+    `claim_acquired_at_ms` is the database observation of the claim statement, durable as the
+    row's `updated_at_ms`; every decision about this claim uses it and nothing else (D4).
+    """
+
+    model_config = _CONTRACT
+
+    schedule_id: int
+    task_id: int
+    version: int
+    owner_id: OwnerId
+    claim_token: UUID
+    claim_acquired_at_ms: int
+    claim_expires_at_ms: int
+    next_due_at_ms: int
+    definition: ScheduleDefinition
+
+    @model_validator(mode="after")
+    def _check_lease(self) -> Self:
+        lease = self.claim_expires_at_ms - self.claim_acquired_at_ms
+        if not LEASE_MS_MIN <= lease <= LEASE_MS_MAX:
+            msg = (
+                f"claim_expires_at_ms - claim_acquired_at_ms = {lease} ms is outside"
+                f" {LEASE_MS_MIN}..{LEASE_MS_MAX}"
+            )
+            raise ValueError(msg)
+        return self
+
+
+def same_claim(left: ClusterScheduleClaim, right: ClusterScheduleClaim) -> bool:
+    """Tell whether two claims are the exact same claim; the one comparison used everywhere.
+
+    Identity is schedule, owner, token, version, acquired time and expiry: a claim re-granted
+    with the same token but a new acquired time is a different claim (D3).
+    """
+    return (
+        left.schedule_id == right.schedule_id
+        and left.owner_id == right.owner_id
+        and left.claim_token == right.claim_token
+        and left.version == right.version
+        and left.claim_acquired_at_ms == right.claim_acquired_at_ms
+        and left.claim_expires_at_ms == right.claim_expires_at_ms
+    )

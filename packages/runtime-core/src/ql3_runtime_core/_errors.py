@@ -1,0 +1,83 @@
+"""The error hierarchy of QL3; every other package subclasses `QL3Error`.
+
+```
+QL3Error
+├── InvalidCronError (ValueError)          bad cron expression
+├── UnknownTimezoneError (ValueError)      not an IANA zone
+├── InvalidDecisionError (ValueError)      commit normalization refused a decision
+├── ClockRegressionError                   the database clock went back behind a claim
+└── RepositoryUnavailableError             the store could not be reached (retryable)
+```
+
+Contract validation itself raises pydantic's `ValidationError` (SPEC D1), not a class from here.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ClockRegressionError",
+    "InvalidCronError",
+    "InvalidDecisionError",
+    "QL3Error",
+    "RepositoryUnavailableError",
+    "UnknownTimezoneError",
+]
+
+
+class QL3Error(Exception):
+    """Base class of every error QL3 raises; catch it to catch them all."""
+
+    __module__ = "ql3_runtime_core"
+
+
+class InvalidCronError(QL3Error, ValueError):
+    """Raised when a cron expression cannot be parsed; the message quotes the expression."""
+
+    __module__ = "ql3_runtime_core"
+
+    def __init__(self, expression: str, reason: str) -> None:
+        self.expression = expression
+        self.reason = reason
+        super().__init__(f"cron: invalid expression {expression!r}: {reason}")
+
+
+class UnknownTimezoneError(QL3Error, ValueError):
+    """Raised when a timezone is not a known IANA zone; the message quotes the name."""
+
+    __module__ = "ql3_runtime_core"
+
+    def __init__(self, timezone: str) -> None:
+        self.timezone = timezone
+        super().__init__(f"timezone: unknown IANA timezone {timezone!r}")
+
+
+class InvalidDecisionError(QL3Error, ValueError):
+    """Raised when commit normalization refuses a decision; names the offending field."""
+
+    __module__ = "ql3_runtime_core"
+
+    def __init__(self, field: str, detail: str) -> None:
+        self.field = field
+        self.detail = detail
+        super().__init__(f"{field}: {detail}")
+
+
+class ClockRegressionError(QL3Error):
+    """Raised when the database clock reads earlier than a claim's acquired time (fail closed)."""
+
+    __module__ = "ql3_runtime_core"
+
+    def __init__(self, schedule_id: int, observed_at_ms: int, claim_acquired_at_ms: int) -> None:
+        self.schedule_id = schedule_id
+        self.observed_at_ms = observed_at_ms
+        self.claim_acquired_at_ms = claim_acquired_at_ms
+        super().__init__(
+            f"schedule {schedule_id}: database clock went back: observed_at_ms={observed_at_ms}"
+            f" < claim_acquired_at_ms={claim_acquired_at_ms}; nothing was written",
+        )
+
+
+class RepositoryUnavailableError(QL3Error):
+    """Raised when the store cannot be reached or a statement failed for a transient reason."""
+
+    __module__ = "ql3_runtime_core"
