@@ -20,8 +20,15 @@ from ._contracts import (
     ScheduleState,
     same_claim,
 )
-from ._cron import load_timezone, next_occurrence_ms, preview_occurrences, validate_cron_expression
-from ._decision import ScheduleDecision, resolve_cluster_schedule_decision
+from ._cron import (
+    is_interval_like,
+    latest_occurrence_ms,
+    load_timezone,
+    next_occurrence_ms,
+    preview_occurrences,
+    validate_cron_expression,
+)
+from ._decision import SKIPPED_COUNT_LIMIT, ScheduleDecision, resolve_cluster_schedule_decision
 from ._errors import (
     ClockRegressionError,
     InvalidCronError,
@@ -40,6 +47,7 @@ __all__ = [
     "LEASE_MS_MAX",
     "LEASE_MS_MIN",
     "OWNER_ID_MAX_LENGTH",
+    "SKIPPED_COUNT_LIMIT",
     "AdmittedRun",
     "ClaimClusterScheduleCommand",
     "ClaimCommit",
@@ -60,6 +68,8 @@ __all__ = [
     "ScheduleState",
     "UnknownTimezoneError",
     "__version__",
+    "is_interval_like",
+    "latest_occurrence_ms",
     "load_timezone",
     "next_occurrence_ms",
     "normalize_commit",

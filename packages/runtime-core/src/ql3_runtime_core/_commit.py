@@ -36,6 +36,7 @@ def normalize_commit(
             belongs to another schedule, moves the cursor backwards, admits an occurrence later
             than the observation or earlier than the cursor, repeats or disorders occurrences,
             or admits more than `budget`.
+
     """
     acquired = claim.claim_acquired_at_ms
     if decision.observed_at_ms != acquired:
@@ -53,7 +54,9 @@ def normalize_commit(
     return ClaimCommit(claim=claim, decision=decision)
 
 
-def _check_occurrences(claim: ClusterScheduleClaim, decision: ScheduleDecision, budget: int) -> None:
+def _check_occurrences(
+    claim: ClusterScheduleClaim, decision: ScheduleDecision, budget: int
+) -> None:
     occurrences = decision.occurrences
     if len(occurrences) > budget:
         raise InvalidDecisionError(
@@ -93,7 +96,8 @@ def _check_cursor(claim: ClusterScheduleClaim, decision: ScheduleDecision) -> No
     if decision.occurrences and cursor <= decision.occurrences[-1]:
         raise InvalidDecisionError(
             "next_due_at_ms",
-            f"cursor {cursor} does not pass the last admitted occurrence {decision.occurrences[-1]}",
+            f"cursor {cursor} does not pass the last admitted occurrence"
+            f" {decision.occurrences[-1]}",
         )
     if decision.state is not ScheduleState.ACTIVE:
         raise InvalidDecisionError(

@@ -72,7 +72,9 @@ class ScheduleState(StrEnum):
     RETIRED = "retired"
 
 
-OwnerId = Annotated[str, Field(min_length=1, max_length=OWNER_ID_MAX_LENGTH, pattern=r"^\S(.*\S)?$")]
+OwnerId = Annotated[
+    str, Field(min_length=1, max_length=OWNER_ID_MAX_LENGTH, pattern=r"^\S(.*\S)?$")
+]
 LeaseMs = Annotated[int, Field(ge=LEASE_MS_MIN, le=LEASE_MS_MAX, strict=True)]
 
 

@@ -1,53 +1,291 @@
-"""Cron occurrence engine (SPEC §6): croniter for field matching, zoneinfo for the DST rules.
+"""Cron occurrence engine (SPEC §6): croniter matches wall times, zoneinfo maps them to instants.
 
-PLACEHOLDER: this first version delegates to croniter without the DST fold/gap rules; the
-complete engine replaces it (issue 3).
+An expression has 5 fields (minute hour day-of-month month day-of-week) or 6 with the seconds field
+first. Day-of-month and day-of-week follow Vixie cron: when both are restricted they are OR-ed,
+unless one of them starts with `*` (as in `*/2`), which makes them AND-ed.
+
+croniter only walks *naive* local wall times here; this module alone decides which absolute
+instants those wall times denote, because croniter's own timezone handling double-fires fixed-time
+jobs in a fall-back fold. The rules (Vixie cron's DST behaviour):
+
+- An expression is *interval-like* when its seconds field (if present), its minutes field or its
+  hours field starts with `*` (`*/5 * * * *`, `0 * * * *`, `* * * * * *`); otherwise it is
+  *fixed-time* (`30 1 * * *`, `0 0,30 9-17 * * 1-5`).
+- Interval-like expressions follow absolute time: every instant whose local wall time matches is an
+  occurrence. In a fall-back fold both instances of a repeated wall time fire; wall times inside a
+  spring-forward gap do not exist and do not fire.
+- Fixed-time expressions fire each matching wall time once: an unambiguous wall time at its
+  instant, a repeated (fold) wall time only at its first instance, and a skipped (gap) wall time at
+  the first valid instant after the gap, i.e. the transition instant. Several wall times mapping to
+  one instant fire once.
+
+Occurrences are whole seconds; the public functions speak epoch milliseconds. The engine assumes a
+zone changes its UTC offset at most once within any 24 hours, true of every IANA zone in use.
+Nothing here reads a clock (rule zero): every instant comes from the caller.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import functools
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
 
 from ._errors import InvalidCronError, UnknownTimezoneError
 
-__all__ = ["load_timezone", "next_occurrence_ms", "preview_occurrences", "validate_cron_expression"]
+__all__ = [
+    "is_interval_like",
+    "latest_occurrence_ms",
+    "load_timezone",
+    "next_occurrence_ms",
+    "preview_occurrences",
+    "validate_cron_expression",
+]
+
+_DAY_S: Final = 86_400
+_MS: Final = 1_000
+# A fixed date far from the edge of croniter's range, used only to prove an expression can fire.
+_PROBE_WALL_S: Final = 946_684_800.0  # 2000-01-01T00:00:00 as naive wall seconds
+_CACHE_SIZE: Final = 1_024
 
 
 def validate_cron_expression(expression: str) -> str:
-    """Return the expression normalized (single spaces), or raise `InvalidCronError`."""
+    """Return the expression normalized (single spaces), or raise `InvalidCronError`.
+
+    Rejects anything but 5 or 6 fields, values croniter cannot parse (`61 * * * *`), and
+    expressions that can never fire (`0 0 30 2 *`).
+    """
     normalized = " ".join(expression.split())
-    fields = normalized.split(" ")
+    fields = normalized.split(" ") if normalized else []
     if len(fields) not in (5, 6):
         raise InvalidCronError(expression, f"expected 5 or 6 fields, got {len(fields)}")
-    if not croniter.is_valid(normalized, second_at_beginning=True):
+    try:
+        valid = croniter.is_valid(normalized, second_at_beginning=True)
+    except (CroniterError, ValueError, TypeError):
+        valid = False
+    if not valid:
         raise InvalidCronError(expression, "not a valid cron expression")
+    try:
+        _new_croniter(normalized).get_next(float, start_time=_PROBE_WALL_S)
+    except (CroniterError, ValueError, OverflowError) as exc:
+        raise InvalidCronError(expression, "the expression never fires") from exc
     return normalized
 
 
 def load_timezone(name: str) -> ZoneInfo:
     """Return the IANA zone `name`, or raise `UnknownTimezoneError`."""
+    return _load_timezone(name)
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _load_timezone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
+    except (ZoneInfoNotFoundError, ValueError, TypeError) as exc:
         raise UnknownTimezoneError(name) from exc
 
 
 def next_occurrence_ms(expression: str, timezone: str, after_ms: int) -> int:
-    """Return the first occurrence strictly after `after_ms` (epoch ms)."""
-    zone = load_timezone(timezone)
-    start = datetime.fromtimestamp(after_ms / 1000, tz=UTC).astimezone(zone)
-    itr = croniter(validate_cron_expression(expression), start, second_at_beginning=True)
-    return int(itr.get_next(float) * 1000)
+    """Return the first occurrence strictly after `after_ms` (epoch ms), by the DST rules above."""
+    schedule = _compile(expression, timezone)
+    return schedule.next_at_or_after(after_ms // _MS + 1) * _MS
+
+
+def latest_occurrence_ms(
+    expression: str,
+    timezone: str,
+    at_or_before_ms: int,
+    not_before_ms: int,
+) -> int | None:
+    """Return the latest occurrence in `[not_before_ms, at_or_before_ms]` (epoch ms), or None.
+
+    It is derived from `next_occurrence_ms` by galloping and bisection, so both always agree,
+    and it never enumerates the occurrences in between (an every-second schedule after a week
+    of outage costs a few dozen steps).
+    """
+    schedule = _compile(expression, timezone)
+    low_s = -(-not_before_ms // _MS)  # ceil: occurrences are whole seconds
+    found = schedule.latest_at_or_before(at_or_before_ms // _MS, low_s)
+    return None if found is None else found * _MS
 
 
 def preview_occurrences(expression: str, timezone: str, after_ms: int, count: int) -> list[int]:
-    """Return the next `count` occurrences strictly after `after_ms`, as epoch ms."""
+    """Return the next `count` occurrences strictly after `after_ms`, as epoch ms, oldest first.
+
+    Raises:
+        ValueError: `count` is negative.
+        InvalidCronError, UnknownTimezoneError: bad expression or zone.
+
+    """
+    if count < 0:
+        msg = f"count: must be >= 0, got {count}"
+        raise ValueError(msg)
+    schedule = _compile(expression, timezone)
     result: list[int] = []
-    current = after_ms
+    current_s = after_ms // _MS
     for _ in range(count):
-        current = next_occurrence_ms(expression, timezone, current)
-        result.append(current)
+        current_s = schedule.next_at_or_after(current_s + 1)
+        result.append(current_s * _MS)
     return result
+
+
+def is_interval_like(expression: str) -> bool:
+    """Tell whether the expression follows absolute time (see the module docstring)."""
+    fields = validate_cron_expression(expression).split(" ")
+    time_fields = fields[:3] if len(fields) == 6 else fields[:2]  # noqa: PLR2004
+    return any(field.startswith("*") for field in time_fields)
+
+
+def _new_croniter(expression: str) -> croniter:
+    # implement_cron_bug: Vixie's AND of day-of-month and day-of-week when one starts with `*`.
+    return croniter(
+        expression,
+        0.0,
+        ret_type=float,
+        second_at_beginning=True,
+        implement_cron_bug=True,
+    )
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _compile(expression: str, timezone: str) -> _Schedule:
+    normalized = validate_cron_expression(expression)
+    return _Schedule(
+        normalized, load_timezone(timezone), interval_like=is_interval_like(normalized)
+    )
+
+
+class _Schedule:
+    """A parsed expression in one zone; instants and walls are integer seconds.
+
+    A *wall* is a local wall time counted in seconds from 1970-01-01T00:00 local (naive), which is
+    what croniter iterates on when given floats without a zone.
+    """
+
+    def __init__(self, expression: str, zone: ZoneInfo, *, interval_like: bool) -> None:
+        self.expression = expression
+        self.zone = zone
+        self.interval_like = interval_like
+        # croniter objects are stateful; one per schedule, reused under a lock (5x cheaper than
+        # building one per call on the hot path).
+        self._iter = _new_croniter(expression)
+        self._lock = threading.Lock()
+
+    def next_wall(self, wall: int) -> int:
+        """Return the first matching wall at or after `wall`."""
+        with self._lock:
+            try:
+                found = self._iter.get_next(float, start_time=float(wall - 1), update_current=False)
+            except (CroniterBadDateError, CroniterBadCronError, OverflowError) as exc:
+                raise InvalidCronError(self.expression, f"no occurrence after wall {wall}") from exc
+        return int(found)
+
+    def offset(self, instant: int) -> int:
+        """Return the zone's UTC offset in seconds at `instant`."""
+        utcoffset = datetime.fromtimestamp(instant, self.zone).utcoffset()
+        return 0 if utcoffset is None else int(utcoffset.total_seconds())
+
+    def instants(self, wall: int) -> tuple[int, int]:
+        """Return the wall's instants for fold 0 and fold 1 (PEP 495).
+
+        Equal: unambiguous. fold0 < fold1: repeated (fold). fold0 > fold1: skipped (gap).
+        """
+        naive = _EPOCH_NAIVE + timedelta(seconds=wall)
+        result: list[int] = []
+        for fold in (0, 1):
+            utcoffset = self.zone.utcoffset(naive.replace(tzinfo=self.zone, fold=fold))
+            result.append(wall - (0 if utcoffset is None else int(utcoffset.total_seconds())))
+        return result[0], result[1]
+
+    def transition_in(self, low: int, high: int) -> int:
+        """Return the first instant in `(low, high]` whose offset differs from `low`'s.
+
+        The caller guarantees exactly one transition in the range (it is shorter than a day).
+        """
+        base = self.offset(low)
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self.offset(middle) == base:
+                low = middle
+            else:
+                high = middle
+        return high
+
+    def first_transition(self, start: int, end: int) -> int | None:
+        """Return the first offset change in `(start, end]`, scanning a day at a time, or None."""
+        base = self.offset(start)
+        previous = start
+        while previous < end:
+            probe = min(previous + _DAY_S, end)
+            if self.offset(probe) != base:
+                return self.transition_in(previous, probe)
+            previous = probe
+        return None
+
+    def next_at_or_after(self, start: int) -> int:
+        """Return the first occurrence at or after instant `start`."""
+        if self.interval_like:
+            return self._next_interval(start)
+        return self._map_fixed(self.next_wall(self._lowest_fixed_wall(start)))
+
+    def _next_interval(self, start: int) -> int:
+        # Walk constant-offset segments: inside one, walls and instants correspond one to one.
+        while True:
+            offset = self.offset(start)
+            candidate = self.next_wall(start + offset) - offset
+            transition = self.first_transition(start, candidate)
+            if transition is None:
+                return candidate
+            start = transition
+
+    def _lowest_fixed_wall(self, start: int) -> int:
+        """Return the lowest wall whose fixed-time instant is at or after `start`.
+
+        Fixed-time instants are non-decreasing in wall order, so the first matching wall from
+        here is the answer.
+        """
+        offset = self.offset(start)
+        before = self.offset(start - 1)
+        if before != offset:
+            # `start` is a transition: gap walls map to it; repeated walls already fired.
+            return start + before
+        if datetime.fromtimestamp(start, self.zone).fold == 1:
+            # Second instance of a repeated wall: every repeated wall fired at its first instance,
+            # so continue at the end of the fold.
+            first_instance, _ = self.instants(start + offset)
+            transition = self.transition_in(first_instance, start)
+            return transition + self.offset(transition - 1)
+        return start + offset
+
+    def _map_fixed(self, wall: int) -> int:
+        fold0, fold1 = self.instants(wall)
+        if fold0 <= fold1:
+            return fold0  # unambiguous, or the first instance of a repeated wall
+        return self.transition_in(fold1, fold0)  # a skipped wall fires when the gap ends
+
+    def latest_at_or_before(self, end: int, low: int) -> int | None:
+        """Return the latest occurrence in `[low, end]` (instants), or None."""
+        if low > end or self.next_at_or_after(low) > end:
+            return None
+        # Invariant: an occurrence lies in [found_from, end]; none lies in [above, end].
+        above = end + 1
+        step = 1
+        while True:
+            found_from = max(low, end + 1 - step)
+            if self.next_at_or_after(found_from) <= end:
+                break
+            above = found_from
+            step *= 2
+        while above - found_from > 1:
+            middle = (found_from + above) // 2
+            if self.next_at_or_after(middle) <= end:
+                found_from = middle
+            else:
+                above = middle
+        return self.next_at_or_after(found_from)
+
+
+_EPOCH_NAIVE: Final = datetime(1970, 1, 1, tzinfo=UTC).replace(tzinfo=None)

@@ -1,29 +1,42 @@
 """The cron and misfire decision (SPEC §6, D4): what a claim admits, and where its cursor goes.
 
-PLACEHOLDER: a first version without the fire_once/skip jump optimisations; issue 3 completes it.
+The only observation is the claim's `claim_acquired_at_ms`, written by the database's
+`clock_timestamp()`; `resolve_cluster_schedule_decision` takes no time argument (rule zero).
+
+Terms, with `obs = claim_acquired_at_ms` and the cursor `next_due_at_ms` (the first undecided
+occurrence): an occurrence `t` is *due* when `cursor <= t <= obs` (and `t <= end_at_ms`, and
+`t >= start_at_ms`); it is *on time* when `obs - t <= misfire_grace_ms`, otherwise *missed*.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from pydantic import BaseModel, ConfigDict
 
 from ._contracts import MisfirePolicy, ScheduleState
-from ._cron import next_occurrence_ms
+from ._cron import latest_occurrence_ms, next_occurrence_ms
+from ._errors import InvalidDecisionError
 
 if TYPE_CHECKING:
-    from ._contracts import ClusterScheduleClaim
+    from ._contracts import ClusterScheduleClaim, ScheduleDefinition
 
-__all__ = ["ScheduleDecision", "resolve_cluster_schedule_decision"]
+__all__ = ["SKIPPED_COUNT_LIMIT", "ScheduleDecision", "resolve_cluster_schedule_decision"]
+
+SKIPPED_COUNT_LIMIT: Final = 1_000
+"""Skipped occurrences are counted one by one up to this many; beyond it `skipped` stays at the
+limit and `skipped_capped` is set, so a week-long outage of an every-second schedule costs a
+bounded amount of work instead of enumerating 600 000 occurrences."""
 
 
 class ScheduleDecision(BaseModel):
     """What one claim decided: admitted occurrences (oldest first), new cursor and state.
 
     `observed_at_ms` is always the claim's `claim_acquired_at_ms` (D4); commit normalization
-    refuses anything else. `skipped` counts missed occurrences the policy chose not to admit,
-    so nothing is dropped silently.
+    refuses anything else. `skipped` counts missed occurrences the policy chose not to admit, so
+    nothing is dropped silently; it is exact unless `skipped_capped` is set, in which case at
+    least `skipped` (= `SKIPPED_COUNT_LIMIT`) were skipped. The cursor `next_due_at_ms` is the
+    first undecided occurrence (None once the schedule is exhausted).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -34,39 +47,124 @@ class ScheduleDecision(BaseModel):
     state: ScheduleState
     observed_at_ms: int
     skipped: int = 0
+    skipped_capped: bool = False
 
 
 def resolve_cluster_schedule_decision(
     claim: ClusterScheduleClaim,
     budget: int,
 ) -> ScheduleDecision:
-    """Decide what `claim` admits with at most `budget` occurrences; it reads no clock."""
-    observed = claim.claim_acquired_at_ms
+    """Decide what `claim` admits with at most `budget` occurrences; it reads no clock.
+
+    fire_once admits the latest missed occurrence and every on-time one; skip admits only the
+    on-time ones; catch_up admits every due one. Admissions are oldest first and at most
+    `budget`; the cursor moves past exactly what was decided (admitted or skipped), so a backlog
+    beyond the budget stays due for the next cycle. A budget of 0 decides nothing.
+
+    Raises:
+        InvalidDecisionError: `budget` is negative.
+
+    """
+    if budget < 0:
+        raise InvalidDecisionError("budget", f"must be >= 0, got {budget}")
     definition = claim.definition
-    due: list[int] = []
-    cursor: int | None = claim.next_due_at_ms
-    while cursor is not None and cursor <= observed and len(due) < max(budget, 0):
-        if definition.end_at_ms is not None and cursor > definition.end_at_ms:
-            cursor = None
-            break
-        due.append(cursor)
-        cursor = next_occurrence_ms(definition.cron, definition.timezone, cursor)
-    if cursor is not None and definition.end_at_ms is not None and cursor > definition.end_at_ms:
-        cursor = None
-    grace = definition.misfire_grace_ms
-    on_time = [t for t in due if observed - t <= grace]
-    missed = [t for t in due if observed - t > grace]
+    observed = claim.claim_acquired_at_ms
+    cursor = claim.next_due_at_ms
+    low = cursor if definition.start_at_ms is None else max(cursor, definition.start_at_ms)
+    first = _next(definition, low - 1)
+    if budget == 0:
+        # Nothing decided: the cursor stays, unless no occurrence is left inside the window.
+        if _past_end(definition, first):
+            return _decision(claim, (), None)
+        return _decision(claim, (), cursor)
+    high = observed if definition.end_at_ms is None else min(observed, definition.end_at_ms)
     if definition.misfire_policy is MisfirePolicy.CATCH_UP:
-        admitted = due
-    elif definition.misfire_policy is MisfirePolicy.FIRE_ONCE:
-        admitted = missed[-1:] + on_time
-    else:
-        admitted = on_time
+        admitted, following = _take(definition, first, high, budget, [])
+        return _decision(claim, admitted, following)
+    return _resolve_dropping(claim, budget, first, high)
+
+
+def _resolve_dropping(
+    claim: ClusterScheduleClaim,
+    budget: int,
+    first: int,
+    high: int,
+) -> ScheduleDecision:
+    """fire_once and skip: jump to the latest missed occurrence instead of walking the backlog."""
+    definition = claim.definition
+    missed_high = min(high, claim.claim_acquired_at_ms - definition.misfire_grace_ms - 1)
+    latest_missed = None
+    if first <= missed_high:
+        latest_missed = latest_occurrence_ms(
+            definition.cron, definition.timezone, missed_high, first
+        )
+    admitted: list[int] = []
+    skipped, capped = 0, False
+    on_time_from = first
+    if latest_missed is not None:
+        missed, capped = _count(definition, first, latest_missed)
+        if definition.misfire_policy is MisfirePolicy.FIRE_ONCE:
+            admitted.append(latest_missed)
+            missed -= 0 if capped else 1
+        skipped = missed
+        on_time_from = _next(definition, latest_missed)
+    occurrences, following = _take(definition, on_time_from, high, budget, admitted)
+    return _decision(claim, occurrences, following, skipped=skipped, capped=capped)
+
+
+def _take(
+    definition: ScheduleDefinition,
+    start: int,
+    high: int,
+    budget: int,
+    admitted: list[int],
+) -> tuple[tuple[int, ...], int]:
+    """Admit occurrences from `start` (an occurrence) up to `high` within the budget.
+
+    Returns the admissions and the first occurrence left undecided.
+    """
+    current = start
+    while current <= high and len(admitted) < budget:
+        admitted.append(current)
+        current = _next(definition, current)
+    return tuple(admitted), current
+
+
+def _count(definition: ScheduleDefinition, first: int, last: int) -> tuple[int, bool]:
+    """Count occurrences in `[first, last]` (both occurrences), capped at the limit."""
+    counted = 1
+    current = first
+    while current < last:
+        if counted >= SKIPPED_COUNT_LIMIT:
+            return SKIPPED_COUNT_LIMIT, True
+        current = _next(definition, current)
+        counted += 1
+    return counted, False
+
+
+def _next(definition: ScheduleDefinition, after_ms: int) -> int:
+    return next_occurrence_ms(definition.cron, definition.timezone, after_ms)
+
+
+def _past_end(definition: ScheduleDefinition, occurrence: int) -> bool:
+    return definition.end_at_ms is not None and occurrence > definition.end_at_ms
+
+
+def _decision(
+    claim: ClusterScheduleClaim,
+    occurrences: tuple[int, ...],
+    following: int | None,
+    *,
+    skipped: int = 0,
+    capped: bool = False,
+) -> ScheduleDecision:
+    exhausted = following is None or _past_end(claim.definition, following)
     return ScheduleDecision(
         schedule_id=claim.schedule_id,
-        occurrences=tuple(admitted),
-        next_due_at_ms=cursor,
-        state=ScheduleState.ACTIVE if cursor is not None else ScheduleState.EXHAUSTED,
-        observed_at_ms=observed,
-        skipped=len(due) - len(admitted),
+        occurrences=occurrences,
+        next_due_at_ms=None if exhausted else following,
+        state=ScheduleState.EXHAUSTED if exhausted else ScheduleState.ACTIVE,
+        observed_at_ms=claim.claim_acquired_at_ms,
+        skipped=skipped,
+        skipped_capped=capped,
     )

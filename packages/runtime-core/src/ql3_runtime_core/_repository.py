@@ -113,9 +113,9 @@ class ScheduleRepository(Protocol):
         ...
 
     def release_claims(self, claims: Sequence[ClusterScheduleClaim]) -> int:
-        """Release claims that still stand exactly (graceful stop); returns how many were released."""
+        """Release the claims that still stand exactly (graceful stop); return how many."""
         ...
 
     def next_due_in_ms(self) -> int | None:
-        """Milliseconds until the earliest due cursor by the database clock (0 if due now), or None."""
+        """Return ms until the earliest due cursor by the database clock (0 if due), or None."""
         ...
