@@ -1,0 +1,100 @@
+"""Connections for the repository, admin and ingress: conninfo defaults and error wrapping.
+
+Every connection QL3 opens carries TCP keepalives and `tcp_user_timeout`, so a partitioned
+server is noticed in seconds rather than after the kernel's two-hour default, and a
+`connect_timeout`, so a dead address fails fast. psycopg's errors never leave this package:
+`wrap_error` turns them into `RepositoryUnavailableError` (transient: connection, shutdown,
+serialization) or `DatabaseError` (everything else), chained with `from`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, TypeAlias
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from ql3_runtime_core import QL3Error, RepositoryUnavailableError
+
+from ._errors import DatabaseError
+
+__all__ = [
+    "ConnectionOptions",
+    "StatementObserver",
+    "close_quietly",
+    "connect",
+    "is_connection_lost",
+    "wrap_error",
+]
+
+# Called with (statement name, SQL text, parameters) right before a statement is sent; tests use
+# it to check what the repository really sends (SPEC §10.2).
+StatementObserver: TypeAlias = Callable[[str, str, Mapping[str, Any]], None]
+
+
+class ConnectionOptions:
+    """Connection settings shared by every QL3 connection; the caller's DSN wins on conflicts."""
+
+    __slots__ = ("conninfo",)
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        application_name: str = "ql3",
+        connect_timeout_s: float = 5.0,
+        keepalives_idle_s: int = 5,
+        keepalives_interval_s: int = 2,
+        keepalives_count: int = 3,
+        tcp_user_timeout_ms: int = 10_000,
+    ) -> None:
+        defaults: dict[str, Any] = {
+            "application_name": application_name,
+            # libpq takes whole seconds and treats 1 as 2; round up so a short timeout stays short.
+            "connect_timeout": str(max(2, math.ceil(connect_timeout_s))),
+            "keepalives": "1",
+            "keepalives_idle": str(keepalives_idle_s),
+            "keepalives_interval": str(keepalives_interval_s),
+            "keepalives_count": str(keepalives_count),
+            "tcp_user_timeout": str(tcp_user_timeout_ms),
+        }
+        try:
+            given = conninfo_to_dict(conninfo)
+        except psycopg.ProgrammingError as exc:
+            msg = f"conninfo: cannot parse the connection string: {exc}"
+            raise ValueError(msg) from exc
+        defaults.update({key: value for key, value in given.items() if value is not None})
+        self.conninfo = make_conninfo("", **defaults)
+
+
+def connect(options: ConnectionOptions, action: str) -> psycopg.Connection[Any]:
+    """Open an autocommit connection, or raise `RepositoryUnavailableError` naming `action`."""
+    try:
+        return psycopg.connect(options.conninfo, autocommit=True)
+    except psycopg.Error as exc:
+        raise wrap_error(exc, action) from exc
+
+
+def is_connection_lost(exc: psycopg.Error) -> bool:
+    """Tell whether `exc` means the server's reply never arrived (no SQLSTATE came back)."""
+    return exc.sqlstate is None and isinstance(
+        exc, psycopg.OperationalError | psycopg.InterfaceError
+    )
+
+
+def wrap_error(exc: psycopg.Error, action: str) -> QL3Error:
+    """Return the QL3 error for a psycopg error raised while doing `action` (chain it with from)."""
+    code = exc.sqlstate or "no sqlstate"
+    text = f"{action}: {type(exc).__name__} ({code}): {str(exc).strip()}"
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return RepositoryUnavailableError(text)
+    return DatabaseError(text)
+
+
+def close_quietly(conn: psycopg.Connection[Any] | None) -> None:
+    """Close `conn` ignoring errors: it is being thrown away because it failed."""
+    if conn is not None:
+        with contextlib.suppress(psycopg.Error):
+            conn.close()

@@ -1,0 +1,513 @@
+"""The fenced PostgreSQL repository (SPEC D2, D3, D5, §7): claim, commit, release, resolve, hint.
+
+Every time this module handles comes from `clock_timestamp()` inside the statement that uses it
+(rule zero): the claim statement observes once and writes that observation, the commit statement
+samples once and fences on it. The node's clock is never read; `time.monotonic()` only bounds
+waits.
+
+One repository holds one working connection (autocommit for single statements, an explicit
+SERIALIZABLE transaction for commits) and, when `wait_for_wakeup` is used, one LISTEN
+connection. A lock serialises callers, so a repository may be shared between threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Self
+from uuid import UUID
+
+import psycopg
+from psycopg import IsolationLevel
+from ql3_runtime_core import (
+    AdmittedRun,
+    ClaimCommit,
+    ClockRegressionError,
+    ClusterScheduleClaim,
+    CommitBatch,
+    CommitOutcome,
+    CommitStatus,
+    MisfirePolicy,
+    RepositoryUnavailableError,
+    ScheduleDefinition,
+)
+
+from ._connect import (
+    ConnectionOptions,
+    StatementObserver,
+    close_quietly,
+    connect,
+    is_connection_lost,
+    wrap_error,
+)
+from ._resolve import committed_outcome, decision_landed
+from ._sql import query
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from types import TracebackType
+
+    from ql3_runtime_core import ClaimClusterScheduleCommand
+
+__all__ = ["PostgresScheduleRepository"]
+
+logger = logging.getLogger(__name__)
+
+# SQLSTATEs that mean "run the transaction again": serialization_failure, deadlock_detected.
+_RETRYABLE = frozenset({"40001", "40P01"})
+# Claims taken by this process remember where their row lives; bounded so abandoned claims
+# cannot grow it without limit (a forgotten ctid only costs one lookup statement).
+_CTID_MEMORY = 8192
+_DEFINITION_MEMORY = 4096
+
+_ClaimKey = tuple[int, UUID, int]
+_Row = tuple[Any, ...]
+
+
+class PostgresScheduleRepository:
+    """The `ql3_runtime_core.ScheduleRepository` on PostgreSQL, used as role `ql3_runtime`.
+
+    Args:
+        conninfo: libpq connection string; its own settings win over the keyword defaults.
+        max_serialization_retries: how often one commit is retried after SQLSTATE 40001/40P01,
+            each try sampling the database clock afresh.
+        statement_observer: called with (name, SQL, parameters) before each statement is sent.
+
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        max_serialization_retries: int = 8,
+        application_name: str = "ql3",
+        connect_timeout_s: float = 5.0,
+        keepalives_idle_s: int = 5,
+        keepalives_interval_s: int = 2,
+        keepalives_count: int = 3,
+        tcp_user_timeout_ms: int = 10_000,
+        statement_observer: StatementObserver | None = None,
+    ) -> None:
+        if max_serialization_retries < 0:
+            msg = f"max_serialization_retries: must be >= 0, got {max_serialization_retries}"
+            raise ValueError(msg)
+        self._options = ConnectionOptions(
+            conninfo,
+            application_name=application_name,
+            connect_timeout_s=connect_timeout_s,
+            keepalives_idle_s=keepalives_idle_s,
+            keepalives_interval_s=keepalives_interval_s,
+            keepalives_count=keepalives_count,
+            tcp_user_timeout_ms=tcp_user_timeout_ms,
+        )
+        self._max_retries = max_serialization_retries
+        self._observer = statement_observer
+        self._lock = threading.RLock()
+        self._conn: psycopg.Connection[Any] | None = None
+        self._listen_conn: psycopg.Connection[Any] | None = None
+        self._ctids: OrderedDict[_ClaimKey, str] = OrderedDict()
+        self._definitions: dict[tuple[Any, ...], ScheduleDefinition] = {}
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close both connections; the repository reconnects if used again."""
+        with self._lock:
+            close_quietly(self._conn)
+            close_quietly(self._listen_conn)
+            self._conn = None
+            self._listen_conn = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            close_quietly(conn)
+            conn = self._conn = connect(self._options, "repository: connect")
+        return conn
+
+    def _discard_on_failure(self) -> None:
+        """Drop a connection left broken or mid-transaction by a failed call."""
+        conn = self._conn
+        if conn is None:
+            return
+        if conn.broken or conn.closed:
+            close_quietly(conn)
+            self._conn = None
+            return
+        try:
+            conn.rollback()
+            conn.autocommit = True
+        except psycopg.Error:
+            close_quietly(conn)
+            self._conn = None
+
+    def _send(self, name: str, params: Mapping[str, Any]) -> psycopg.Cursor[Any]:
+        sql = query(name)
+        if self._observer is not None:
+            self._observer(name, sql, params)
+        return self._connection().execute(sql, params)
+
+    def _run(self, name: str, params: Mapping[str, Any], action: str) -> list[_Row]:
+        """Send one autocommit statement and return its rows; psycopg errors are wrapped."""
+        with self._lock:
+            try:
+                return self._send(name, params).fetchall()
+            except psycopg.Error as exc:
+                self._discard_on_failure()
+                raise wrap_error(exc, action) from exc
+
+    # -- small reads ----------------------------------------------------------------------------
+
+    def database_now_ms(self) -> int:
+        """Return the database clock in epoch milliseconds (for displays and tests)."""
+        rows = self._run("database_now_ms", {}, "repository: read database clock")
+        return int(rows[0][0])
+
+    def check_schema(self) -> int:
+        """Return the schema version, or raise `SchemaMismatchError` when it is not this build's."""
+        from ._migrations import check_schema_version  # noqa: PLC0415 - owned by the migrations module
+
+        with self._lock:
+            try:
+                return int(check_schema_version(self._connection()))
+            except psycopg.Error as exc:
+                self._discard_on_failure()
+                raise wrap_error(exc, "repository: check schema version") from exc
+
+    def next_due_in_ms(self) -> int | None:
+        """Milliseconds until the earliest claimable cursor by the database clock, or None."""
+        rows = self._run("next_due_in_ms", {}, "repository: next due hint")
+        if not rows or rows[0][0] is None:
+            return None
+        return int(rows[0][0])
+
+    # -- claim (D2) -----------------------------------------------------------------------------
+
+    def claim_due_schedules(
+        self,
+        command: ClaimClusterScheduleCommand,
+        limit: int,
+    ) -> list[ClusterScheduleClaim]:
+        """Claim up to `limit` due schedules in one READ COMMITTED statement (D2).
+
+        The statement observes `clock_timestamp()` once; its parameters are the owner, token,
+        lease and limit, never a time.
+        """
+        if limit < 1:
+            msg = f"limit: must be >= 1, got {limit}"
+            raise ValueError(msg)
+        params = {
+            "owner_id": command.owner_id,
+            "claim_token": command.claim_token,
+            "lease_ms": command.lease_ms,
+            "batch_limit": limit,
+        }
+        rows = self._run("claim_due_schedules", params, "repository: claim due schedules")
+        claims = [self._claim_from_row(row) for row in rows]
+        with self._lock:
+            for claim, row in zip(claims, rows, strict=True):
+                self._remember_ctid(claim, str(row[14]))
+        if claims:
+            logger.debug("claimed %d schedules at %d", len(claims), claims[0].claim_acquired_at_ms)
+        return claims
+
+    def _claim_from_row(self, row: _Row) -> ClusterScheduleClaim:
+        return ClusterScheduleClaim(
+            schedule_id=row[0],
+            task_id=row[1],
+            version=row[2],
+            owner_id=row[3],
+            claim_token=row[4],
+            claim_acquired_at_ms=row[5],
+            claim_expires_at_ms=row[6],
+            next_due_at_ms=row[7],
+            definition=self._definition(row[8:14]),
+        )
+
+    def _definition(self, fields: tuple[Any, ...]) -> ScheduleDefinition:
+        """Build (once per distinct definition) the validated definition of a schedule row."""
+        cached = self._definitions.get(fields)
+        if cached is None:
+            if len(self._definitions) >= _DEFINITION_MEMORY:
+                self._definitions.clear()
+            cron, timezone, policy, grace, start, end = fields
+            cached = ScheduleDefinition(
+                cron=cron,
+                timezone=timezone,
+                misfire_policy=MisfirePolicy(policy),
+                misfire_grace_ms=grace,
+                start_at_ms=start,
+                end_at_ms=end,
+            )
+            self._definitions[fields] = cached
+        return cached
+
+    def _remember_ctid(self, claim: ClusterScheduleClaim, ctid: str) -> None:
+        self._ctids[(claim.schedule_id, claim.claim_token, claim.version)] = ctid
+        while len(self._ctids) > _CTID_MEMORY:
+            self._ctids.popitem(last=False)
+
+    # -- commit (D5, §7) --------------------------------------------------------------------
+
+    def commit_decisions(self, commits: Sequence[ClaimCommit]) -> CommitBatch:
+        """Commit several fenced decisions in one SERIALIZABLE transaction (D5).
+
+        Raises:
+            ClockRegressionError: the database clock read earlier than a claim's acquired time;
+                the transaction was rolled back, nothing was written.
+            RepositoryUnavailableError: the connection failed before COMMIT was sent, or the
+                serialization retries ran out. A lost COMMIT reply returns `UNCERTAIN` instead.
+
+        """
+        if not commits:
+            return CommitBatch(outcomes=())
+        ids = [commit.claim.schedule_id for commit in commits]
+        if len(set(ids)) != len(ids):
+            msg = f"commits: a schedule appears twice in one batch: {sorted(ids)}"
+            raise ValueError(msg)
+        with self._lock:
+            params = self._commit_params(commits)
+            try:
+                return self._commit_with_retries(commits, params)
+            finally:
+                for commit in commits:
+                    claim = commit.claim
+                    self._ctids.pop((claim.schedule_id, claim.claim_token, claim.version), None)
+
+    def _commit_params(self, commits: Sequence[ClaimCommit]) -> dict[str, Any]:
+        ctids = self._ctids_for([commit.claim for commit in commits])
+        occurrence_ids: list[int] = []
+        occurrence_ms: list[int] = []
+        for commit in commits:
+            for occurrence in commit.decision.occurrences:
+                occurrence_ids.append(commit.claim.schedule_id)
+                occurrence_ms.append(occurrence)
+        claims = [commit.claim for commit in commits]
+        return {
+            "schedule_ids": [claim.schedule_id for claim in claims],
+            "row_ctids": [ctids.get(claim.schedule_id, "(0,0)") for claim in claims],
+            "owner_ids": [claim.owner_id for claim in claims],
+            "claim_tokens": [claim.claim_token for claim in claims],
+            "versions": [claim.version for claim in claims],
+            "acquired_ms": [claim.claim_acquired_at_ms for claim in claims],
+            "expires_ms": [claim.claim_expires_at_ms for claim in claims],
+            "next_due_ms": [commit.decision.next_due_at_ms for commit in commits],
+            "states": [commit.decision.state.value for commit in commits],
+            "occurrence_schedule_ids": occurrence_ids,
+            "occurrence_ms": occurrence_ms,
+        }
+
+    def _ctids_for(self, claims: Sequence[ClusterScheduleClaim]) -> dict[int, str]:
+        """Where each claimed row lives: remembered from the claim, else looked up now."""
+        found: dict[int, str] = {}
+        missing: list[int] = []
+        for claim in claims:
+            ctid = self._ctids.get((claim.schedule_id, claim.claim_token, claim.version))
+            if ctid is None:
+                missing.append(claim.schedule_id)
+            else:
+                found[claim.schedule_id] = ctid
+        if missing:
+            rows = self._run(
+                "find_schedule_ctids", {"schedule_ids": missing}, "repository: locate schedules"
+            )
+            found.update({int(row[0]): str(row[1]) for row in rows})
+        return found
+
+    def _commit_with_retries(
+        self, commits: Sequence[ClaimCommit], params: Mapping[str, Any]
+    ) -> CommitBatch:
+        retries = 0
+        while True:
+            try:
+                return self._commit_once(commits, params, retries)
+            except psycopg.Error as exc:
+                self._discard_on_failure()
+                if exc.sqlstate in _RETRYABLE and retries < self._max_retries:
+                    retries += 1
+                    logger.debug("commit retry %d after SQLSTATE %s", retries, exc.sqlstate)
+                    continue
+                action = f"repository: commit (after {retries} serialization retries)"
+                raise wrap_error(exc, action) from exc
+
+    def _commit_once(
+        self, commits: Sequence[ClaimCommit], params: Mapping[str, Any], retries: int
+    ) -> CommitBatch:
+        conn = self._connection()
+        conn.autocommit = False
+        conn.isolation_level = IsolationLevel.SERIALIZABLE
+        row = self._send("commit_decisions", params).fetchone()
+        if row is None:  # pragma: no cover - the statement always returns one row
+            msg = "commit: the commit statement returned no row"
+            raise RepositoryUnavailableError(msg)
+        observed, regressed_id, regressed_acquired = row[0], row[1], row[2]
+        if regressed_id is not None:
+            conn.rollback()
+            conn.autocommit = True
+            raise ClockRegressionError(regressed_id, observed, regressed_acquired)
+        fenced = set(row[3])
+        try:
+            conn.commit()
+        except psycopg.Error as exc:
+            if not is_connection_lost(exc):
+                raise
+            # COMMIT was sent and its reply lost: the fenced claims may or may not be durable.
+            self._discard_on_failure()
+            logger.warning("commit reply lost; %d fenced claims are uncertain", len(fenced))
+            return _uncertain_batch(commits, fenced, retries)
+        conn.autocommit = True
+        return _committed_batch(commits, row, retries)
+
+    # -- uncertainty (§7) -------------------------------------------------------------------
+
+    def resolve_uncertain_commit(self, commit: ClaimCommit) -> CommitOutcome:
+        """Settle an `UNCERTAIN` commit from durable facts; never admits an occurrence twice.
+
+        The exact claim still standing means the commit did not land: commit it again through
+        the normal fenced path. Otherwise the runs (or, for a decision admitting nothing, the
+        schedule row) show whether it landed; if neither, it raced.
+        """
+        claim = commit.claim
+        state = self._schedule_row(claim.schedule_id)
+        if state is not None and _claim_stands(claim, state):
+            outcome = self.commit_decisions([commit]).outcomes[0]
+            if outcome.status is not CommitStatus.RACED:
+                return outcome
+            state = self._schedule_row(claim.schedule_id)
+        landed = self._landed_outcome(commit, state)
+        return landed or CommitOutcome(schedule_id=claim.schedule_id, status=CommitStatus.RACED)
+
+    def _schedule_row(self, schedule_id: int) -> _Row | None:
+        rows = self._run(
+            "read_schedule_row", {"schedule_id": schedule_id}, "repository: read schedule"
+        )
+        return rows[0] if rows else None
+
+    def _landed_outcome(self, commit: ClaimCommit, state: _Row | None) -> CommitOutcome | None:
+        occurrences = list(commit.decision.occurrences)
+        if not occurrences:
+            return decision_landed(commit, state)
+        rows = self._run(
+            "find_committed_runs",
+            {"schedule_id": commit.claim.schedule_id, "occurrence_ms": occurrences},
+            "repository: find committed runs",
+        )
+        return committed_outcome(commit, rows)
+
+    # -- release (§7) -----------------------------------------------------------------------
+
+    def release_claims(self, claims: Sequence[ClusterScheduleClaim]) -> int:
+        """Release claims that still stand exactly, at database time; returns how many."""
+        if not claims:
+            return 0
+        params = {
+            "schedule_ids": [claim.schedule_id for claim in claims],
+            "owner_ids": [claim.owner_id for claim in claims],
+            "claim_tokens": [claim.claim_token for claim in claims],
+            "versions": [claim.version for claim in claims],
+            "acquired_ms": [claim.claim_acquired_at_ms for claim in claims],
+            "expires_ms": [claim.claim_expires_at_ms for claim in claims],
+        }
+        rows = self._run("release_claims", params, "repository: release claims")
+        with self._lock:
+            for claim in claims:
+                self._ctids.pop((claim.schedule_id, claim.claim_token, claim.version), None)
+        return int(rows[0][0])
+
+    # -- wake-ups ---------------------------------------------------------------------------
+
+    def wait_for_wakeup(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` (monotonic) for `ql3_schedule_changed`; True if notified."""
+        with self._lock:
+            conn = self._listen_conn
+            if conn is None or conn.closed or conn.broken:
+                close_quietly(conn)
+                conn = connect(self._options, "repository: listen connect")
+                self._listen_conn = conn
+                try:
+                    conn.execute(query("listen_schedule_changed"))
+                except psycopg.Error as exc:
+                    close_quietly(conn)
+                    self._listen_conn = None
+                    raise wrap_error(exc, "repository: listen") from exc
+        try:
+            for _ in conn.notifies(timeout=max(timeout_s, 0.0), stop_after=1):
+                return True
+        except psycopg.Error as exc:
+            with self._lock:
+                close_quietly(conn)
+                self._listen_conn = None
+            raise wrap_error(exc, "repository: wait for schedule changes") from exc
+        return False
+
+
+def _claim_stands(claim: ClusterScheduleClaim, row: _Row) -> bool:
+    """Compare a stored row (read_schedule_row) with the exact claim (D3)."""
+    _, _, owner, token, expires, version, updated = row
+    return bool(
+        owner == claim.owner_id
+        and token == claim.claim_token
+        and expires == claim.claim_expires_at_ms
+        and version == claim.version
+        and updated == claim.claim_acquired_at_ms
+    )
+
+
+def _committed_batch(commits: Sequence[ClaimCommit], row: _Row, retries: int) -> CommitBatch:
+    observed = int(row[0])
+    fenced = set(row[3])
+    runs: dict[int, list[AdmittedRun]] = {}
+    owners = {commit.claim.schedule_id: commit.claim for commit in commits}
+    for run_id, attempt_id, schedule_id, task_id, scheduled_for in zip(
+        row[4], row[5], row[6], row[7], row[8], strict=True
+    ):
+        claim = owners[schedule_id]
+        runs.setdefault(schedule_id, []).append(
+            AdmittedRun(
+                run_id=run_id,
+                attempt_id=attempt_id,
+                schedule_id=schedule_id,
+                task_id=task_id,
+                scheduled_for_ms=scheduled_for,
+                created_at_ms=observed,
+                owner_id=claim.owner_id,
+                claim_token=claim.claim_token,
+            )
+        )
+    outcomes = tuple(
+        CommitOutcome(
+            schedule_id=commit.claim.schedule_id,
+            status=CommitStatus.COMMITTED,
+            committed_at_ms=observed,
+            runs=tuple(runs.get(commit.claim.schedule_id, ())),
+        )
+        if commit.claim.schedule_id in fenced
+        else CommitOutcome(schedule_id=commit.claim.schedule_id, status=CommitStatus.RACED)
+        for commit in commits
+    )
+    return CommitBatch(outcomes=outcomes, serialization_retries=retries)
+
+
+def _uncertain_batch(commits: Sequence[ClaimCommit], fenced: set[int], retries: int) -> CommitBatch:
+    outcomes = tuple(
+        CommitOutcome(
+            schedule_id=commit.claim.schedule_id,
+            status=CommitStatus.UNCERTAIN
+            if commit.claim.schedule_id in fenced
+            else CommitStatus.RACED,
+        )
+        for commit in commits
+    )
+    return CommitBatch(outcomes=outcomes, serialization_retries=retries)

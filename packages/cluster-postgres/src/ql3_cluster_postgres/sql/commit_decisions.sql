@@ -1,0 +1,107 @@
+-- D5 / SPEC §7: runs inside a SERIALIZABLE transaction. One statement samples the database clock
+-- once (`obs`) and locks each schedule by its exact claim (the UPDATE below), so the fence and
+-- the time are the same observation.
+-- * obs >= claim_expires_at_ms: that claim is raced, nothing written for it.
+-- * obs < claim_acquired_at_ms for any claim: the clock went back; `regressed` blocks every write
+--   and the caller rolls back and raises.
+-- * otherwise obs is created_at_ms/updated_at_ms of the Run, Attempt, both Events and schedule.
+-- SSI: the schedule rows are found by ctid (a TID scan takes a tuple-level SIREAD lock only) and
+-- the history tables are only inserted into (UNIQUE enforces one run per occurrence), so
+-- replicas committing different schedules hold no predicate lock that the other's writes hit.
+-- Identities come from INSERTs fed only by fenced rows: none is allocated for a raced claim.
+WITH obs AS MATERIALIZED (
+    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+),
+claims AS (
+    SELECT *
+    FROM unnest(
+        %(schedule_ids)s::bigint[], %(row_ctids)s::tid[], %(owner_ids)s::text[],
+        %(claim_tokens)s::uuid[], %(versions)s::bigint[], %(acquired_ms)s::bigint[],
+        %(expires_ms)s::bigint[], %(next_due_ms)s::bigint[], %(states)s::text[]
+    ) AS c (
+        schedule_id, row_ctid, owner_id, claim_token, version, acquired_ms, expires_ms,
+        next_due_at_ms, state
+    )
+),
+regressed AS (
+    SELECT c.schedule_id, c.acquired_ms
+    FROM claims AS c
+    WHERE c.acquired_ms > (SELECT now_ms FROM obs)
+    ORDER BY c.schedule_id
+    LIMIT 1
+),
+fenced AS (
+    UPDATE ql3.trigger_schedules AS s
+    SET next_due_at_ms = c.next_due_at_ms,
+        state = c.state,
+        claim_owner_id = NULL,
+        claim_token = NULL,
+        claim_expires_at_ms = NULL,
+        version = s.version + 1,
+        updated_at_ms = obs.now_ms
+    FROM claims AS c, obs
+    WHERE s.ctid = ANY (%(row_ctids)s::tid[])
+      AND s.ctid = c.row_ctid
+      AND s.id = c.schedule_id
+      AND s.claim_owner_id = c.owner_id
+      AND s.claim_token = c.claim_token
+      AND s.version = c.version
+      AND s.updated_at_ms = c.acquired_ms
+      AND s.claim_expires_at_ms = c.expires_ms
+      AND obs.now_ms < c.expires_ms
+      AND NOT EXISTS (SELECT FROM regressed)
+    RETURNING s.id, s.task_id
+),
+occurrences AS (
+    SELECT *
+    FROM unnest(%(occurrence_schedule_ids)s::bigint[], %(occurrence_ms)s::bigint[])
+        WITH ORDINALITY AS o (schedule_id, scheduled_for_ms, position)
+),
+new_runs AS (
+    INSERT INTO ql3.runs (
+        schedule_id, task_id, scheduled_for_ms, owner_id, claim_token, created_at_ms
+    )
+    SELECT o.schedule_id, f.task_id, o.scheduled_for_ms, c.owner_id, c.claim_token, obs.now_ms
+    FROM occurrences AS o
+    JOIN fenced AS f ON f.id = o.schedule_id
+    JOIN claims AS c ON c.schedule_id = o.schedule_id
+    CROSS JOIN obs
+    ORDER BY o.position
+    RETURNING id, schedule_id, task_id, scheduled_for_ms
+),
+new_attempts AS (
+    INSERT INTO ql3.attempts (run_id, attempt_number, state, created_at_ms, updated_at_ms)
+    SELECT r.id, 1, 'queued', obs.now_ms, obs.now_ms
+    FROM new_runs AS r CROSS JOIN obs
+    ORDER BY r.id
+    RETURNING id, run_id
+),
+new_events AS (
+    INSERT INTO ql3.events (run_id, attempt_id, kind, created_at_ms)
+    SELECT a.run_id, a.id, k.kind, obs.now_ms
+    FROM new_attempts AS a
+    CROSS JOIN (VALUES (1, 'run.admitted'), (2, 'attempt.queued')) AS k (position, kind)
+    CROSS JOIN obs
+    ORDER BY a.run_id, k.position
+    RETURNING id
+),
+admitted AS (
+    SELECT r.id AS run_id, a.id AS attempt_id, r.schedule_id, r.task_id, r.scheduled_for_ms
+    FROM new_runs AS r
+    JOIN new_attempts AS a ON a.run_id = r.id
+),
+notified AS (
+    SELECT pg_notify('ql3_run_admitted', run_id::text) FROM admitted
+)
+SELECT
+    (SELECT now_ms FROM obs) AS observed_at_ms,
+    (SELECT schedule_id FROM regressed) AS regressed_schedule_id,
+    (SELECT acquired_ms FROM regressed) AS regressed_acquired_ms,
+    ARRAY(SELECT id FROM fenced) AS fenced_schedule_ids,
+    ARRAY(SELECT run_id FROM admitted ORDER BY run_id) AS run_ids,
+    ARRAY(SELECT attempt_id FROM admitted ORDER BY run_id) AS attempt_ids,
+    ARRAY(SELECT schedule_id FROM admitted ORDER BY run_id) AS run_schedule_ids,
+    ARRAY(SELECT task_id FROM admitted ORDER BY run_id) AS run_task_ids,
+    ARRAY(SELECT scheduled_for_ms FROM admitted ORDER BY run_id) AS run_scheduled_for_ms,
+    (SELECT count(*) FROM new_events) AS events_written,
+    (SELECT count(*) FROM notified) AS notifications

@@ -1,0 +1,5 @@
+-- The fencing columns of one schedule, for resolving an uncertain commit from durable facts.
+SELECT s.state, s.next_due_at_ms, s.claim_owner_id, s.claim_token, s.claim_expires_at_ms,
+       s.version, s.updated_at_ms
+FROM ql3.trigger_schedules AS s
+WHERE s.id = %(schedule_id)s

@@ -1,0 +1,35 @@
+-- Graceful stop (SPEC §7): clear claims that still stand exactly, at database time. A row whose
+-- updated_at_ms is later than the observation (the clock went back) is left to expire rather
+-- than written backwards. Others are woken through ql3_schedule_changed, inside the transaction.
+WITH obs AS MATERIALIZED (
+    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+),
+claims AS (
+    SELECT *
+    FROM unnest(
+        %(schedule_ids)s::bigint[], %(owner_ids)s::text[], %(claim_tokens)s::uuid[],
+        %(versions)s::bigint[], %(acquired_ms)s::bigint[], %(expires_ms)s::bigint[]
+    ) AS c (schedule_id, owner_id, claim_token, version, acquired_ms, expires_ms)
+),
+released AS (
+    UPDATE ql3.trigger_schedules AS s
+    SET claim_owner_id = NULL,
+        claim_token = NULL,
+        claim_expires_at_ms = NULL,
+        version = s.version + 1,
+        updated_at_ms = obs.now_ms
+    FROM claims AS c, obs
+    WHERE s.id = c.schedule_id
+      AND s.claim_owner_id = c.owner_id
+      AND s.claim_token = c.claim_token
+      AND s.version = c.version
+      AND s.updated_at_ms = c.acquired_ms
+      AND s.claim_expires_at_ms = c.expires_ms
+      AND s.updated_at_ms <= obs.now_ms
+    RETURNING s.id
+),
+notified AS (
+    SELECT pg_notify('ql3_schedule_changed', 'released')
+    FROM (SELECT FROM released LIMIT 1) AS any_released
+)
+SELECT (SELECT count(*) FROM released) AS released, (SELECT count(*) FROM notified) AS notified
