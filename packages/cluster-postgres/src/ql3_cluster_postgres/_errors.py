@@ -5,7 +5,11 @@ QL3Error (ql3_runtime_core)
 ├── DatabaseError                     a PostgreSQL operation failed; wraps the psycopg error
 ├── SchemaMismatchError               the schema is older or newer than this build expects
 ├── MigrationTamperedError            an already-applied migration file was changed
-└── ThrowawayClusterError             a disposable test/demo cluster could not be set up
+├── ThrowawayClusterError             a disposable test/demo cluster could not be set up
+├── ScheduleNotFoundError (LookupError)   no schedule has that name
+├── DuplicateScheduleError (ValueError)   the schedule name is taken
+├── ScheduleStateError (ValueError)       the schedule's state forbids the change
+└── AttemptStateError (ValueError)        the attempt is missing or in the wrong state
 ```
 
 psycopg's own classes never escape this package: wrap them with `raise DatabaseError(...) from exc`
@@ -17,8 +21,12 @@ from __future__ import annotations
 from ql3_runtime_core import QL3Error
 
 __all__ = [
+    "AttemptStateError",
     "DatabaseError",
+    "DuplicateScheduleError",
     "MigrationTamperedError",
+    "ScheduleNotFoundError",
+    "ScheduleStateError",
     "SchemaMismatchError",
     "ThrowawayClusterError",
 ]
@@ -64,3 +72,48 @@ class ThrowawayClusterError(QL3Error):
     """Raised when a disposable PostgreSQL cluster cannot be found, started or controlled."""
 
     __module__ = "ql3_cluster_postgres"
+
+
+class ScheduleNotFoundError(QL3Error, LookupError):
+    """Raised by ScheduleAdmin when no schedule has the given name; the message names it."""
+
+    __module__ = "ql3_cluster_postgres"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"schedule {name!r}: no such schedule")
+
+
+class DuplicateScheduleError(QL3Error, ValueError):
+    """Raised when adding a schedule whose name is already taken (retired names stay taken)."""
+
+    __module__ = "ql3_cluster_postgres"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"schedule {name!r}: a schedule with this name already exists")
+
+
+class ScheduleStateError(QL3Error, ValueError):
+    """Raised when a schedule's state does not allow the requested change (e.g. resume retired)."""
+
+    __module__ = "ql3_cluster_postgres"
+
+    def __init__(self, name: str, state: str, action: str) -> None:
+        self.name = name
+        self.state = state
+        self.action = action
+        super().__init__(f"schedule {name!r}: cannot {action} a schedule in state {state!r}")
+
+
+class AttemptStateError(QL3Error, ValueError):
+    """Raised by WorkerIngress when an attempt is missing or not in a state the change needs."""
+
+    __module__ = "ql3_cluster_postgres"
+
+    def __init__(self, attempt_id: int, state: str | None, action: str) -> None:
+        self.attempt_id = attempt_id
+        self.state = state
+        self.action = action
+        found = "does not exist" if state is None else f"is in state {state!r}"
+        super().__init__(f"attempt {attempt_id}: cannot {action}: it {found}")
