@@ -1,0 +1,29 @@
+"""Run every check over one root and merge their findings under one exit code."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._clock import check_clock
+from ._contracts import check_contracts
+from ._deptry import check_dependencies
+from ._findings import Finding, deduplicate
+from ._imports import check_imports
+from ._layout import load_workspace
+from ._ruff import check_ruff
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def run_audit(root: Path) -> tuple[list[Finding], int]:
+    """Return the sorted, de-duplicated findings and the number of packages audited."""
+    workspace = load_workspace(root)
+    findings = [
+        *check_contracts(workspace),
+        *check_imports(workspace),
+        *check_dependencies(workspace),
+        *check_ruff(workspace),
+        *check_clock(workspace),
+    ]
+    return deduplicate(findings), len(workspace.packages)

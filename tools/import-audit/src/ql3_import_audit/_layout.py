@@ -1,0 +1,185 @@
+"""Discover what to audit under a root: the workspace packages, their declarations, extra folders.
+
+The tree is read from disk (pyproject.toml files and `src/` folders), never from the installed
+environment, so the same code audits the real checkout and the miniature fixture trees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from typing import TYPE_CHECKING, Final
+
+from ._findings import AuditToolError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+# Layer order, lowest first (SPEC §3): a package may import only packages listed before it.
+LAYERS: Final = ("ql3_runtime_core", "ql3_cluster_postgres", "ql3_cluster_control")
+# Third-party imports a package must never make even if declared (runtime-core does no I/O).
+FORBIDDEN_EXTERNAL: Final[dict[str, tuple[str, ...]]] = {
+    "ql3_runtime_core": ("psycopg", "psycopg_pool"),
+}
+# Folders at the root that are audited for rule zero only (they are not wheels).
+RULE_ZERO_ONLY: Final = ("bench", "chaos")
+# The audit's own planted violations; never part of the audited tree.
+FIXTURES: Final = "tools/import-audit/tests/fixtures"
+
+_REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def normalize(name: str) -> str:
+    """Return the PEP 503 normalized form of a distribution name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_name(requirement: str) -> str:
+    """Return the normalized distribution name of a PEP 508 requirement string."""
+    match = _REQUIREMENT_NAME.match(requirement)
+    if match is None:
+        msg = f"requirement {requirement!r} has no distribution name"
+        raise ValueError(msg)
+    return normalize(match.group(1))
+
+
+@dataclasses.dataclass(frozen=True)
+class Package:
+    """One wheel of the workspace: its folder, names and declared requirements."""
+
+    folder: Path
+    distribution: str
+    import_name: str
+    requirements: tuple[str, ...]
+
+    @property
+    def src(self) -> Path:
+        """Return the `src/` folder (it may be missing in a fixture tree)."""
+        return self.folder / "src"
+
+    @property
+    def tests(self) -> Path:
+        """Return the `tests/` folder (it may be missing)."""
+        return self.folder / "tests"
+
+    @property
+    def pyproject(self) -> Path:
+        """Return the package's pyproject.toml."""
+        return self.folder / "pyproject.toml"
+
+    @property
+    def layer(self) -> int | None:
+        """Return the layer index (higher may import lower), None for a package outside SPEC §3."""
+        return LAYERS.index(self.import_name) if self.import_name in LAYERS else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Workspace:
+    """Everything the checks need to know about the audited tree."""
+
+    root: Path
+    packages: tuple[Package, ...]
+    test_requirements: tuple[str, ...]
+
+    def rule_zero_folders(self) -> list[Path]:
+        """Return every folder audited for rule zero: package src/tests, bench, chaos, tools."""
+        folders = [path for package in self.packages for path in (package.src, package.tests)]
+        folders += [self.root / name for name in RULE_ZERO_ONLY]
+        tools = self.root / "tools"
+        if tools.is_dir():
+            for tool in sorted(tools.iterdir()):
+                folders += [tool / "src", tool / "tests"]
+        return [folder for folder in folders if folder.is_dir()]
+
+    def relative(self, path: Path) -> str:
+        """Return `path` relative to the root in POSIX form (absolute paths outside stay as is)."""
+        try:
+            return path.resolve().relative_to(self.root).as_posix()
+        except ValueError:
+            return path.as_posix()
+
+    def python_files(self, folder: Path) -> Iterator[Path]:
+        """Yield the Python files under `folder`, skipping caches, hidden folders and fixtures."""
+        fixtures = self.root / FIXTURES
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(folder).parts
+            if any(part.startswith(".") or part == "__pycache__" for part in parts):
+                continue
+            if path.is_relative_to(fixtures):
+                continue
+            yield path
+
+
+def _read_toml(path: Path) -> dict[str, object]:
+    with path.open("rb") as handle:
+        return tomllib.load(handle)
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(item for item in value if isinstance(item, str))
+
+
+def _import_name(folder: Path, distribution: str) -> str:
+    """Return the single import package under src/, or the distribution name as an identifier."""
+    src = folder / "src"
+    if src.is_dir():
+        candidates = sorted(
+            child.name for child in src.iterdir() if (child / "__init__.py").is_file()
+        )
+        if len(candidates) == 1:
+            return candidates[0]
+    return distribution.replace("-", "_")
+
+
+def _load_package(folder: Path) -> Package:
+    project = _read_toml(folder / "pyproject.toml").get("project")
+    if not isinstance(project, dict):
+        raise AuditToolError(f"{folder / 'pyproject.toml'} has no [project] table")
+    distribution = str(project.get("name", folder.name))
+    requirements = list(_strings(project.get("dependencies")))
+    optional = project.get("optional-dependencies")
+    if isinstance(optional, dict):
+        for extra in sorted(optional):
+            requirements += _strings(optional[extra])
+    return Package(
+        folder=folder,
+        distribution=normalize(distribution),
+        import_name=_import_name(folder, distribution),
+        requirements=tuple(requirements),
+    )
+
+
+def _group(groups: dict[str, object], name: str, seen: frozenset[str] = frozenset()) -> list[str]:
+    """Return a dependency group's requirement strings, following `include-group` entries."""
+    entries = groups.get(name)
+    if not isinstance(entries, list) or name in seen:
+        return []
+    result: list[str] = []
+    for entry in entries:
+        if isinstance(entry, str):
+            result.append(entry)
+        elif isinstance(entry, dict) and isinstance(entry.get("include-group"), str):
+            result += _group(groups, str(entry["include-group"]), seen | {name})
+    return result
+
+
+def load_workspace(root: Path) -> Workspace:
+    """Read the packages under `root/packages/` and the root `test` dependency group."""
+    root = root.resolve()
+    packages_dir = root / "packages"
+    folders = sorted(path.parent for path in packages_dir.glob("*/pyproject.toml"))
+    test_requirements: list[str] = []
+    root_pyproject = root / "pyproject.toml"
+    if root_pyproject.is_file():
+        groups = _read_toml(root_pyproject).get("dependency-groups")
+        if isinstance(groups, dict):
+            test_requirements = _group(groups, "test")
+    return Workspace(
+        root=root,
+        packages=tuple(_load_package(folder) for folder in folders),
+        test_requirements=tuple(test_requirements),
+    )
