@@ -1,0 +1,129 @@
+"""`python -m bench`: run the QL3 benchmarks and write docs/BENCHMARKS.md (issue 7).
+
+uv run --group bench python -m bench all            # every benchmark, < 10 min on 2 cores
+uv run --group bench python -m bench all --quick    # smoke run, report under .tmp/bench/
+uv run --group bench python -m bench lateness       # one part (no report unless --report)
+uv run --group bench python -m bench report FILE    # re-render the report from JSON lines
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ._common import BenchContext
+
+PARTS = ("throughput", "lateness", "claim-scale", "footprint")
+
+
+def _runner(part: str) -> Callable[[BenchContext], list[dict[str, Any]]]:
+    # Imported lazily so that `baseline-worker` starts without loading the whole harness.
+    if part == "throughput":
+        from ._throughput import run_throughput  # noqa: PLC0415
+
+        return run_throughput
+    if part == "lateness":
+        from ._lateness import run_lateness  # noqa: PLC0415
+
+        return run_lateness
+    if part == "claim-scale":
+        from ._claim_scale import run_claim_scale  # noqa: PLC0415
+
+        return run_claim_scale
+    from ._footprint import run_footprint  # noqa: PLC0415
+
+    return run_footprint
+
+
+def _run(parts: tuple[str, ...], args: argparse.Namespace) -> int:
+    from ._common import BenchContext, connect, db_now_ms, new_work_dir, start_cluster  # noqa: PLC0415
+
+    out_dir = Path(".tmp/bench")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jsonl = (
+        Path(args.jsonl)
+        if args.jsonl
+        else out_dir / ("quick.jsonl" if args.quick else "latest.jsonl")
+    )
+    jsonl.write_text("", encoding="utf-8")
+    started = time.monotonic()
+    with start_cluster() as cluster:
+        ctx = BenchContext(cluster=cluster, quick=args.quick, jsonl=jsonl, work_dir=new_work_dir())
+        with connect(cluster.dsn()) as conn:
+            started_ms = db_now_ms(conn)
+            ctx.refresh_machine(conn)
+        for part in parts:
+            part_started = time.monotonic()
+            _runner(part)(ctx)
+            print(f"# {part}: {time.monotonic() - part_started:.1f} s", file=sys.stderr, flush=True)
+    elapsed = time.monotonic() - started
+    print(f"# total: {elapsed:.1f} s; JSON lines in {jsonl}", file=sys.stderr, flush=True)
+    if args.report or (len(parts) == len(PARTS) and not args.quick):
+        from ._report import write_report  # noqa: PLC0415
+
+        target = Path(args.docs) / "BENCHMARKS.md" if not args.quick else out_dir / "BENCHMARKS.md"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_report(ctx.results, target, started_ms=started_ms, elapsed_s=elapsed)
+        print(f"# report: {target}", file=sys.stderr, flush=True)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from ._report import write_report  # noqa: PLC0415
+
+    lines = Path(args.file).read_text(encoding="utf-8").splitlines()
+    results = [json.loads(line) for line in lines if line.strip()]
+    target = Path(args.docs) / "BENCHMARKS.md"
+    write_report(results, target, started_ms=args.started_ms, elapsed_s=args.elapsed_s)
+    print(f"# report: {target}", file=sys.stderr)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("all", *PARTS):
+        part = sub.add_parser(name, help=f"run {name}")
+        part.add_argument("--quick", action="store_true", help="smaller, shorter smoke run")
+        part.add_argument("--jsonl", help="where to write the JSON lines (default .tmp/bench/)")
+        part.add_argument("--docs", default="docs", help="folder for BENCHMARKS.md + PNG")
+        part.add_argument("--report", action="store_true", help="write the report anyway")
+    report = sub.add_parser("report", help="render the report from a JSON-lines file")
+    report.add_argument("file")
+    report.add_argument("--docs", default="docs")
+    report.add_argument("--started-ms", type=int, required=True, help="DB time of the run")
+    report.add_argument("--elapsed-s", type=float, default=0.0)
+    worker = sub.add_parser("baseline-worker", help="(internal) one bare-SQL baseline worker")
+    worker.add_argument("--dsn", required=True)
+    worker.add_argument("--owner-id", required=True)
+    worker.add_argument("--max-seconds", type=float, default=600.0)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and run it."""
+    args = _parser().parse_args(argv)
+    if args.command == "baseline-worker":
+        from ._baseline import run_baseline_worker  # noqa: PLC0415
+
+        run_baseline_worker(args.dsn, args.owner_id, args.max_seconds)
+        return 0
+    if args.command == "report":
+        return _report(args)
+    parts = PARTS if args.command == "all" else (args.command,)
+    return _run(parts, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

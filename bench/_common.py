@@ -1,0 +1,331 @@
+"""What every benchmark shares: SQL files, the throwaway cluster, replica processes, JSON lines.
+
+Rule zero holds here too: `time.monotonic()`/`time.perf_counter()` only measure or pace; every
+time value that is reported or compared (admission times, windows, lateness) is read from the
+database with `clock_timestamp()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, LiteralString, Self
+
+import psycopg
+from psycopg.rows import dict_row
+from ql3_cluster_postgres import (
+    ScheduleAdmin,
+    ScheduleSpec,
+    ThrowawayCluster,
+    drop_database,
+    prepare_ql3_database,
+)
+from ql3_runtime_core import MisfirePolicy, ScheduleDefinition
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+
+    from ql3_cluster_postgres import Ql3Database
+
+__all__ = [
+    "BenchContext",
+    "ReplicaSet",
+    "connect",
+    "db_now_ms",
+    "load_sql",
+    "machine_facts",
+    "new_work_dir",
+    "ql3_executable",
+    "ql3_replicas",
+    "repo_root",
+    "start_cluster",
+    "wait_until",
+]
+
+# Settings for the benchmark cluster on top of ThrowawayCluster(durable=False) (fsync,
+# full_page_writes and synchronous_commit off): enough connections for 4 replicas and the harness.
+CLUSTER_SETTINGS: Mapping[str, str] = {"max_connections": "60"}
+
+
+def load_sql(name: str) -> LiteralString:
+    """Read `bench/sql/<name>.sql` as a statement (files are reviewed SQL, never built strings)."""
+    # LiteralString by construction: the text is a reviewed file of this package, never built.
+    return resources.files("bench").joinpath("sql", f"{name}.sql").read_text(encoding="utf-8")
+
+
+def connect(dsn: str) -> psycopg.Connection[dict[str, Any]]:
+    """Open an autocommit connection that returns rows as dicts."""
+    return psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
+
+
+def db_now_ms(conn: psycopg.Connection[dict[str, Any]]) -> int:
+    """Read the database clock in epoch milliseconds: the only 'now' the benchmarks know."""
+    row = conn.execute(load_sql("db_now")).fetchone()
+    assert row is not None  # noqa: S101 - a SELECT without FROM always returns one row
+    return int(row["now_ms"])
+
+
+def wait_until(predicate: Callable[[], bool], *, timeout_s: float, interval_s: float = 0.2) -> bool:
+    """Poll `predicate` until it holds or the monotonic deadline passes; True if it held."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval_s)
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def machine_facts(conn: psycopg.Connection[dict[str, Any]]) -> dict[str, Any]:
+    """Cores, CPU, Python and the PostgreSQL version and durability settings (from the DB)."""
+    row = conn.execute(load_sql("server_version")).fetchone()
+    assert row is not None  # noqa: S101 - the statement returns one row
+    settings = {
+        name: conn.execute(load_sql("show_setting"), {"name": name}).fetchone()
+        for name in ("fsync", "synchronous_commit", "full_page_writes", "shared_buffers")
+    }
+    return {
+        "cores": os.cpu_count(),
+        "usable_cores": len(os.sched_getaffinity(0)),
+        "cpu": _cpu_model(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "python": platform.python_version(),
+        "postgresql": row["version"],
+        "durable": False,
+        "pg_settings": {name: (value or {}).get("value") for name, value in settings.items()},
+    }
+
+
+def repo_root() -> Path:
+    """Return the folder holding the `bench` package (for `python -m bench` sub-processes)."""
+    return Path(str(resources.files("bench"))).parent
+
+
+def ql3_executable() -> str:
+    """Find the `ql3` console script of this environment (cluster-control), or fail clearly."""
+    found = shutil.which("ql3", path=str(Path(sys.executable).parent)) or shutil.which("ql3")
+    if found is None:
+        msg = (
+            "the `ql3` console script is missing: install the workspace with "
+            "`uv sync --all-packages --group dev --group bench`"
+        )
+        raise SystemExit(msg)
+    return found
+
+
+@contextlib.contextmanager
+def start_cluster() -> Iterator[ThrowawayCluster]:
+    """Start a non-durable throwaway PostgreSQL for one benchmark run; always tear it down."""
+    cluster = ThrowawayCluster(durable=False, settings=CLUSTER_SETTINGS, name="ql3bench")
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@dataclass
+class BenchContext:
+    """One benchmark run: its cluster, options, the JSON-lines sink and the machine facts."""
+
+    cluster: ThrowawayCluster
+    quick: bool
+    jsonl: Path | None
+    work_dir: Path
+    machine: dict[str, Any] = field(default_factory=dict)
+    results: list[dict[str, Any]] = field(default_factory=list)
+    _databases: int = 0
+
+    def database(self, prefix: str, *, template: str | None = None) -> Ql3Database:
+        """Create a fresh QL3 database (roles, migrations), optionally cloned from `template`."""
+        self._databases += 1
+        return prepare_ql3_database(self.cluster, f"{prefix}_{self._databases}", template=template)
+
+    def drop(self, database: Ql3Database) -> None:
+        """Drop a finished measurement's database so the cluster stays small."""
+        drop_database(self.cluster, database.name)
+
+    def schedules_database(
+        self,
+        prefix: str,
+        crons: Sequence[str],
+        *,
+        policy: MisfirePolicy = MisfirePolicy.CATCH_UP,
+    ) -> Ql3Database:
+        """Create a database holding one schedule per cron expression, through ScheduleAdmin.
+
+        Used as a template: each measurement clones it (`CREATE DATABASE ... TEMPLATE`), which
+        takes a fraction of a second whatever the number of schedules.
+        """
+        database = self.database(prefix)
+        specs = [
+            ScheduleSpec(
+                name=f"{prefix}-{index:06d}",
+                definition=ScheduleDefinition(cron=cron, misfire_policy=policy),
+            )
+            for index, cron in enumerate(crons)
+        ]
+        with ScheduleAdmin(database.dsn("admin")) as admin:
+            admin.apply_schedules(specs)
+        return database
+
+    def emit(self, measurement: str, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Print one JSON line for a measurement (with machine facts) and keep it for the report."""
+        line = {"measurement": measurement, **record, "machine": self.machine}
+        self.results.append(line)
+        text = json.dumps(line, sort_keys=False)
+        print(text, flush=True)
+        if self.jsonl is not None:
+            with self.jsonl.open("a", encoding="utf-8") as sink:
+                sink.write(text + "\n")
+        return line
+
+    def refresh_machine(self, conn: psycopg.Connection[dict[str, Any]]) -> None:
+        """Re-read machine facts (load average changes between measurements)."""
+        self.machine = machine_facts(conn)
+
+
+def _find_key(node: object, key: str) -> object:
+    """Find `key` in a JSON object, at the top or nested (log formatters differ in nesting)."""
+    if isinstance(node, dict):
+        if key in node:
+            return node[key]
+        for value in node.values():
+            found = _find_key(value, key)
+            if found is not None:
+                return found
+    return None
+
+
+@dataclass
+class ReplicaSet:
+    """Worker processes (`ql3 run` replicas or baseline workers), stopped with SIGTERM.
+
+    `commands` maps an owner id to its command line; output goes to `<log_dir>/<owner>.log`.
+    """
+
+    commands: Mapping[str, Sequence[str]]
+    log_dir: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    exit_codes: list[int | None] = field(default_factory=list)
+
+    @property
+    def owners(self) -> list[str]:
+        """Owner ids in start order."""
+        return list(self.commands)
+
+    def start(self) -> Self:
+        """Start every process with its output captured to a file."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("QL3_")}
+        env.update({"PYTHONUNBUFFERED": "1", **self.env})
+        for owner, command in self.commands.items():
+            with (self.log_dir / f"{owner}.log").open("wb") as log:
+                self.processes.append(
+                    subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT, env=env)
+                )
+        return self
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the replicas, in owner order."""
+        return [process.pid for process in self.processes]
+
+    def alive(self) -> bool:
+        """Tell whether every process is still running."""
+        return all(process.poll() is None for process in self.processes)
+
+    def stop(self, timeout_s: float = 15.0) -> list[int | None]:
+        """SIGTERM every process (graceful: claims released); SIGKILL what is left after."""
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for process in self.processes:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.exit_codes = [process.returncode for process in self.processes]
+        return self.exit_codes
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        if not self.exit_codes:
+            self.stop()
+
+    def log_lines(self, owner: str) -> list[str]:
+        """Return the captured output of one process."""
+        path = self.log_dir / f"{owner}.log"
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+
+    def cycle_summaries(self) -> list[dict[str, Any]]:
+        """Every JSON log line that carries a cycle summary (`serialization_retries`)."""
+        found: list[dict[str, Any]] = []
+        for owner in self.owners:
+            for line in self.log_lines(owner):
+                if not line.startswith("{"):
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if _find_key(record, "serialization_retries") is not None:
+                    found.append(record)
+        return found
+
+    def serialization_retries(self, *, since_ms: int | None, until_ms: int | None) -> int:
+        """Sum of 40001 retries over cycle summaries whose first claim (DB time) is in range."""
+        total = 0
+        for record in self.cycle_summaries():
+            first = _find_key(record, "first_claim_acquired_at_ms")
+            if since_ms is not None and (not isinstance(first, int) or first < since_ms):
+                continue
+            if until_ms is not None and (not isinstance(first, int) or first >= until_ms):
+                continue
+            retries = _find_key(record, "serialization_retries")
+            total += retries if isinstance(retries, int) else 0
+        return total
+
+    def tail(self, owner: str, lines: int = 15) -> str:
+        """Return the last lines of a process's output, for error messages."""
+        return "\n".join(self.log_lines(owner)[-lines:])
+
+
+def ql3_replicas(
+    dsn: str, owners: Sequence[str], log_dir: Path, extra_args: Sequence[str] = ()
+) -> ReplicaSet:
+    """`ql3 run` replicas with default settings and JSON logs, one per owner id."""
+    exe = ql3_executable()
+    base = [exe, "run", "--dsn", dsn, "--log-format", "json"]
+    return ReplicaSet(
+        commands={owner: [*base, "--owner-id", owner, *extra_args] for owner in owners},
+        log_dir=log_dir,
+    )
+
+
+def new_work_dir() -> Path:
+    """Create a private temporary folder for the process logs of this run."""
+    return Path(tempfile.mkdtemp(prefix="ql3-bench-"))

@@ -1,0 +1,99 @@
+"""Benchmark 4: peak RSS of one `ql3 run` replica with 10 000 schedules, and its connections.
+
+10 000 schedules are applied in one ScheduleAdmin transaction; each fires three times a minute at
+staggered seconds (`a,a+20,a+40 * * * * *`, a = i mod 20), so every schedule is claimed and
+committed within any 20 s and the replica admits ~500 occurrences per second. One replica runs
+for RUN_S seconds; every 0.5 s the harness reads its `VmHWM`/`VmRSS` from /proc/PID/status and
+counts the backends its login user holds in `pg_stat_activity` (only this replica runs as that
+user). Admissions are counted from the database.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from psycopg.conninfo import conninfo_to_dict
+
+from ._common import connect, load_sql, ql3_replicas
+
+if TYPE_CHECKING:
+    from ._common import BenchContext
+
+__all__ = ["run_footprint"]
+
+TARGET_RSS_MB = 80.0
+OWNER = "foot-r1"
+
+
+def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not a flag argument
+    if quick:
+        return {"schedules": 1_000, "run_s": 8.0}
+    return {"schedules": 10_000, "run_s": 25.0}
+
+
+def _status_kb(pid: int) -> dict[str, int]:
+    """VmHWM (peak resident set) and VmRSS of a process, in kB, from /proc."""
+    found: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
+        key, _, value = line.partition(":")
+        if key in {"VmHWM", "VmRSS"}:
+            found[key] = int(value.split()[0])
+    return found
+
+
+def run_footprint(ctx: BenchContext) -> list[dict[str, Any]]:
+    """Run one replica over the schedules, sample memory and connections, emit one line."""
+    params = _params(ctx.quick)
+    crons = [f"{i % 20},{i % 20 + 20},{i % 20 + 40} * * * * *" for i in range(params["schedules"])]
+    db = ctx.schedules_database("foot", crons)
+    log_dir = ctx.work_dir / db.name
+    log_dir.mkdir(parents=True, exist_ok=True)
+    user = str(conninfo_to_dict(db.dsn("runtime")).get("user"))
+    peak_kb = last_kb = 0
+    connections_max = 0
+    names: set[str] = set()
+    try:
+        with (
+            connect(db.superuser_dsn) as su,
+            ql3_replicas(db.dsn("runtime"), [OWNER], log_dir) as replica,
+        ):
+            pid = replica.pids[0]
+            deadline = time.monotonic() + params["run_s"]
+            while time.monotonic() < deadline and replica.alive():
+                status = _status_kb(pid)
+                peak_kb = max(peak_kb, status.get("VmHWM", 0))
+                last_kb = status.get("VmRSS", 0)
+                row = su.execute(load_sql("connections"), {"user": user}).fetchone() or {}
+                connections_max = max(connections_max, int(row.get("connections", 0)))
+                names.update(n for n in row.get("application_names", []) if n)
+                time.sleep(0.5)
+            alive = replica.alive()
+            exit_codes = replica.stop()
+            history = su.execute(load_sql("history_check")).fetchone() or {}
+            ctx.refresh_machine(su)
+    finally:
+        ctx.drop(db)
+    if not alive:
+        msg = f"the replica died during the footprint run:\n{replica.tail(OWNER)}"
+        raise RuntimeError(msg)
+    return [
+        ctx.emit(
+            "footprint",
+            {
+                "schedules": params["schedules"],
+                "replicas": 1,
+                "run_s": params["run_s"],
+                "rss_peak_mb": round(peak_kb / 1024, 1),
+                "rss_last_mb": round(last_kb / 1024, 1),
+                "connections_held_max": connections_max,
+                "application_names": sorted(names),
+                "admitted": int(history.get("runs", 0)),
+                "duplicates": int(history.get("duplicates", 0)),
+                "target_rss_mb": TARGET_RSS_MB,
+                "met": {"rss": peak_kb / 1024 <= TARGET_RSS_MB},
+                "exit_codes": exit_codes,
+            },
+        )
+    ]

@@ -1,0 +1,125 @@
+"""Benchmark 2: steady-state lateness of every-second schedules.
+
+S schedules `* * * * * *` (cloned from a template database, cursors restarted at the next second
+of the database clock by superuser SQL), R `ql3 run` replicas with default settings. After the
+first admission and a warm-up, the window is the next WINDOW_S whole seconds of database time
+[w0, w1). Once the database clock has passed w1 and every expected run exists (or a settle
+deadline passed), the replicas stop and the verdict is read from the database: expected
+(S x seconds), admitted, missing, duplicates, early, unexpected, and lateness
+(`runs.created_at_ms - scheduled_for_ms`) p50 / p99 / max.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from ._common import connect, db_now_ms, load_sql, ql3_replicas, wait_until
+
+if TYPE_CHECKING:
+    from ql3_cluster_postgres import Ql3Database
+
+    from ._common import BenchContext
+
+__all__ = ["run_lateness"]
+
+TARGET_P99_MS = {100: 20, 1000: 300}
+TARGET_REPLICAS = 2
+SETTLE_TIMEOUT_S = 30.0
+
+
+def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not a flag argument
+    if quick:
+        return {"sizes": (100,), "replicas": (1, 2), "warmup_s": 2.0, "window_s": 5}
+    return {"sizes": (100, 1000), "replicas": (1, 2, 4), "warmup_s": 4.0, "window_s": 20}
+
+
+def _wait_first_run(su: Any, replicas: Any) -> None:  # noqa: ANN401 - psycopg conn, ReplicaSet
+    def ready() -> bool:
+        row = su.execute(load_sql("run_count")).fetchone()
+        return not replicas.alive() or bool(row and row["runs"] > 0)
+
+    if not wait_until(ready, timeout_s=60) or not replicas.alive():
+        tails = "\n".join(f"--- {o}\n{replicas.tail(o)}" for o in replicas.owners)
+        msg = f"replicas did not admit anything within 60 s (or died):\n{tails}"
+        raise RuntimeError(msg)
+
+
+def _measure_cell(
+    ctx: BenchContext, template: Ql3Database, size: int, replicas: int, params: dict[str, Any]
+) -> dict[str, Any]:
+    db = ctx.database("late", template=template.name)
+    log_dir = ctx.work_dir / db.name
+    log_dir.mkdir(parents=True, exist_ok=True)
+    owners = [f"late-r{index}" for index in range(1, replicas + 1)]
+    try:
+        with connect(db.superuser_dsn) as su:
+            su.execute(load_sql("set_cursor_next_second"))
+            with ql3_replicas(db.dsn("runtime"), owners, log_dir) as workers:
+                _wait_first_run(su, workers)
+                time.sleep(params["warmup_s"])
+                now = db_now_ms(su)
+                w0 = (now // 1000 + 1) * 1000
+                w1 = w0 + params["window_s"] * 1000
+                window = {"w0_ms": w0, "w1_ms": w1}
+                expected = size * params["window_s"]
+                # Sleep (monotonic) for the span the database clock still has to cover, then
+                # poll the database until the window is complete.
+                time.sleep(max(0.0, (w1 - now) / 1000))
+
+                def complete() -> bool:
+                    if db_now_ms(su) < w1:
+                        return False
+                    row = su.execute(load_sql("window_runs_count"), window).fetchone()
+                    return bool(row and row["runs"] >= expected)
+
+                settled = wait_until(complete, timeout_s=SETTLE_TIMEOUT_S, interval_s=0.1)
+                exit_codes = workers.stop()
+            verdict = su.execute(load_sql("lateness_verdict"), window).fetchone() or {}
+            lateness = su.execute(load_sql("lateness_percentiles"), window).fetchone() or {}
+            ctx.refresh_machine(su)
+    finally:
+        ctx.drop(db)
+    target = TARGET_P99_MS.get(size) if replicas == TARGET_REPLICAS else None
+    clean = all(int(verdict[k]) == 0 for k in ("missing", "duplicates", "early", "unexpected"))
+    return ctx.emit(
+        "lateness",
+        {
+            "schedules": size,
+            "replicas": replicas,
+            "cron": "* * * * * *",
+            "settings": "defaults (batch 16, budget 256, lease 30 s)",
+            "window_ms": w1 - w0,
+            "window_start_ms": w0,
+            "settled": settled,
+            **{k: int(v) for k, v in verdict.items()},
+            "p50_ms": lateness.get("p50_ms"),
+            "p99_ms": lateness.get("p99_ms"),
+            "max_ms": lateness.get("max_ms"),
+            "mean_ms": lateness.get("mean_ms"),
+            "target_p99_ms": target,
+            "met": {
+                "clean": clean,
+                **(
+                    {"p99": lateness.get("p99_ms") is not None and lateness["p99_ms"] <= target}
+                    if target is not None
+                    else {}
+                ),
+            },
+            "serialization_retries_total": workers.serialization_retries(
+                since_ms=None, until_ms=None
+            ),
+            "exit_codes": exit_codes,
+        },
+    )
+
+
+def run_lateness(ctx: BenchContext) -> list[dict[str, Any]]:
+    """Measure every (S, R) cell; one JSON line each."""
+    params = _params(ctx.quick)
+    cells: list[dict[str, Any]] = []
+    for size in params["sizes"]:
+        template = ctx.schedules_database(f"late{size}", ["* * * * * *"] * size)
+        cells += [_measure_cell(ctx, template, size, r, params) for r in params["replicas"]]
+        ctx.drop(template)
+    return cells

@@ -1,0 +1,319 @@
+"""Write docs/BENCHMARKS.md (figures vs targets) and docs/benchmarks.png from the JSON lines.
+
+matplotlib comes from the `bench` dependency group and is imported only here, with the Agg
+backend (no display). The report's date is the database's clock at the start of the run.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+__all__ = ["write_report"]
+
+COMMAND = "uv run --group bench python -m bench all"
+
+
+def _pick(results: Sequence[dict[str, Any]], measurement: str) -> list[dict[str, Any]]:
+    return [r for r in results if r.get("measurement") == measurement]
+
+
+def _yes(flag: object) -> str:
+    return "yes" if flag is True else ("**NO**" if flag is False else "-")
+
+
+def _summary_rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+    rows: list[tuple[str, str, str, str]] = []
+    for tput in _pick(results, "throughput_summary")[-1:]:
+        ratios, met = tput["ratios"], tput["met"]
+        rows.append(
+            (
+                "Throughput R=1 / bare-SQL baseline",
+                (
+                    f"{ratios['r1_vs_baseline']:.2f} ({tput['ql3_rate_per_s'].get('1')}/s vs "
+                    f"{tput['baseline_rate_per_s']}/s)"
+                ),
+                ">= 0.8",
+                _yes(met["r1_vs_baseline"]),
+            )
+        )
+        rows.extend(
+            (
+                f"Throughput R={r} / R=1",
+                f"{ratios[f'r{r}_vs_r1']:.2f} ({tput['ql3_rate_per_s'].get(str(r))}/s)",
+                ">= 0.9",
+                _yes(met[f"r{r}_vs_r1"]),
+            )
+            for r in (2, 4)
+            if f"r{r}_vs_r1" in ratios
+        )
+    cells = _pick(results, "throughput")
+    if cells:
+        dups = sum(c["duplicates"] for c in cells)
+        retries = ", ".join(
+            f"R={c['replicas']}: {c['serialization_retries_window']}"
+            for c in cells
+            if c["variant"] == "ql3"
+        )
+        rows.append(("Throughput duplicates (all cells)", str(dups), "0", _yes(dups == 0)))
+        rows.append(("40001 retries in the window (QL3)", retries, "reported", "-"))
+    rows.extend(
+        (
+            f"Lateness p99, S={cell['schedules']}, R={cell['replicas']}",
+            f"{cell['p99_ms']} ms",
+            f"<= {cell['target_p99_ms']} ms",
+            _yes(cell["met"].get("p99")),
+        )
+        for cell in _pick(results, "lateness")
+        if cell.get("target_p99_ms") is not None
+    )
+    late = _pick(results, "lateness")
+    if late:
+        bad = {k: sum(c[k] for c in late) for k in ("missing", "duplicates", "early")}
+        rows.append(
+            (
+                "Lateness missing / duplicates / early (all cells)",
+                " / ".join(str(v) for v in bad.values()),
+                "0 / 0 / 0",
+                _yes(not any(bad.values())),
+            )
+        )
+    rows.extend(
+        (
+            f"Claim latency ratio {claim['ratio_of']} (p50; p99 {claim['ratio_p99']})",
+            f"{claim['ratio_p50']:.2f}",
+            "<= 1.5",
+            _yes(claim["met"]["ratio_p50"]),
+        )
+        for claim in _pick(results, "claim_scale_summary")[-1:]
+    )
+    for foot in _pick(results, "footprint")[-1:]:
+        rows.append(
+            (
+                f"Peak RSS of one replica, {foot['schedules']} schedules",
+                f"{foot['rss_peak_mb']} MB",
+                "<= 80 MB",
+                _yes(foot["met"]["rss"]),
+            )
+        )
+        rows.append(
+            ("Connections held per replica", str(foot["connections_held_max"]), "reported", "-")
+        )
+    return rows
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def _detail_tables(results: Sequence[dict[str, Any]]) -> list[str]:
+    out = ["## 1. Throughput (backlog drain)", ""]
+    out += _table(
+        [
+            "variant",
+            "R",
+            "schedules",
+            "window ms",
+            "admissions",
+            "per s",
+            "dup",
+            "40001 (window)",
+            "behind at end",
+        ],
+        [
+            (
+                c["variant"],
+                c["replicas"],
+                c["schedules"],
+                c["window_ms"],
+                c["admissions"],
+                c["rate_per_s"],
+                c["duplicates"],
+                c["serialization_retries_window"],
+                c["behind_at_end"],
+            )
+            for c in _pick(results, "throughput")
+        ],
+    )
+    out += ["## 2. Steady-state lateness", ""]
+    out += _table(
+        [
+            "S",
+            "R",
+            "expected",
+            "admitted",
+            "missing",
+            "dup",
+            "early",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "target p99",
+        ],
+        [
+            (
+                c["schedules"],
+                c["replicas"],
+                c["expected"],
+                c["admitted"],
+                c["missing"],
+                c["duplicates"],
+                c["early"],
+                c["p50_ms"],
+                c["p99_ms"],
+                c["max_ms"],
+                c["target_p99_ms"] or "-",
+            )
+            for c in _pick(results, "lateness")
+        ],
+    )
+    out += ["## 3. Scale of the claim (16 due)", ""]
+    out += _table(
+        ["schedules", "samples", "p50 ms", "p99 ms", "max ms"],
+        [
+            (c["schedules"], c["samples"], c["p50_ms"], c["p99_ms"], c["max_ms"])
+            for c in _pick(results, "claim_scale")
+        ],
+    )
+    out += ["## 4. Footprint", ""]
+    out += _table(
+        ["schedules", "run s", "peak RSS MB", "last RSS MB", "connections", "admitted"],
+        [
+            (
+                c["schedules"],
+                c["run_s"],
+                c["rss_peak_mb"],
+                c["rss_last_mb"],
+                c["connections_held_max"],
+                c["admitted"],
+            )
+            for c in _pick(results, "footprint")
+        ],
+    )
+    return out
+
+
+def _plot(results: Sequence[dict[str, Any]], target: Path) -> None:
+    import matplotlib as mpl  # noqa: PLC0415 - only the report needs matplotlib (bench group)
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - after choosing the backend
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    tput = _pick(results, "throughput")
+    labels = [f"{c['variant']}\nR={c['replicas']}" for c in tput]
+    ax = axes[0][0]
+    ax.bar(range(len(tput)), [c["rate_per_s"] for c in tput], color="tab:blue")
+    ax.set_xticks(range(len(tput)), labels, fontsize=8)
+    ax.set_ylabel("admissions / s (DB time)")
+    ax.set_title("1. Throughput, backlog drain")
+    ax = axes[0][1]
+    late = _pick(results, "lateness")
+    for size in sorted({c["schedules"] for c in late}):
+        cells = [c for c in late if c["schedules"] == size]
+        ax.plot(
+            [c["replicas"] for c in cells],
+            [c["p99_ms"] for c in cells],
+            "o-",
+            label=f"S={size} p99",
+        )
+        ax.plot(
+            [c["replicas"] for c in cells],
+            [c["p50_ms"] for c in cells],
+            "x--",
+            label=f"S={size} p50",
+        )
+    for size, limit in ((100, 20), (1000, 300)):
+        ax.axhline(limit, color="grey", linestyle=":", linewidth=1)
+        ax.annotate(f"target S={size}", (1, limit), fontsize=7)
+    ax.set_yscale("symlog")
+    ax.set_xlabel("replicas")
+    ax.set_ylabel("lateness ms")
+    ax.set_title("2. Lateness (every-second schedules)")
+    ax.legend(fontsize=7)
+    ax = axes[1][0]
+    claim = _pick(results, "claim_scale")
+    ax.plot([c["schedules"] for c in claim], [c["p50_ms"] for c in claim], "o-", label="p50")
+    ax.plot([c["schedules"] for c in claim], [c["p99_ms"] for c in claim], "x--", label="p99")
+    ax.set_xscale("log")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("schedules (16 due)")
+    ax.set_ylabel("claim ms")
+    ax.set_title("3. Claim latency vs idle schedules")
+    ax.legend(fontsize=7)
+    ax = axes[1][1]
+    foot = _pick(results, "footprint")
+    ax.bar(
+        [f"{c['schedules']} schedules" for c in foot],
+        [c["rss_peak_mb"] for c in foot],
+        color="tab:green",
+    )
+    ax.axhline(80, color="grey", linestyle=":", linewidth=1)
+    ax.set_ylabel("peak RSS MB (VmHWM)")
+    ax.set_title("4. Footprint of one replica")
+    fig.tight_layout()
+    fig.savefig(target, dpi=90)
+    plt.close(fig)
+
+
+def _resource(name: str) -> list[str]:
+    """Return a hand-written Markdown section shipped in `bench/` (analysis, method), if any."""
+    source = resources.files("bench").joinpath(name)
+    if not source.is_file():
+        return []
+    return [source.read_text(encoding="utf-8").rstrip(), ""]
+
+
+def write_report(
+    results: Sequence[dict[str, Any]], markdown: Path, *, started_ms: int, elapsed_s: float
+) -> None:
+    """Write the Markdown report and its plot next to it (benchmarks.png)."""
+    plot = markdown.with_name("benchmarks.png")
+    _plot(results, plot)
+    machine: dict[str, Any] = next((r["machine"] for r in results if r.get("machine")), {})
+    when = datetime.fromtimestamp(started_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "# QL3 benchmarks",
+        "",
+        (
+            f"Run them: `{COMMAND}` (smoke run: add `--quick`; one part: `python -m bench "
+            "throughput|lateness|claim-scale|footprint`). The run starts its own throwaway "
+            "PostgreSQL, needs nothing else, and is not part of any test session."
+        ),
+        "",
+        (
+            f"Latest run: {when} (database clock), {elapsed_s:.0f} s in all, on "
+            f"{machine.get('usable_cores')} cores ({machine.get('cpu')}), PostgreSQL "
+            f"{machine.get('postgresql')}, Python {machine.get('python')}. The cluster is "
+            "**not durable** (`fsync`, `full_page_writes`, `synchronous_commit` off) for speed: "
+            "figures measure CPU and locking, not disk flushes. The machine is shared, so "
+            "background load shows up as noise (1-minute load average is in each JSON line)."
+        ),
+        "",
+        "## Figures against targets",
+        "",
+    ]
+    lines += _table(["figure", "measured", "target", "met"], _summary_rows(results))
+    lines += [f"![benchmark plot]({plot.name})", ""]
+    lines += _detail_tables(results)
+    lines += _resource("analysis.md")
+    lines += _resource("method.md")
+    lines += [
+        "<details><summary>Raw JSON lines of this run</summary>",
+        "",
+        "```json",
+        *(json.dumps(r, sort_keys=False) for r in results),
+        "```",
+        "",
+        "</details>",
+        "",
+    ]
+    markdown.write_text("\n".join(lines), encoding="utf-8")

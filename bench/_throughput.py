@@ -1,0 +1,173 @@
+"""Benchmark 1: admission throughput while draining a backlog, against the bare-SQL baseline.
+
+N schedules `* * * * * *` with `catch_up` get their cursors set a minute back (superuser SQL,
+`sql/set_backlog.sql`), so N x 60 occurrences are due at once and N more every second. Workers
+start; after the first admission and a warm-up, the harness reads the database time t0, waits
+a fixed window, reads t1, and counts the runs whose commit time (`runs.created_at_ms`, written by
+the database) lies in [t0, t1). Rate = that count per second of database time. The backlog is
+checked to be still there at t1 (otherwise the rate would be capped by the schedules, not the
+scheduler). The baseline runs before and after the QL3 cells in the same run; its mean is the
+reference.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from ._common import (
+    ReplicaSet,
+    connect,
+    db_now_ms,
+    load_sql,
+    ql3_replicas,
+    repo_root,
+    wait_until,
+)
+
+if TYPE_CHECKING:
+    from ql3_cluster_postgres import Ql3Database
+
+    from ._common import BenchContext
+
+__all__ = ["run_throughput"]
+
+BACKLOG_MS = 60_000
+REPLICA_COUNTS = (1, 2, 4)
+TARGET_R1_VS_BASELINE = 0.8
+TARGET_RN_VS_R1 = 0.9
+
+
+def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not a flag argument
+    if quick:
+        return {"schedules": 500, "warmup_s": 1.5, "window_s": 3.0}
+    return {"schedules": 2000, "warmup_s": 3.0, "window_s": 10.0}
+
+
+def _baseline_workers(dsn: str, owners: list[str], ctx: BenchContext, tag: str) -> ReplicaSet:
+    log_dir = ctx.work_dir / tag
+    log_dir.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "bench", "baseline-worker", "--dsn", dsn]
+    return ReplicaSet(
+        commands={owner: [*command, "--owner-id", owner] for owner in owners},
+        log_dir=log_dir,
+        env={"PYTHONPATH": str(repo_root())},
+    )
+
+
+def _workers(ctx: BenchContext, db: Ql3Database, variant: str, replicas: int) -> ReplicaSet:
+    owners = [f"{variant}-r{index}" for index in range(1, replicas + 1)]
+    if variant == "baseline":
+        return _baseline_workers(db.dsn("runtime"), owners, ctx, db.name)
+    log_dir = ctx.work_dir / db.name
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return ql3_replicas(db.dsn("runtime"), owners, log_dir)
+
+
+def _measure_cell(
+    ctx: BenchContext, template: Ql3Database, variant: str, replicas: int, params: dict[str, Any]
+) -> dict[str, Any]:
+    db = ctx.database("tput", template=template.name)
+    try:
+        with connect(db.superuser_dsn) as su:
+            su.execute(load_sql("set_backlog"), {"backlog_ms": BACKLOG_MS})
+            workers = _workers(ctx, db, variant, replicas)
+            with workers:
+                _wait_first_admission(su, workers)
+                time.sleep(params["warmup_s"])
+                t0 = db_now_ms(su)
+                time.sleep(params["window_s"])
+                t1 = db_now_ms(su)
+                window = {"since_ms": t0, "until_ms": t1}
+                per_owner = {
+                    row["owner_id"]: int(row["admissions"])
+                    for row in su.execute(load_sql("window_admissions"), window)
+                }
+                backlog = su.execute(load_sql("backlog"), {"at_ms": t1}).fetchone() or {}
+                exit_codes = workers.stop()
+            history = su.execute(load_sql("history_check")).fetchone() or {}
+            ctx.refresh_machine(su)
+    finally:
+        ctx.drop(db)
+    admissions = sum(per_owner.values())
+    return ctx.emit(
+        "throughput",
+        {
+            "variant": variant,
+            "replicas": replicas,
+            "schedules": params["schedules"],
+            "backlog_ms": BACKLOG_MS,
+            "settings": "defaults (batch 16, budget 256, lease 30 s)"
+            if variant == "ql3"
+            else "bare SQL: claim 16, one SERIALIZABLE statement per round",
+            "window_ms": t1 - t0,
+            "admissions": admissions,
+            "rate_per_s": round(admissions * 1000 / (t1 - t0), 1),
+            "per_owner": per_owner,
+            "behind_at_end": int(backlog.get("behind", 0)),
+            "duplicates": int(history["duplicates"]),
+            "early": int(history["early"]),
+            "rows": {k: int(history[k]) for k in ("runs", "attempts", "events", "claims_held")},
+            "serialization_retries_window": workers.serialization_retries(
+                since_ms=t0 if variant == "ql3" else None, until_ms=t1 if variant == "ql3" else None
+            ),
+            "serialization_retries_total": workers.serialization_retries(
+                since_ms=None, until_ms=None
+            ),
+            "exit_codes": exit_codes,
+        },
+    )
+
+
+def _wait_first_admission(su: Any, workers: ReplicaSet) -> None:  # noqa: ANN401 - psycopg conn
+    def ready() -> bool:
+        if not workers.alive():
+            return True
+        row = su.execute(load_sql("run_count")).fetchone()
+        return bool(row and row["runs"] > 0)
+
+    if not wait_until(ready, timeout_s=60) or not workers.alive():
+        tails = "\n".join(f"--- {o}\n{workers.tail(o)}" for o in workers.owners)
+        msg = f"workers did not admit anything within 60 s (or died):\n{tails}"
+        raise RuntimeError(msg)
+
+
+def run_throughput(ctx: BenchContext) -> list[dict[str, Any]]:
+    """Measure the baseline, QL3 at R=1,2,4, the baseline again; emit cells and a summary."""
+    params = _params(ctx.quick)
+    template = ctx.schedules_database("tput", ["* * * * * *"] * params["schedules"])
+    cells = [_measure_cell(ctx, template, "baseline", 1, params)]
+    cells += [_measure_cell(ctx, template, "ql3", r, params) for r in REPLICA_COUNTS]
+    if not ctx.quick:
+        cells.append(_measure_cell(ctx, template, "baseline", 1, params))
+    ctx.drop(template)
+    baseline_rates = [c["rate_per_s"] for c in cells if c["variant"] == "baseline"]
+    baseline = sum(baseline_rates) / len(baseline_rates)
+    ql3 = {c["replicas"]: c["rate_per_s"] for c in cells if c["variant"] == "ql3"}
+    ratios = {
+        "r1_vs_baseline": round(ql3[1] / baseline, 3),
+        **{f"r{r}_vs_r1": round(ql3[r] / ql3[1], 3) for r in REPLICA_COUNTS if r != 1},
+    }
+    met = {
+        "r1_vs_baseline": ratios["r1_vs_baseline"] >= TARGET_R1_VS_BASELINE,
+        **{
+            f"r{r}_vs_r1": ratios[f"r{r}_vs_r1"] >= TARGET_RN_VS_R1
+            for r in REPLICA_COUNTS
+            if r != 1
+        },
+        "duplicates": all(c["duplicates"] == 0 for c in cells),
+        "backlog_kept": all(c["behind_at_end"] > 0 for c in cells),
+    }
+    summary = ctx.emit(
+        "throughput_summary",
+        {
+            "baseline_rate_per_s": round(baseline, 1),
+            "baseline_rates_per_s": baseline_rates,
+            "ql3_rate_per_s": {str(r): rate for r, rate in ql3.items()},
+            "ratios": ratios,
+            "targets": {"r1_vs_baseline": ">= 0.8", "rN_vs_r1": ">= 0.9", "duplicates": "0"},
+            "met": met,
+        },
+    )
+    return [*cells, summary]

@@ -1,0 +1,1 @@
+ANALYZE ql3.trigger_schedules

@@ -1,0 +1,1 @@
+SELECT count(*) AS runs FROM ql3.runs

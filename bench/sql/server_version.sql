@@ -1,0 +1,1 @@
+SELECT current_setting('server_version') AS version, version() AS full_version
