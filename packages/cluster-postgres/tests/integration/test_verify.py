@@ -1,0 +1,471 @@
+"""verify_history against real PostgreSQL: a clean history passes, and each rule catches its fault.
+
+Histories are written row by row as the superuser (not through the repository) so that each test
+can build exactly the broken history a rule exists for, including ones the schema's constraints
+would refuse (those tests drop the constraint first, as a broken build would).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+import pytest
+from ql3_cluster_postgres import (
+    STALE_CLAIM_GRACE_MS_DEFAULT,
+    ThrowawayCluster,
+    VerifyReport,
+    drop_database,
+    prepare_ql3_database,
+    verify_history,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+SECOND = 1_000
+
+
+@dataclass
+class History:
+    """Writes tasks, schedules and runs straight into a QL3 database, as the superuser."""
+
+    conn: psycopg.Connection[Any]
+    admin_dsn: str
+    names: list[str] = field(default_factory=list)
+
+    def now_ms(self) -> int:
+        """Read the database clock."""
+        row = self.conn.execute(
+            "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def schedule(
+        self,
+        *,
+        created_at_ms: int,
+        next_due_at_ms: int | None,
+        cron: str = "* * * * * *",
+        policy: str = "catch_up",
+        grace_ms: int = 60_000,
+        state: str = "active",
+        updated_at_ms: int | None = None,
+        end_at_ms: int | None = None,
+    ) -> tuple[int, int]:
+        """Insert a task, trigger and schedule; return (schedule id, task id)."""
+        name = f"task-{len(self.names)}-{uuid.uuid4().hex[:6]}"
+        self.names.append(name)
+        row = self.conn.execute(
+            "INSERT INTO ql3.tasks (name, created_at_ms) VALUES (%s, %s) RETURNING id",
+            (name, created_at_ms),
+        ).fetchone()
+        assert row is not None
+        task_id = int(row[0])
+        row = self.conn.execute(
+            "INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (%s, %s) RETURNING id",
+            (task_id, created_at_ms),
+        ).fetchone()
+        assert row is not None
+        row = self.conn.execute(
+            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, misfire_policy,"
+            " misfire_grace_ms, state, next_due_at_ms, end_at_ms, updated_at_ms, created_at_ms)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (
+                row[0],
+                task_id,
+                cron,
+                policy,
+                grace_ms,
+                state,
+                next_due_at_ms,
+                end_at_ms,
+                updated_at_ms if updated_at_ms is not None else created_at_ms,
+                created_at_ms,
+            ),
+        ).fetchone()
+        assert row is not None
+        return int(row[0]), task_id
+
+    def run(
+        self,
+        schedule: tuple[int, int],
+        scheduled_for_ms: int,
+        created_at_ms: int,
+        *,
+        attempts: int = 1,
+        events: tuple[str, ...] = ("run.admitted", "attempt.queued"),
+    ) -> int:
+        """Insert a run with its attempts and events; return the run id."""
+        schedule_id, task_id = schedule
+        row = self.conn.execute(
+            "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,"
+            " created_at_ms) VALUES (%s, %s, %s, 'test', %s, %s) RETURNING id",
+            (schedule_id, task_id, scheduled_for_ms, uuid.uuid4(), created_at_ms),
+        ).fetchone()
+        assert row is not None
+        run_id = int(row[0])
+        attempt_id = None
+        for number in range(1, attempts + 1):
+            row = self.conn.execute(
+                "INSERT INTO ql3.attempts (run_id, attempt_number, created_at_ms, updated_at_ms)"
+                " VALUES (%s, %s, %s, %s) RETURNING id",
+                (run_id, number, created_at_ms, created_at_ms),
+            ).fetchone()
+            assert row is not None
+            attempt_id = int(row[0])
+        for kind in events:
+            self.conn.execute(
+                "INSERT INTO ql3.events (run_id, attempt_id, kind, created_at_ms)"
+                " VALUES (%s, %s, %s, %s)",
+                (run_id, attempt_id, kind, created_at_ms),
+            )
+        # The commit also writes its time on the schedule row (D5).
+        self.conn.execute(
+            "UPDATE ql3.trigger_schedules SET updated_at_ms = greatest(updated_at_ms, %s)"
+            " WHERE id = %s",
+            (created_at_ms, schedule_id),
+        )
+        return run_id
+
+    def verify(self, **options: Any) -> VerifyReport:
+        """Run the checker as the ql3_admin login."""
+        return verify_history(self.admin_dsn, **options)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[ThrowawayCluster]:
+    """One PostgreSQL server for this module."""
+    with ThrowawayCluster(name="verify") as started:
+        yield started
+
+
+@pytest.fixture
+def history(cluster: ThrowawayCluster) -> Iterator[History]:
+    """Give each test a fresh QL3 database, written by the superuser, checked as ql3_admin."""
+    name = f"verify_{uuid.uuid4().hex[:10]}"
+    database = prepare_ql3_database(cluster, name)
+    try:
+        with psycopg.connect(database.superuser_dsn, autocommit=True) as conn:
+            yield History(conn, database.dsn("admin"))
+    finally:
+        drop_database(cluster, name)
+
+
+def _second(ms: int) -> int:
+    """Round down to a whole second (an occurrence of the every-second cron)."""
+    return ms - ms % SECOND
+
+
+def _clean_schedule(history: History, count: int = 5) -> tuple[tuple[int, int], int, int]:
+    """Write a schedule created 30 s ago with `count` on-time runs.
+
+    Returns (schedule, first occurrence, cursor).
+    """
+    now = history.now_ms()
+    created = _second(now) - 30 * SECOND + 500
+    first = _second(created) + SECOND
+    cursor = first + count * SECOND
+    schedule = history.schedule(created_at_ms=created, next_due_at_ms=cursor)
+    for index in range(count):
+        history.run(schedule, first + index * SECOND, first + index * SECOND + 7)
+    return schedule, first, cursor
+
+
+def test_clean_history_passes_with_counts(history: History) -> None:
+    """A complete, on-time 1:1:2 history has no violation and counts every occurrence."""
+    _clean_schedule(history, count=5)
+    report = history.verify()
+    assert report.ok, report.lines()
+    assert (report.schedules, report.runs) == (1, 5)
+    assert (report.expected, report.admitted, report.duplicated) == (5, 5, 0)
+    assert (report.early, report.missing) == (0, 0)
+    assert abs(report.checked_at_ms - history.now_ms()) < 60_000
+
+
+def test_empty_database_passes(history: History) -> None:
+    """A database without schedules is clean."""
+    report = history.verify()
+    assert report.ok
+    assert (report.schedules, report.runs, report.expected) == (0, 0, 0)
+
+
+def test_duplicate_is_caught_when_unique_is_dropped(history: History) -> None:
+    """With the UNIQUE constraint dropped, a second run of one occurrence is a `duplicate`."""
+    schedule, first, _ = _clean_schedule(history)
+    history.conn.execute("ALTER TABLE ql3.runs DROP CONSTRAINT runs_occurrence_unique")
+    history.run(schedule, first, first + 50)
+    report = history.verify()
+    assert report.count("duplicate") == 1
+    assert report.duplicated == 1
+    assert not report.ok
+
+
+def test_early_run_is_caught(history: History) -> None:
+    """A run committed before its occurrence is `early` (the CHECK dropped as a broken build)."""
+    schedule, _, cursor = _clean_schedule(history)
+    history.conn.execute("ALTER TABLE ql3.runs DROP CONSTRAINT runs_not_early")
+    history.conn.execute(
+        "UPDATE ql3.trigger_schedules SET next_due_at_ms = %s WHERE id = %s",
+        (cursor + SECOND, schedule[0]),
+    )
+    history.run(schedule, cursor, cursor - 400)
+    report = history.verify()
+    assert report.count("early") == 1
+    assert report.early == 1
+
+
+def test_run_committed_in_the_future_is_caught(history: History) -> None:
+    """A commit time later than the database clock (a fast node clock) is `future`."""
+    now = history.now_ms()
+    created = _second(now) - 10 * SECOND
+    first = _second(created) + SECOND
+    schedule = history.schedule(created_at_ms=created, next_due_at_ms=first + SECOND)
+    history.run(schedule, first, now + 3_600_000)
+    history.conn.execute(
+        "UPDATE ql3.trigger_schedules SET updated_at_ms = %s WHERE id = %s",
+        (now + 3_600_000, schedule[0]),
+    )
+    report = history.verify()
+    assert report.count("future") == 1
+
+
+@pytest.mark.parametrize(
+    ("attempts", "events"),
+    [
+        (0, ("run.admitted", "attempt.queued")),
+        (2, ("run.admitted", "attempt.queued")),
+        (1, ("run.admitted",)),
+        (1, ("run.admitted", "attempt.queued", "attempt.queued")),
+    ],
+)
+def test_wrong_shape_is_caught(history: History, attempts: int, events: tuple[str, ...]) -> None:
+    """A run without exactly one attempt and one event of each admission kind is `shape`."""
+    schedule, _, cursor = _clean_schedule(history)
+    history.conn.execute(
+        "UPDATE ql3.trigger_schedules SET next_due_at_ms = %s WHERE id = %s",
+        (cursor + SECOND, schedule[0]),
+    )
+    history.run(schedule, cursor, cursor + 5, attempts=attempts, events=events)
+    report = history.verify()
+    assert report.count("shape") == 1, report.lines()
+
+
+def test_worker_events_are_allowed(history: History) -> None:
+    """Events of other kinds, appended by workers, do not break the admission shape."""
+    schedule, _, cursor = _clean_schedule(history)
+    history.conn.execute(
+        "UPDATE ql3.trigger_schedules SET next_due_at_ms = %s WHERE id = %s",
+        (cursor + SECOND, schedule[0]),
+    )
+    history.run(schedule, cursor, cursor + 5, events=("run.admitted", "attempt.queued", "x.y"))
+    assert history.verify().ok
+
+
+def test_orphan_event_and_mistimed_attempt_are_caught(history: History) -> None:
+    """An event of no run and an attempt not written at its run's commit time are `shape`."""
+    _clean_schedule(history)
+    history.conn.execute(
+        "INSERT INTO ql3.events (run_id, kind, created_at_ms) VALUES (999999, 'run.admitted', 1)"
+    )
+    history.conn.execute(
+        "UPDATE ql3.attempts SET created_at_ms = created_at_ms - 1, updated_at_ms = updated_at_ms"
+        " WHERE id = (SELECT min(id) FROM ql3.attempts)"
+    )
+    report = history.verify()
+    assert report.count("shape") == 2, report.lines()
+
+
+def test_commit_time_going_backwards_is_caught(history: History) -> None:
+    """A later run with an earlier commit time is `time_backwards`."""
+    schedule, _, cursor = _clean_schedule(history)
+    history.conn.execute(
+        "UPDATE ql3.trigger_schedules SET next_due_at_ms = %s WHERE id = %s",
+        (cursor + SECOND, schedule[0]),
+    )
+    history.run(schedule, cursor, cursor)
+    history.conn.execute(
+        "UPDATE ql3.runs SET created_at_ms = created_at_ms + 10000 WHERE id = "
+        "(SELECT min(id) FROM ql3.runs)"
+    )
+    history.conn.execute(
+        "UPDATE ql3.attempts SET created_at_ms = created_at_ms + 10000,"
+        " updated_at_ms = updated_at_ms + 10000 WHERE run_id = (SELECT min(id) FROM ql3.runs)"
+    )
+    history.conn.execute(
+        "UPDATE ql3.events SET created_at_ms = created_at_ms + 10000"
+        " WHERE run_id = (SELECT min(id) FROM ql3.runs)"
+    )
+    report = history.verify()
+    assert report.count("time_backwards") >= 1, report.lines()
+    assert report.count("shape") == 0
+
+
+def test_stale_claim_respects_grace(history: History) -> None:
+    """A claim expired 20 s ago is `stale_claim` by default; a larger grace tolerates it."""
+    schedule, _, _ = _clean_schedule(history)
+    now = history.now_ms()
+    history.conn.execute(
+        "UPDATE ql3.trigger_schedules SET claim_owner_id = 'ghost', claim_token = %s,"
+        " updated_at_ms = %s, claim_expires_at_ms = %s WHERE id = %s",
+        (uuid.uuid4(), now - 25_000, now - 20_000, schedule[0]),
+    )
+    assert STALE_CLAIM_GRACE_MS_DEFAULT < 20_000
+    assert history.verify().count("stale_claim") == 1
+    assert history.verify(stale_claim_grace_ms=0).count("stale_claim") == 1
+    assert history.verify(stale_claim_grace_ms=60_000).ok
+
+
+def test_live_claim_is_not_stale(history: History) -> None:
+    """A claim that expires in the future is not reported."""
+    schedule, _, _ = _clean_schedule(history)
+    now = history.now_ms()
+    history.conn.execute(
+        "UPDATE ql3.trigger_schedules SET claim_owner_id = 'live', claim_token = %s,"
+        " updated_at_ms = %s, claim_expires_at_ms = %s WHERE id = %s",
+        (uuid.uuid4(), now, now + 30_000, schedule[0]),
+    )
+    assert history.verify(stale_claim_grace_ms=0).ok
+
+
+def test_cursor_not_after_latest_run_is_caught(history: History) -> None:
+    """A cursor at or before the latest admitted occurrence is `cursor`."""
+    schedule, first, _ = _clean_schedule(history)
+    history.conn.execute(
+        "UPDATE ql3.trigger_schedules SET next_due_at_ms = %s WHERE id = %s",
+        (first + 2 * SECOND, schedule[0]),
+    )
+    report = history.verify()
+    assert report.count("cursor") == 1, report.lines()
+
+
+def test_cursor_off_the_cron_is_caught(history: History) -> None:
+    """A cursor that is not an occurrence of the cron expression is `cursor`."""
+    schedule, _, cursor = _clean_schedule(history)
+    history.conn.execute(
+        "UPDATE ql3.trigger_schedules SET next_due_at_ms = %s WHERE id = %s",
+        (cursor + 250, schedule[0]),
+    )
+    report = history.verify()
+    assert report.count("cursor") == 1, report.lines()
+
+
+def test_run_off_the_cron_is_caught(history: History) -> None:
+    """A run for a time that is not an occurrence of the cron is `not_occurrence`."""
+    schedule, _, cursor = _clean_schedule(history)
+    history.conn.execute(
+        "UPDATE ql3.trigger_schedules SET next_due_at_ms = %s WHERE id = %s",
+        (cursor + SECOND, schedule[0]),
+    )
+    history.run(schedule, cursor - 500, cursor)
+    report = history.verify()
+    assert report.count("not_occurrence") == 1, report.lines()
+
+
+def test_catch_up_gap_is_missing(history: History) -> None:
+    """Under catch_up every occurrence the cursor passed needs a run: a gap is `missing`."""
+    schedule, first, _ = _clean_schedule(history)
+    history.conn.execute(
+        "DELETE FROM ql3.events WHERE run_id IN"
+        " (SELECT id FROM ql3.runs WHERE schedule_id = %s AND scheduled_for_ms = %s)",
+        (schedule[0], first + 2 * SECOND),
+    )
+    history.conn.execute(
+        "DELETE FROM ql3.attempts WHERE run_id IN"
+        " (SELECT id FROM ql3.runs WHERE schedule_id = %s AND scheduled_for_ms = %s)",
+        (schedule[0], first + 2 * SECOND),
+    )
+    history.conn.execute(
+        "DELETE FROM ql3.runs WHERE schedule_id = %s AND scheduled_for_ms = %s",
+        (schedule[0], first + 2 * SECOND),
+    )
+    report = history.verify()
+    assert report.count("missing") == 1, report.lines()
+    assert (report.expected, report.admitted, report.missing) == (5, 4, 1)
+
+
+def test_skip_policy_gap_judged_by_grace(history: History) -> None:
+    """Under skip a gap is `missing` only when the next run proves it was on time."""
+    now = history.now_ms()
+    created = _second(now) - 40 * SECOND + 500
+    first = _second(created) + SECOND
+    late = history.schedule(
+        created_at_ms=created, next_due_at_ms=first + 11 * SECOND, policy="skip", grace_ms=2_000
+    )
+    # Nothing proves first..first+9 s on time: the next run committed 3.5 s or more after them.
+    history.run(late, first + 10 * SECOND, first + 10 * SECOND + 2_500)
+    on_time = history.schedule(
+        created_at_ms=created, next_due_at_ms=first + 3 * SECOND, policy="skip", grace_ms=2_000
+    )
+    # first+1 s has no run but first+2 s committed 1.1 s after it: it was on time.
+    history.run(on_time, first, first + 5)
+    history.run(on_time, first + 2 * SECOND, first + 2 * SECOND + 100)
+    report = history.verify()
+    assert report.count("missing") == 1, report.lines()
+    assert [v.schedule_id for v in report.violations] == [on_time[0]]
+
+
+def test_fire_once_must_admit_the_last_decided_occurrence(history: History) -> None:
+    """Under fire_once the occurrence right before the cursor must have a run."""
+    now = history.now_ms()
+    created = _second(now) - 40 * SECOND + 500
+    first = _second(created) + SECOND
+    good = history.schedule(
+        created_at_ms=created, next_due_at_ms=first + 6 * SECOND, policy="fire_once", grace_ms=0
+    )
+    history.run(good, first + 5 * SECOND, first + 5 * SECOND + 3_000)
+    bad = history.schedule(
+        created_at_ms=created, next_due_at_ms=first + 6 * SECOND, policy="fire_once", grace_ms=0
+    )
+    history.run(bad, first + 4 * SECOND, first + 5 * SECOND + 3_000)
+    report = history.verify()
+    assert report.count("missing") == 1, report.lines()
+    assert report.violations[0].schedule_id == bad[0]
+
+
+def test_since_limits_the_checked_occurrences(history: History) -> None:
+    """Occurrences before since_ms are not checked; later ones still are."""
+    schedule, first, _ = _clean_schedule(history, count=6)
+    history.conn.execute(
+        "DELETE FROM ql3.events WHERE run_id IN"
+        " (SELECT id FROM ql3.runs WHERE scheduled_for_ms = %s)",
+        (first + SECOND,),
+    )
+    history.conn.execute(
+        "DELETE FROM ql3.attempts WHERE run_id IN"
+        " (SELECT id FROM ql3.runs WHERE scheduled_for_ms = %s)",
+        (first + SECOND,),
+    )
+    history.conn.execute("DELETE FROM ql3.runs WHERE scheduled_for_ms = %s", (first + SECOND,))
+    assert history.verify().count("missing") == 1
+    later = history.verify(since_ms=first + 2 * SECOND)
+    assert later.ok, later.lines()
+    assert (later.runs, later.expected) == (4, 4)
+    assert schedule[0] == later.per_schedule[0].schedule_id
+
+
+def test_checker_runs_as_admin_and_writes_nothing(history: History) -> None:
+    """The checker works with ql3_admin's rights and leaves the database untouched."""
+    _clean_schedule(history)
+
+    def snapshot() -> tuple[Any, ...]:
+        row = history.conn.execute(
+            "SELECT (SELECT count(*) FROM ql3.runs), (SELECT count(*) FROM ql3.events),"
+            " (SELECT max(version) FROM ql3.trigger_schedules),"
+            " (SELECT max(updated_at_ms) FROM ql3.trigger_schedules)"
+        ).fetchone()
+        assert row is not None
+        return tuple(row)
+
+    before = snapshot()
+    assert history.verify().ok
+    assert snapshot() == before
+
+
+def test_bad_arguments_are_refused(history: History) -> None:
+    """A negative grace is a ValueError naming the argument."""
+    with pytest.raises(ValueError, match="stale_claim_grace_ms"):
+        history.verify(stale_claim_grace_ms=-1)
