@@ -4,7 +4,25 @@ from __future__ import annotations
 
 from importlib.metadata import version as _version
 
+from ._binaries import find_faketime_library, find_postgres_bin_dir
+from ._errors import (
+    DatabaseError,
+    MigrationTamperedError,
+    SchemaMismatchError,
+    ThrowawayClusterError,
+    UnknownRoleError,
+)
 from ._faults import WireFaultProxy
+from ._migrations import SCHEMA_VERSION, check_schema_version, migrate
+from ._provision import (
+    Ql3Database,
+    drop_database,
+    login_password,
+    login_user_name,
+    prepare_ql3_database,
+)
+from ._roles import GROUP_ROLES, ROLE_NAMES, create_login_user, group_role_name, provision_roles
+from ._throwaway import ThrowawayCluster
 from ._verify import (
     STALE_CLAIM_GRACE_MS_DEFAULT,
     ScheduleVerdict,
@@ -16,11 +34,32 @@ from ._verify import (
 __version__ = _version("ql3-cluster-postgres")
 
 __all__ = [
+    "GROUP_ROLES",
+    "ROLE_NAMES",
+    "SCHEMA_VERSION",
     "STALE_CLAIM_GRACE_MS_DEFAULT",
+    "DatabaseError",
+    "MigrationTamperedError",
+    "Ql3Database",
     "ScheduleVerdict",
+    "SchemaMismatchError",
+    "ThrowawayCluster",
+    "ThrowawayClusterError",
+    "UnknownRoleError",
     "VerifyReport",
     "Violation",
     "WireFaultProxy",
     "__version__",
+    "check_schema_version",
+    "create_login_user",
+    "drop_database",
+    "find_faketime_library",
+    "find_postgres_bin_dir",
+    "group_role_name",
+    "login_password",
+    "login_user_name",
+    "migrate",
+    "prepare_ql3_database",
+    "provision_roles",
     "verify_history",
 ]

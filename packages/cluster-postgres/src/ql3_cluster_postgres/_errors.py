@@ -29,6 +29,7 @@ __all__ = [
     "ScheduleStateError",
     "SchemaMismatchError",
     "ThrowawayClusterError",
+    "UnknownRoleError",
 ]
 
 
@@ -117,3 +118,16 @@ class AttemptStateError(QL3Error, ValueError):
         self.action = action
         found = "does not exist" if state is None else f"is in state {state!r}"
         super().__init__(f"attempt {attempt_id}: cannot {action}: it {found}")
+
+
+class UnknownRoleError(QL3Error, ValueError):
+    """Raised when a role is not one of owner, admin, runtime, worker_ingress; names the value."""
+
+    __module__ = "ql3_cluster_postgres"
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        super().__init__(
+            f"role: unknown QL3 role {role!r}; expected owner, admin, runtime or worker_ingress"
+            " (or the group names ql3_owner, ...)"
+        )

@@ -1,0 +1,152 @@
+"""Databases ready for QL3 on a throwaway cluster: roles, login users, migrated schema.
+
+Tests, benchmarks, chaos runs and the demo all get their databases here. Login users are
+cluster-global (`ql3_login_<role>`); their passwords are derived from the cluster's superuser
+password, so a `Ql3Database` (or a subprocess handed only its superuser DSN) can rebuild every
+role's DSN without a side channel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from ._ddl import ddl
+from ._errors import DatabaseError, UnknownRoleError
+from ._migrations import migrate
+from ._roles import ROLE_NAMES, create_login_user, provision_roles
+
+if TYPE_CHECKING:
+    from ._throwaway import ThrowawayCluster
+
+__all__ = [
+    "Ql3Database",
+    "drop_database",
+    "login_password",
+    "login_user_name",
+    "prepare_ql3_database",
+]
+
+_CLONE_TIMEOUT_S = 30.0
+
+
+def login_user_name(role: str) -> str:
+    """Name the login user provisioned for a QL3 role: "runtime" -> "ql3_login_runtime"."""
+    return f"ql3_login_{role}"
+
+
+def login_password(superuser_password: str, role: str) -> str:
+    """Derive the password of `login_user_name(role)` from the superuser password."""
+    return hashlib.sha256(f"ql3-login:{role}:{superuser_password}".encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Ql3Database:
+    """A migrated QL3 database on a throwaway cluster, with a login user per role."""
+
+    name: str
+    superuser_dsn: str
+
+    def dsn(self, role: str, **params: str) -> str:
+        """Conninfo for the login user of `role` (owner, admin, runtime, worker_ingress), TCP."""
+        if role not in ROLE_NAMES:
+            raise UnknownRoleError(role)
+        superuser = conninfo_to_dict(self.superuser_dsn)
+        password = login_password(str(superuser.get("password", "")), role)
+        return make_conninfo(
+            self.superuser_dsn, user=login_user_name(role), password=password, **params
+        )
+
+
+def _execute_admin(cluster: ThrowawayCluster, statement: sql.Composed) -> None:
+    with psycopg.connect(cluster.dsn(), autocommit=True, connect_timeout=10) as conn:
+        conn.execute(statement)
+
+
+def _create_database(cluster: ThrowawayCluster, name: str, template: str | None) -> None:
+    if template is None:
+        statement = sql.SQL(ddl("database_create")).format(name=sql.Identifier(name))
+    else:
+        statement = sql.SQL(ddl("database_create_from_template")).format(
+            name=sql.Identifier(name), template=sql.Identifier(template)
+        )
+    deadline = time.monotonic() + _CLONE_TIMEOUT_S
+    while True:
+        try:
+            _execute_admin(cluster, statement)
+        except pg_errors.ObjectInUse:
+            # "source database is being accessed by other users": a session still closing.
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+        else:
+            return
+
+
+def prepare_ql3_database(
+    cluster: ThrowawayCluster,
+    name: str,
+    *,
+    template: str | None = None,
+    as_template: bool = False,
+) -> Ql3Database:
+    """Create database `name` ready for QL3 and return it.
+
+    Provisions the group roles and the database ACL, (re)creates the four login users and runs
+    the migrations as the owner's login user. With `template`, the database is cloned from that
+    (already prepared) database, which must have no open sessions; migrations are then a no-op.
+    `as_template=True` marks the new database as a template that refuses connections, so it
+    can be cloned at any time.
+
+    Raises:
+        DatabaseError: any step failed (the message says which).
+
+    """
+    try:
+        _create_database(cluster, name, template)
+    except psycopg.Error as exc:
+        raise DatabaseError(f"create database {name!r}: {exc}") from exc
+    database = Ql3Database(name=name, superuser_dsn=cluster.dsn(name))
+    provision_roles(database.superuser_dsn)
+    for role in ROLE_NAMES:
+        create_login_user(
+            database.superuser_dsn,
+            login_user_name(role),
+            login_password(cluster.superuser_password, role),
+            role,
+        )
+    migrate(database.dsn("owner"))
+    if as_template:
+        mark = sql.SQL(ddl("database_mark_template")).format(name=sql.Identifier(name))
+        try:
+            _execute_admin(cluster, mark)
+        except psycopg.Error as exc:
+            raise DatabaseError(f"mark {name!r} as template: {exc}") from exc
+    return database
+
+
+def drop_database(cluster: ThrowawayCluster, name: str) -> None:
+    """Drop database `name` if it exists, terminating its sessions (WITH (FORCE)).
+
+    A database marked by `prepare_ql3_database(as_template=True)` is unmarked first.
+
+    Raises:
+        DatabaseError: the drop failed.
+
+    """
+    ident = sql.Identifier(name)
+    try:
+        with psycopg.connect(cluster.dsn(), autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute(ddl("database_is_template"), {"name": name}).fetchone()
+            if row and row[0]:
+                conn.execute(sql.SQL(ddl("database_unmark_template")).format(name=ident))
+            conn.execute(sql.SQL(ddl("database_drop")).format(name=ident))
+    except psycopg.Error as exc:
+        raise DatabaseError(f"drop database {name!r}: {exc}") from exc

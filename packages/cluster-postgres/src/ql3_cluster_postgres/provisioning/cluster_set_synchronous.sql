@@ -1,0 +1,1 @@
+ALTER SYSTEM SET synchronous_standby_names = {names}

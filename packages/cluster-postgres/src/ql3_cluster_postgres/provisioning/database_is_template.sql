@@ -1,0 +1,1 @@
+SELECT datistemplate FROM pg_catalog.pg_database WHERE datname = %(name)s

@@ -1,0 +1,2 @@
+-- The schema version: the highest applied migration number (0 with an empty ledger).
+SELECT coalesce(max(version), 0) FROM ql3.schema_migrations

@@ -1,0 +1,1 @@
+GRANT {group} TO {name}
