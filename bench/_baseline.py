@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import psycopg
 from psycopg import IsolationLevel
 
-from ._common import load_sql
+from ._sql import load_sql
 
 if TYPE_CHECKING:
     from types import FrameType

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, LiteralString, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import psycopg
 from psycopg.rows import dict_row
@@ -32,6 +32,8 @@ from ql3_cluster_postgres import (
     prepare_ql3_database,
 )
 from ql3_runtime_core import MisfirePolicy, ScheduleDefinition
+
+from ._sql import load_sql
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -56,12 +58,6 @@ __all__ = [
 # Settings for the benchmark cluster on top of ThrowawayCluster(durable=False) (fsync,
 # full_page_writes and synchronous_commit off): enough connections for 4 replicas and the harness.
 CLUSTER_SETTINGS: Mapping[str, str] = {"max_connections": "60"}
-
-
-def load_sql(name: str) -> LiteralString:
-    """Read `bench/sql/<name>.sql` as a statement (files are reviewed SQL, never built strings)."""
-    # LiteralString by construction: the text is a reviewed file of this package, never built.
-    return resources.files("bench").joinpath("sql", f"{name}.sql").read_text(encoding="utf-8")
 
 
 def connect(dsn: str) -> psycopg.Connection[dict[str, Any]]:
