@@ -4,15 +4,21 @@ from __future__ import annotations
 
 from importlib.metadata import version as _version
 
+from ._admin import ScheduleAdmin
 from ._binaries import find_faketime_library, find_postgres_bin_dir
 from ._errors import (
+    AttemptStateError,
     DatabaseError,
+    DuplicateScheduleError,
     MigrationTamperedError,
+    ScheduleNotFoundError,
+    ScheduleStateError,
     SchemaMismatchError,
     ThrowawayClusterError,
     UnknownRoleError,
 )
 from ._faults import WireFaultProxy
+from ._ingress import QueuedAttempt, WorkerIngress
 from ._migrations import SCHEMA_VERSION, check_schema_version, migrate
 from ._provision import (
     Ql3Database,
@@ -21,6 +27,8 @@ from ._provision import (
     login_user_name,
     prepare_ql3_database,
 )
+from ._records import ApplyReport, ScheduleRecord, ScheduleSpec, ScheduleStatus, StatusReport
+from ._repository import PostgresScheduleRepository
 from ._roles import GROUP_ROLES, ROLE_NAMES, create_login_user, group_role_name, provision_roles
 from ._throwaway import ThrowawayCluster
 from ._verify import (
@@ -38,17 +46,30 @@ __all__ = [
     "ROLE_NAMES",
     "SCHEMA_VERSION",
     "STALE_CLAIM_GRACE_MS_DEFAULT",
+    "ApplyReport",
+    "AttemptStateError",
     "DatabaseError",
+    "DuplicateScheduleError",
     "MigrationTamperedError",
+    "PostgresScheduleRepository",
     "Ql3Database",
+    "QueuedAttempt",
+    "ScheduleAdmin",
+    "ScheduleNotFoundError",
+    "ScheduleRecord",
+    "ScheduleSpec",
+    "ScheduleStateError",
+    "ScheduleStatus",
     "ScheduleVerdict",
     "SchemaMismatchError",
+    "StatusReport",
     "ThrowawayCluster",
     "ThrowawayClusterError",
     "UnknownRoleError",
     "VerifyReport",
     "Violation",
     "WireFaultProxy",
+    "WorkerIngress",
     "__version__",
     "check_schema_version",
     "create_login_user",

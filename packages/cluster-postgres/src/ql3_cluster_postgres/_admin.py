@@ -1,0 +1,395 @@
+"""ScheduleAdmin: tasks, triggers and schedule definitions, used as role `ql3_admin` (SPEC §5).
+
+Admin never touches the claim columns: a change to a claimed schedule bumps its version, so the
+holder's commit fails its exact-claim fence (raced) and the next claim sees the new definition.
+Cursors are computed by runtime-core's cron engine from the database's `now`, read in the same
+transaction (rule zero); every change notifies `ql3_schedule_changed` inside its transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import TYPE_CHECKING, Any, Self
+
+import psycopg
+from psycopg.types.json import Jsonb
+from ql3_runtime_core import (
+    MisfirePolicy,
+    ScheduleDefinition,
+    ScheduleState,
+    next_occurrence_ms,
+)
+
+from ._connect import ConnectionOptions, close_quietly, connect, wrap_error
+from ._errors import DuplicateScheduleError, ScheduleNotFoundError, ScheduleStateError
+from ._records import ApplyReport, ScheduleRecord, ScheduleSpec, ScheduleStatus, StatusReport
+from ._sql import query
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+    from types import TracebackType
+
+__all__ = ["ScheduleAdmin"]
+
+_Row = tuple[Any, ...]
+
+
+class ScheduleAdmin:
+    """Create, reconcile, pause, resume, retire and inspect schedules (role `ql3_admin`)."""
+
+    def __init__(self, conninfo: str, *, application_name: str = "ql3-admin") -> None:
+        self._options = ConnectionOptions(conninfo, application_name=application_name)
+        self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        """Close the connection (reopened on next use)."""
+        with self._lock:
+            close_quietly(self._conn)
+            self._conn = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _transaction(self, action: str) -> Iterator[psycopg.Connection[Any]]:
+        """One admin transaction; psycopg errors become QL3 errors naming `action`."""
+        with self._lock:
+            conn = self._conn
+            if conn is None or conn.closed or conn.broken:
+                close_quietly(conn)
+                conn = self._conn = connect(self._options, f"{action}: connect")
+            try:
+                with conn.transaction():
+                    yield conn
+            except psycopg.Error as exc:
+                if conn.broken:
+                    close_quietly(conn)
+                    self._conn = None
+                raise wrap_error(exc, action) from exc
+
+    @staticmethod
+    def _rows(conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any]) -> list[_Row]:
+        return conn.execute(query(name), params).fetchall()
+
+    def database_now_ms(self) -> int:
+        """Return the database clock in epoch milliseconds."""
+        with self._transaction("admin: read database clock") as conn:
+            return int(self._rows(conn, "database_now_ms", {})[0][0])
+
+    # -- create and reconcile -------------------------------------------------------------------
+
+    def add_schedule(
+        self,
+        name: str,
+        definition: ScheduleDefinition,
+        *,
+        payload_template: Mapping[str, Any] | None = None,
+    ) -> ScheduleRecord:
+        """Create task, cron trigger and schedule in one transaction.
+
+        The first cursor is the first occurrence strictly after max(database now,
+        start_at_ms - 1). Raises `DuplicateScheduleError` when the name is taken.
+        """
+        spec = _validated(ScheduleSpec(name=name, definition=definition))
+        with self._transaction(f"admin: add schedule {name!r}") as conn:
+            now = int(self._rows(conn, "database_now_ms", {})[0][0])
+            rows = self._create(conn, [spec], now, [dict(payload_template or {})])
+            if not rows:
+                raise DuplicateScheduleError(name)
+            self._rows(conn, "notify_schedule_changed", {"reason": "created"})
+        return _record(rows[0])
+
+    def apply_schedules(self, specs: Sequence[ScheduleSpec], *, prune: bool = False) -> ApplyReport:
+        """Reconcile the stored schedules with `specs` in ONE transaction.
+
+        Missing names are created, changed definitions updated (cursor recomputed when cron,
+        timezone or start changed; retired ones come back), equal ones left alone; with `prune`,
+        stored schedules not named in `specs` are retired.
+        """
+        names = [spec.name for spec in specs]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            msg = f"specs: schedule names appear more than once: {duplicates}"
+            raise ValueError(msg)
+        checked = [_validated(spec) for spec in specs]
+        with self._transaction("admin: apply schedules") as conn:
+            now = int(self._rows(conn, "database_now_ms", {})[0][0])
+            stored = {
+                row[2]: _record(row)
+                for row in self._rows(conn, "lock_schedules", {"names": None if prune else names})
+            }
+            plan = _plan(checked, stored, now, prune=prune)
+            created = self._create(conn, plan.creates, now, [{} for _ in plan.creates])
+            if len(created) != len(plan.creates):  # pragma: no cover - names were locked/read
+                raise DuplicateScheduleError(plan.creates[0].name)
+            self._update(conn, plan.updates)
+            if plan.creates or plan.updates:
+                self._rows(conn, "notify_schedule_changed", {"reason": "applied"})
+        return plan.report
+
+    def _create(
+        self,
+        conn: psycopg.Connection[Any],
+        specs: Sequence[ScheduleSpec],
+        now: int,
+        payloads: Sequence[dict[str, Any]],
+    ) -> list[_Row]:
+        if not specs:
+            return []
+        cursors = [_initial_cursor(spec.definition, now) for spec in specs]
+        definitions = [spec.definition for spec in specs]
+        params = {
+            "names": [spec.name for spec in specs],
+            "payloads": [Jsonb(payload) for payload in payloads],
+            **_definition_columns(definitions),
+            "cursors": [cursor for cursor, _ in cursors],
+            "states": [state.value for _, state in cursors],
+        }
+        return self._rows(conn, "create_schedules", params)
+
+    def _update(self, conn: psycopg.Connection[Any], updates: Sequence[_Update]) -> None:
+        if not updates:
+            return
+        params = {
+            "schedule_ids": [update.schedule_id for update in updates],
+            **_definition_columns([update.definition for update in updates]),
+            "cursors": [update.next_due_at_ms for update in updates],
+            "states": [update.state.value for update in updates],
+        }
+        self._rows(conn, "update_schedules", params)
+
+    # -- state changes --------------------------------------------------------------------------
+
+    def pause(self, name: str) -> ScheduleRecord:
+        """Stop claiming `name` (its cursor is kept); pausing a paused schedule changes nothing."""
+        return self._set_state(name, "pause", ScheduleState.PAUSED, {ScheduleState.ACTIVE})
+
+    def resume(self, name: str) -> ScheduleRecord:
+        """Make a paused schedule claimable again from its kept cursor.
+
+        The misfire policy decides what the time spent paused admits.
+        """
+        return self._set_state(name, "resume", ScheduleState.ACTIVE, {ScheduleState.PAUSED})
+
+    def retire(self, name: str) -> ScheduleRecord:
+        """Retire `name` for good: never claimed again, its history kept."""
+        allowed = {ScheduleState.ACTIVE, ScheduleState.PAUSED, ScheduleState.EXHAUSTED}
+        return self._set_state(name, "retire", ScheduleState.RETIRED, allowed)
+
+    def _set_state(
+        self, name: str, action: str, target: ScheduleState, allowed: set[ScheduleState]
+    ) -> ScheduleRecord:
+        with self._transaction(f"admin: {action} schedule {name!r}") as conn:
+            rows = self._rows(conn, "lock_schedules", {"names": [name]})
+            if not rows:
+                raise ScheduleNotFoundError(name)
+            record = _record(rows[0])
+            if record.state is target:
+                return record
+            if record.state not in allowed:
+                raise ScheduleStateError(name, record.state.value, action)
+            update = _Update(record.schedule_id, record.definition, record.next_due_at_ms, target)
+            self._update(conn, [update])
+            self._rows(conn, "notify_schedule_changed", {"reason": action})
+            return _record(self._rows(conn, "read_schedules", {"names": [name]})[0])
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def list_schedules(self) -> list[ScheduleRecord]:
+        """Return every schedule (all states), ordered by name."""
+        with self._transaction("admin: list schedules") as conn:
+            return [_record(row) for row in self._rows(conn, "read_schedules", {"names": None})]
+
+    def get_schedule(self, name: str) -> ScheduleRecord:
+        """Return the schedule called `name`, or raise `ScheduleNotFoundError`."""
+        with self._transaction(f"admin: read schedule {name!r}") as conn:
+            rows = self._rows(conn, "read_schedules", {"names": [name]})
+        if not rows:
+            raise ScheduleNotFoundError(name)
+        return _record(rows[0])
+
+    def status(self) -> StatusReport:
+        """Every schedule at one database instant: due in, claim holder and expiry, runs."""
+        with self._transaction("admin: status") as conn:
+            rows = self._rows(conn, "schedule_status", {})
+        return _status(rows)
+
+
+class _Update:
+    """One schedule row to rewrite (definition, cursor, state)."""
+
+    __slots__ = ("definition", "next_due_at_ms", "schedule_id", "state")
+
+    def __init__(
+        self,
+        schedule_id: int,
+        definition: ScheduleDefinition,
+        next_due_at_ms: int | None,
+        state: ScheduleState,
+    ) -> None:
+        self.schedule_id = schedule_id
+        self.definition = definition
+        self.next_due_at_ms = next_due_at_ms
+        self.state = state
+
+
+class _Plan:
+    """What `apply_schedules` will write, and the report it returns."""
+
+    __slots__ = ("creates", "report", "updates")
+
+    def __init__(
+        self, creates: list[ScheduleSpec], updates: list[_Update], report: ApplyReport
+    ) -> None:
+        self.creates = creates
+        self.updates = updates
+        self.report = report
+
+
+def _plan(
+    specs: Sequence[ScheduleSpec], stored: Mapping[str, ScheduleRecord], now: int, *, prune: bool
+) -> _Plan:
+    creates: list[ScheduleSpec] = []
+    updates: list[_Update] = []
+    updated: list[str] = []
+    unchanged: list[str] = []
+    for spec in specs:
+        record = stored.get(spec.name)
+        if record is None:
+            creates.append(spec)
+        elif record.state is not ScheduleState.RETIRED and record.definition == spec.definition:
+            unchanged.append(spec.name)
+        else:
+            updates.append(_changed(record, spec.definition, now))
+            updated.append(spec.name)
+    wanted = {spec.name for spec in specs}
+    retired = sorted(
+        name
+        for name, record in stored.items()
+        if prune and name not in wanted and record.state is not ScheduleState.RETIRED
+    )
+    for name in retired:
+        record = stored[name]
+        updates.append(
+            _Update(
+                record.schedule_id, record.definition, record.next_due_at_ms, ScheduleState.RETIRED
+            )
+        )
+    report = ApplyReport(
+        created=tuple(sorted(spec.name for spec in creates)),
+        updated=tuple(sorted(updated)),
+        unchanged=tuple(sorted(unchanged)),
+        retired=tuple(retired),
+    )
+    return _Plan(creates, updates, report)
+
+
+def _changed(record: ScheduleRecord, definition: ScheduleDefinition, now: int) -> _Update:
+    """Build the row update for a changed (or retired, now wanted again) schedule."""
+    old = record.definition
+    timing = (definition.cron, definition.timezone, definition.start_at_ms)
+    reborn = record.state in {ScheduleState.RETIRED, ScheduleState.EXHAUSTED}
+    if reborn or timing != (old.cron, old.timezone, old.start_at_ms):
+        cursor, state = _initial_cursor(definition, now)
+    else:
+        cursor = record.next_due_at_ms
+        state = ScheduleState.ACTIVE
+        if (
+            cursor is not None
+            and definition.end_at_ms is not None
+            and cursor > definition.end_at_ms
+        ):
+            cursor, state = None, ScheduleState.EXHAUSTED
+    if state is ScheduleState.ACTIVE and record.state is ScheduleState.PAUSED:
+        state = ScheduleState.PAUSED
+    return _Update(record.schedule_id, definition, cursor, state)
+
+
+def _initial_cursor(definition: ScheduleDefinition, now: int) -> tuple[int | None, ScheduleState]:
+    """First occurrence strictly after max(now, start_at_ms - 1); exhausted past end_at_ms."""
+    after = now if definition.start_at_ms is None else max(now, definition.start_at_ms - 1)
+    cursor = next_occurrence_ms(definition.cron, definition.timezone, after)
+    if definition.end_at_ms is not None and cursor > definition.end_at_ms:
+        return None, ScheduleState.EXHAUSTED
+    return cursor, ScheduleState.ACTIVE
+
+
+def _validated(spec: ScheduleSpec) -> ScheduleSpec:
+    """Re-validate through runtime-core even if the caller built the model without validation."""
+    definition = ScheduleDefinition.model_validate(spec.definition.model_dump())
+    return ScheduleSpec(name=spec.name, definition=definition)
+
+
+def _definition_columns(definitions: Sequence[ScheduleDefinition]) -> dict[str, list[Any]]:
+    return {
+        "crons": [d.cron for d in definitions],
+        "timezones": [d.timezone for d in definitions],
+        "policies": [d.misfire_policy.value for d in definitions],
+        "graces": [d.misfire_grace_ms for d in definitions],
+        "starts": [d.start_at_ms for d in definitions],
+        "ends": [d.end_at_ms for d in definitions],
+    }
+
+
+def _record(row: _Row) -> ScheduleRecord:
+    return ScheduleRecord(
+        schedule_id=row[0],
+        task_id=row[1],
+        name=row[2],
+        definition=ScheduleDefinition(
+            cron=row[3],
+            timezone=row[4],
+            misfire_policy=MisfirePolicy(row[5]),
+            misfire_grace_ms=row[6],
+            start_at_ms=row[7],
+            end_at_ms=row[8],
+        ),
+        state=ScheduleState(row[9]),
+        next_due_at_ms=row[10],
+        claim_owner_id=row[11],
+        claim_expires_at_ms=row[12],
+        version=row[13],
+        updated_at_ms=row[14],
+        created_at_ms=row[15],
+    )
+
+
+def _status(rows: Sequence[_Row]) -> StatusReport:
+    now = int(rows[0][0])
+    schedules: list[ScheduleStatus] = []
+    for _, sid, name, state, due, owner, expires, version, runs, last in rows:
+        if sid is None:
+            continue
+        active = state == ScheduleState.ACTIVE.value
+        schedules.append(
+            ScheduleStatus(
+                schedule_id=sid,
+                name=name,
+                state=ScheduleState(state),
+                next_due_at_ms=due,
+                next_due_in_ms=max(due - now, 0) if active and due is not None else None,
+                claim_owner_id=owner,
+                claim_expires_in_ms=max(expires - now, 0) if expires is not None else None,
+                version=version,
+                runs_admitted=runs,
+                last_admitted_at_ms=last,
+            )
+        )
+    dues = [s.next_due_in_ms for s in schedules if s.next_due_in_ms is not None]
+    held = sum(1 for s in schedules if s.claim_expires_in_ms)
+    return StatusReport(
+        database_now_ms=now,
+        schedules=tuple(schedules),
+        claims_held=held,
+        next_due_in_ms=min(dues) if dues else None,
+    )

@@ -1,0 +1,172 @@
+"""WorkerIngress: how workers take admitted attempts and report on them, as `ql3_worker_ingress`.
+
+Workers never touch schedules (SPEC §5). Every state change happens at database time, never
+moves an attempt's `updated_at_ms` backwards, and appends its event in the same statement.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import TYPE_CHECKING, Any, Self
+
+import psycopg
+from psycopg.types.json import Jsonb
+from pydantic import BaseModel, ConfigDict
+
+from ._connect import ConnectionOptions, close_quietly, connect, wrap_error
+from ._errors import AttemptStateError
+from ._sql import query
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+    from types import TracebackType
+
+__all__ = ["QueuedAttempt", "WorkerIngress"]
+
+_Row = tuple[Any, ...]
+
+
+class QueuedAttempt(BaseModel):
+    """An attempt a worker has taken (now `running`), with the occurrence it executes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    attempt_id: int
+    run_id: int
+    schedule_id: int
+    task_id: int
+    scheduled_for_ms: int
+    attempt_number: int
+    created_at_ms: int
+    taken_at_ms: int
+    task_name: str
+    payload: dict[str, Any]
+
+
+class WorkerIngress:
+    """Take queued attempts and record their progress (role `ql3_worker_ingress`)."""
+
+    def __init__(self, conninfo: str, *, application_name: str = "ql3-ingress") -> None:
+        self._options = ConnectionOptions(conninfo, application_name=application_name)
+        self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        """Close the connection (reopened on next use)."""
+        with self._lock:
+            close_quietly(self._conn)
+            self._conn = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _connection(self, action: str) -> Iterator[psycopg.Connection[Any]]:
+        with self._lock:
+            conn = self._conn
+            if conn is None or conn.closed or conn.broken:
+                close_quietly(conn)
+                conn = self._conn = connect(self._options, f"{action}: connect")
+            try:
+                yield conn
+            except psycopg.Error as exc:
+                if conn.broken:
+                    close_quietly(conn)
+                    self._conn = None
+                raise wrap_error(exc, action) from exc
+
+    def _one(self, name: str, params: Mapping[str, Any], action: str) -> _Row:
+        with self._connection(action) as conn:
+            row: _Row | None = conn.execute(query(name), params).fetchone()
+        if row is None:  # pragma: no cover - these statements always return one row
+            msg = f"{action}: statement {name} returned no row"
+            raise LookupError(msg)
+        return row
+
+    def take_queued_attempts(self, limit: int) -> list[QueuedAttempt]:
+        """Take up to `limit` queued attempts, oldest first, marking them running."""
+        if limit < 1:
+            msg = f"limit: must be >= 1, got {limit}"
+            raise ValueError(msg)
+        with self._connection("ingress: take queued attempts") as conn:
+            rows = conn.execute(query("take_queued_attempts"), {"batch_limit": limit}).fetchall()
+        return [
+            QueuedAttempt(
+                attempt_id=row[0],
+                run_id=row[1],
+                schedule_id=row[2],
+                task_id=row[3],
+                scheduled_for_ms=row[4],
+                attempt_number=row[5],
+                created_at_ms=row[6],
+                taken_at_ms=row[7],
+                task_name=row[8],
+                payload=row[9],
+            )
+            for row in rows
+        ]
+
+    def mark_running(self, attempt_id: int) -> int:
+        """Move a queued attempt to running; returns its new `updated_at_ms` (database time)."""
+        return self._transition(attempt_id, "running", ("queued",), "attempt.running", {})
+
+    def mark_succeeded(self, attempt_id: int) -> int:
+        """Move a running attempt to succeeded; returns its new `updated_at_ms`."""
+        return self._transition(attempt_id, "succeeded", ("running",), "attempt.succeeded", {})
+
+    def mark_failed(self, attempt_id: int, error: str) -> int:
+        """Move a queued or running attempt to failed, recording `error` in the event."""
+        payload = {"error": error}
+        return self._transition(
+            attempt_id, "failed", ("queued", "running"), "attempt.failed", payload
+        )
+
+    def _transition(
+        self,
+        attempt_id: int,
+        state: str,
+        from_states: tuple[str, ...],
+        kind: str,
+        payload: Mapping[str, Any],
+    ) -> int:
+        params = {
+            "attempt_id": attempt_id,
+            "state": state,
+            "from_states": list(from_states),
+            "kind": kind,
+            "payload": Jsonb(dict(payload)),
+        }
+        action = f"ingress: mark attempt {attempt_id} {state}"
+        updated, _, before = self._one("set_attempt_state", params, action)
+        if updated is None:
+            raise AttemptStateError(attempt_id, before, f"mark it {state}")
+        return int(updated)
+
+    def append_event(
+        self,
+        run_id: int,
+        attempt_id: int | None,
+        kind: str,
+        payload: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Append an event to a run's history at database time; returns the event id."""
+        if not kind:
+            msg = "kind: must not be empty"
+            raise ValueError(msg)
+        params = {
+            "run_id": run_id,
+            "attempt_id": attempt_id,
+            "kind": kind,
+            "payload": Jsonb(dict(payload or {})),
+        }
+        row = self._one("append_event", params, f"ingress: append event to run {run_id}")
+        return int(row[0])

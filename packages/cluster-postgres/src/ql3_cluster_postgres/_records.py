@@ -1,0 +1,84 @@
+"""What ScheduleAdmin takes and returns: specs, records, apply and status reports (pydantic).
+
+Every time field here was read from the database clock (rule zero); `*_in_ms` fields are
+differences against the database's own `now` of the same statement.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+from ql3_runtime_core import ScheduleDefinition, ScheduleState
+
+__all__ = ["ApplyReport", "ScheduleRecord", "ScheduleSpec", "ScheduleStatus", "StatusReport"]
+
+_MODEL = ConfigDict(frozen=True, extra="forbid")
+
+ScheduleName = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class ScheduleSpec(BaseModel):
+    """The desired state of one named schedule, as `apply_schedules` reconciles it."""
+
+    model_config = _MODEL
+
+    name: ScheduleName
+    definition: ScheduleDefinition
+
+
+class ScheduleRecord(BaseModel):
+    """One stored schedule with its task name, cursor, claim (if any) and version."""
+
+    model_config = _MODEL
+
+    schedule_id: int
+    task_id: int
+    name: str
+    definition: ScheduleDefinition
+    state: ScheduleState
+    next_due_at_ms: int | None
+    claim_owner_id: str | None
+    claim_expires_at_ms: int | None
+    version: int
+    updated_at_ms: int
+    created_at_ms: int
+
+
+class ApplyReport(BaseModel):
+    """What one `apply_schedules` transaction did, by schedule name (each list sorted)."""
+
+    model_config = _MODEL
+
+    created: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    retired: tuple[str, ...] = ()
+
+
+class ScheduleStatus(BaseModel):
+    """One schedule seen from the database clock: due in, claim holder, runs admitted."""
+
+    model_config = _MODEL
+
+    schedule_id: int
+    name: str
+    state: ScheduleState
+    next_due_at_ms: int | None
+    next_due_in_ms: int | None
+    claim_owner_id: str | None
+    claim_expires_in_ms: int | None
+    version: int
+    runs_admitted: int
+    last_admitted_at_ms: int | None
+
+
+class StatusReport(BaseModel):
+    """The cluster's schedules at one database instant (`database_now_ms`)."""
+
+    model_config = _MODEL
+
+    database_now_ms: int
+    schedules: tuple[ScheduleStatus, ...]
+    claims_held: int
+    next_due_in_ms: int | None

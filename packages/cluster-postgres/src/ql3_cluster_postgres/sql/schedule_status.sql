@@ -1,0 +1,22 @@
+-- ScheduleAdmin.status: every schedule at one database instant, with its claim holder, how long
+-- until due and until the claim expires (by the database clock), and runs admitted so far.
+WITH obs AS MATERIALIZED (
+    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+),
+run_counts AS (
+    SELECT r.schedule_id, count(*) AS runs, max(r.created_at_ms) AS last_admitted_at_ms
+    FROM ql3.runs AS r
+    GROUP BY r.schedule_id
+),
+schedules AS (
+    SELECT s.id, t.name, s.state, s.next_due_at_ms, s.claim_owner_id, s.claim_expires_at_ms,
+           s.version, coalesce(rc.runs, 0) AS runs, rc.last_admitted_at_ms
+    FROM ql3.trigger_schedules AS s
+    JOIN ql3.tasks AS t ON t.id = s.task_id
+    LEFT JOIN run_counts AS rc ON rc.schedule_id = s.id
+)
+SELECT obs.now_ms, x.id, x.name, x.state, x.next_due_at_ms, x.claim_owner_id,
+       x.claim_expires_at_ms, x.version, x.runs, x.last_admitted_at_ms
+FROM obs
+LEFT JOIN schedules AS x ON true
+ORDER BY x.name
