@@ -1,0 +1,7 @@
+"""pytest configuration for the import audit's own tests."""
+
+from __future__ import annotations
+
+# The fixture trees are miniature repositories with planted violations, audited as data; their
+# `test_*.py` files must never be collected or imported as tests of the audit itself.
+collect_ignore = ["fixtures"]
