@@ -1,0 +1,198 @@
+"""ThrowawayCluster against real PostgreSQL: life cycle, live clock offsets, standby, promotion."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from ql3_cluster_postgres import (
+    Ql3Database,
+    ThrowawayCluster,
+    ThrowawayClusterError,
+    find_postgres_bin_dir,
+)
+
+NOW_MS = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+HOUR_MS = 3_600_000
+
+
+def _now_ms(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute(NOW_MS).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def test_find_postgres_bin_dir_has_the_server_tools() -> None:
+    """The binary lookup finds a folder with initdb, postgres, pg_ctl and pg_basebackup."""
+    folder = find_postgres_bin_dir()
+    for tool in ("initdb", "postgres", "pg_ctl", "pg_basebackup"):
+        assert os.access(folder / tool, os.X_OK)
+
+
+def test_start_and_stop_leave_no_process_and_no_folder() -> None:
+    """A started cluster answers over TCP; stop() ends its process and removes its folder."""
+    cluster = ThrowawayCluster(name="lifecycle").start()
+    base: Path = cluster.base_dir
+    pid = cluster.pid
+    try:
+        with psycopg.connect(cluster.dsn()) as conn:
+            row = conn.execute("SELECT current_setting('listen_addresses')").fetchone()
+            assert row == ("127.0.0.1",)
+        assert cluster.host == "127.0.0.1"
+        assert _pid_alive(pid)
+    finally:
+        cluster.stop()
+    assert not _pid_alive(pid)
+    assert not base.exists()
+    cluster.stop()  # idempotent
+
+
+def test_wrong_password_is_refused(pg_cluster: ThrowawayCluster) -> None:
+    """TCP connections authenticate with SCRAM: a wrong password cannot connect."""
+    bad = pg_cluster.dsn(password="wrong")  # noqa: S106 - deliberately wrong
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(bad, connect_timeout=5)
+
+
+def test_non_durable_settings(pg_cluster: ThrowawayCluster) -> None:
+    """The session cluster runs with fsync, full_page_writes and synchronous_commit off."""
+    with psycopg.connect(pg_cluster.dsn()) as conn:
+        for name in ("fsync", "full_page_writes", "synchronous_commit"):
+            row = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
+            assert row == ("off",), name
+
+
+def test_startup_failure_reports_the_server_log() -> None:
+    """A server that cannot start raises an error quoting the server log's tail."""
+    cluster = ThrowawayCluster(name="broken", settings={"shared_buffers": "no-such-size"})
+    with pytest.raises(ThrowawayClusterError, match="shared_buffers"):
+        cluster.start()
+    with pytest.raises(ThrowawayClusterError, match="not started"):
+        _ = cluster.base_dir
+
+
+def test_clock_offset_moves_open_connections_forward_and_back(
+    faketime_cluster: ThrowawayCluster, faketime_db: Ql3Database
+) -> None:
+    """An open connection sees the database clock step +1 h and then back to -30 s at once."""
+    with psycopg.connect(faketime_db.dsn("runtime")) as conn:
+        start_mono = time.monotonic()
+        before = _now_ms(conn)
+        faketime_cluster.set_clock_offset_ms(HOUR_MS)
+        forward = _now_ms(conn)
+        faketime_cluster.set_clock_offset_ms(-30_000)
+        back = _now_ms(conn)
+        elapsed_ms = (time.monotonic() - start_mono) * 1000
+    # Each step equals the offset change up to the real time that passed between the reads.
+    assert HOUR_MS <= forward - before <= HOUR_MS + elapsed_ms + 5
+    assert -(HOUR_MS + 30_000) - 5 <= back - forward <= -(HOUR_MS + 30_000) + elapsed_ms + 5
+
+
+def test_faked_clock_differs_from_a_plain_cluster_by_the_offset(
+    faketime_cluster: ThrowawayCluster, faketime_db: Ql3Database, pg_cluster: ThrowawayCluster
+) -> None:
+    """Against a plain cluster's clock, the faked clock is ahead by a fractional offset."""
+    faketime_cluster.set_clock_offset_ms(1_500)
+    with (
+        psycopg.connect(faketime_db.dsn("admin")) as fake,
+        psycopg.connect(pg_cluster.dsn()) as plain,
+    ):
+        plain_before = _now_ms(plain)
+        faked = _now_ms(fake)
+        plain_after = _now_ms(plain)
+        settings = fake.execute("SELECT current_setting('max_parallel_workers_per_gather')")
+        assert settings.fetchone() == ("0",)
+    assert plain_before + 1_500 - 5 <= faked <= plain_after + 1_500 + 5
+
+
+def test_offset_needs_a_faketime_cluster(pg_cluster: ThrowawayCluster) -> None:
+    """set_clock_offset_ms on a cluster started without faketime is an error, not a no-op."""
+    with pytest.raises(ThrowawayClusterError, match="faketime=True"):
+        pg_cluster.set_clock_offset_ms(1_000)
+
+
+def test_kill_and_restart_keep_data_and_port() -> None:
+    """kill() crashes the server; restart() recovers it on the same port with committed data."""
+    with ThrowawayCluster(name="crash", durable=True) as cluster:
+        port = cluster.port
+        with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+            conn.execute("CREATE TABLE t (x int)")
+            conn.execute("INSERT INTO t VALUES (7)")
+        pid = cluster.pid
+        cluster.kill()
+        assert not _pid_alive(pid)
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(cluster.dsn(), connect_timeout=2)
+        cluster.restart()
+        assert cluster.port == port
+        with psycopg.connect(cluster.dsn()) as conn:
+            assert conn.execute("SELECT x FROM t").fetchall() == [(7,)]
+
+
+def test_standby_promotion_moves_to_timeline_two() -> None:
+    """A streaming standby replays a row, the fenced primary stays down, promotion -> timeline 2."""
+    with ThrowawayCluster(name="failover") as primary:
+        standby = primary.create_standby(synchronous=True)
+        assert standby.in_recovery()
+        assert primary.timeline() == 1
+        with psycopg.connect(primary.dsn(), autocommit=True) as conn:
+            conn.execute("CREATE TABLE t (x int)")
+            conn.execute("INSERT INTO t VALUES (42)")  # synchronous: on the standby at commit
+        with psycopg.connect(standby.dsn()) as conn:
+            assert conn.execute("SELECT x FROM t").fetchall() == [(42,)]
+        primary.fence()
+        standby.promote()
+        assert not standby.in_recovery()
+        assert standby.timeline() == 2
+        with psycopg.connect(standby.dsn(), autocommit=True) as conn:
+            conn.execute("INSERT INTO t VALUES (43)")
+            assert conn.execute("SELECT x FROM t ORDER BY x").fetchall() == [(42,), (43,)]
+        standby_base = standby.base_dir
+    assert not standby_base.exists()
+
+
+def test_asynchronous_standby_streams() -> None:
+    """create_standby() without synchronous waits until the standby streams from the primary."""
+    with ThrowawayCluster(name="async") as primary:
+        standby = primary.create_standby()
+        with psycopg.connect(primary.dsn()) as conn:
+            row = conn.execute(
+                "SELECT state, sync_state FROM pg_stat_replication WHERE application_name = %s",
+                (standby.name,),
+            ).fetchone()
+        assert row == ("streaming", "async")
+
+
+def test_fenced_primary_refuses_to_start() -> None:
+    """After fence() the old primary's data dir cannot be started, neither by us nor by pg_ctl."""
+    with ThrowawayCluster(name="fence") as cluster:
+        cluster.fence()
+        assert cluster.fenced
+        assert not cluster.running
+        with pytest.raises(ThrowawayClusterError, match="configuration file"):
+            cluster.restart()
+        pg_ctl = find_postgres_bin_dir() / "pg_ctl"
+        user = "postgres" if os.geteuid() == 0 else None
+        result = subprocess.run(
+            [str(pg_ctl), "start", "-w", "-t", "10", "-D", str(cluster.data_dir)],
+            capture_output=True,
+            text=True,
+            check=False,
+            user=user,
+            cwd=cluster.base_dir,
+        )
+        assert result.returncode != 0
+        assert not cluster.running
