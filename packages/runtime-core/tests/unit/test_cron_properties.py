@@ -235,7 +235,7 @@ def test_latest_is_the_inverse_of_next(
 def test_preview_is_strictly_increasing_and_strictly_after(
     expression: str, zone_name: str, pick: int, after: int, count: int
 ) -> None:
-    """preview_occurrences returns `count` whole-second instants, increasing, all after the start."""
+    """preview_occurrences gives `count` whole-second instants, increasing, after the start."""
     if not valid_or_never_fires(expression):
         return
     anchors = transitions(zone_name)
