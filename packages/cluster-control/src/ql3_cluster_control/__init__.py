@@ -1,9 +1,49 @@
-"""QL3 cluster control: the Coordinator daemon, its configuration, CLI, logs, metrics and demo."""
+"""QL3 cluster control: the Coordinator daemon, its configuration, CLI, logs, metrics and demo.
+
+The public surface is exactly `__all__`; implementation modules are private.
+"""
 
 from __future__ import annotations
 
 from importlib.metadata import version as _version
 
+from ._config import (
+    ConfigurationError,
+    CoordinatorSettings,
+    LogFormat,
+    check_environment,
+    default_owner_id,
+    load_settings,
+)
+from ._coordinator import AdmissionCallback, Coordinator, CycleOverlapError, CycleResult
+from ._demo import DemoOptions, DemoVerdict, run_demo
+from ._logs import configure_logging
+from ._metrics import CoordinatorMetrics, HealthState, MetricsServer, metrics_wsgi_app
+from ._service import CoordinatorService, ServiceRepository, postgres_repository_factory
+
 __version__ = _version("ql3-cluster-control")
 
-__all__ = ["__version__"]
+__all__ = [
+    "AdmissionCallback",
+    "ConfigurationError",
+    "Coordinator",
+    "CoordinatorMetrics",
+    "CoordinatorService",
+    "CoordinatorSettings",
+    "CycleOverlapError",
+    "CycleResult",
+    "DemoOptions",
+    "DemoVerdict",
+    "HealthState",
+    "LogFormat",
+    "MetricsServer",
+    "ServiceRepository",
+    "__version__",
+    "check_environment",
+    "configure_logging",
+    "default_owner_id",
+    "load_settings",
+    "metrics_wsgi_app",
+    "postgres_repository_factory",
+    "run_demo",
+]

@@ -1,7 +1,453 @@
-"""The `ql3` command line (placeholder until issue 5)."""
+"""The `ql3` command line (typer): migrate, roles, schedules, the daemon, status, verify, demo.
+
+Exit codes scripts can rely on: 0 success, 2 usage or configuration error (bad flag, bad cron
+expression, unknown timezone, unknown `QL3_*` variable), 3 schema mismatch, 1 any other failure
+(unreachable database, unknown schedule, a violation found by `verify`). Errors are one line on
+stderr, `ql3: error: ...`, never a traceback. This is the only module that installs log handlers.
+"""
+
+# typer builds options from parameters with defaults, boolean flags included.
+# ruff: noqa: FBT002, PLR0917
 
 from __future__ import annotations
 
+import functools
+import json
+import logging
+import sys
+from pathlib import Path  # noqa: TC003  # typer reads annotations at runtime
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
+
+import typer
+from pydantic import BaseModel, ValidationError
+from ql3_cluster_postgres import (
+    ScheduleAdmin,
+    SchemaMismatchError,
+    StatusReport,
+    migrate,
+    provision_roles,
+    verify_history,
+)
+from ql3_runtime_core import QL3Error, preview_occurrences
+from rich.console import Console
+from rich.table import Table
+
+from ._config import ConfigurationError, LogFormat, check_environment, load_settings
+from ._demo import DemoOptions, run_demo
+from ._logs import configure_logging
+from ._schedules import format_ms, load_schedule_file, parse_after, schedule_definition
+from ._service import CoordinatorService
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["app", "main"]
+
+logger = logging.getLogger(__name__)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+app = typer.Typer(
+    name="ql3",
+    help="QL3: cron admission exactly once, on time, with PostgreSQL's clock as the only clock.",
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    add_completion=False,
+    no_args_is_help=True,
+)
+schedule_app = typer.Typer(help="Manage schedules (runs as ql3_admin).", no_args_is_help=True)
+roles_app = typer.Typer(help="Provision the least-privilege roles.", no_args_is_help=True)
+app.add_typer(schedule_app, name="schedule")
+app.add_typer(roles_app, name="roles")
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_SCHEMA = 3
+EXIT_INTERRUPTED = 130
+
+Dsn = Annotated[
+    str | None,
+    typer.Option(
+        "--dsn",
+        envvar="QL3_DSN",
+        show_envvar=True,
+        help="libpq connection string or URI of the QL3 database.",
+    ),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _fail(code: int, message: str) -> typer.Exit:
+    sys.stderr.write(f"ql3: error: {message}\n")
+    sys.stderr.flush()
+    return typer.Exit(code)
+
+
+def _describe_validation(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"])
+        detail = error["msg"].removeprefix("Value error, ")
+        parts.append(detail if not field or detail.startswith(field) else f"{field}: {detail}")
+    return "; ".join(parts)
+
+
+def _guarded(func: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Turn QL3 errors into one stderr line and the documented exit code."""
+
+    @functools.wraps(func)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return func(*args, **kwargs)
+        except SchemaMismatchError as exc:
+            raise _fail(EXIT_SCHEMA, str(exc)) from None
+        except ValidationError as exc:
+            raise _fail(EXIT_USAGE, _describe_validation(exc)) from None
+        except ConfigurationError as exc:
+            raise _fail(EXIT_USAGE, str(exc)) from None
+        except QL3Error as exc:
+            code = EXIT_USAGE if isinstance(exc, ValueError) and _is_usage(exc) else EXIT_FAILURE
+            raise _fail(code, str(exc)) from None
+        except OSError as exc:
+            raise _fail(EXIT_FAILURE, str(exc)) from None
+
+    return wrapper
+
+
+def _is_usage(exc: QL3Error) -> bool:
+    """Bad values given on the command line (cron, timezone) are usage errors, not failures."""
+    from ql3_runtime_core import InvalidCronError, UnknownTimezoneError  # noqa: PLC0415
+
+    return isinstance(exc, InvalidCronError | UnknownTimezoneError)
+
+
+def _require_dsn(dsn: str | None) -> str:
+    if not dsn:
+        msg = "no database given: pass --dsn or set QL3_DSN"
+        raise ConfigurationError(msg)
+    return dsn
+
+
+def _print_json(value: object) -> None:
+    sys.stdout.write(json.dumps(value, indent=None, sort_keys=True, default=str) + "\n")
+
+
+@app.callback()
+@_guarded
+def _root() -> None:
+    """QL3 cron admission: every occurrence exactly once, on time, by the database clock."""
+    # Refuse QL3_CLOCK (rule zero) and misspelt QL3_* variables before any command runs.
+    check_environment()
+
+
+@app.command("migrate")
+@_guarded
+def migrate_command(dsn: Dsn = None) -> None:
+    """Apply pending schema migrations (run as the schema owner, e.g. a ql3_owner login)."""
+    applied = migrate(_require_dsn(dsn))
+    if applied:
+        for name in applied:
+            typer.echo(f"applied {name}")
+    else:
+        typer.echo("schema is up to date")
+
+
+@roles_app.command("provision")
+@_guarded
+def roles_provision(dsn: Dsn = None) -> None:
+    """Create the group roles ql3_owner, ql3_admin, ql3_runtime, ql3_worker_ingress and grants.
+
+    Run as a superuser (or a role with CREATEROLE); idempotent.
+    """
+    provision_roles(_require_dsn(dsn))
+    typer.echo("provisioned roles ql3_owner, ql3_admin, ql3_runtime, ql3_worker_ingress")
+
+
+def _record_json(record: BaseModel) -> dict[str, Any]:
+    return record.model_dump(mode="json")
+
+
+def _records_table(records: list[Any]) -> Table:
+    table = Table(box=None, pad_edge=False)
+    for column in ("name", "state", "cron", "tz", "misfire", "grace_ms", "next due", "claimed by"):
+        table.add_column(column)
+    for record in records:
+        definition = record.definition
+        table.add_row(
+            record.name,
+            str(record.state),
+            definition.cron,
+            definition.timezone,
+            str(definition.misfire_policy),
+            str(definition.misfire_grace_ms),
+            format_ms(record.next_due_at_ms, definition.timezone),
+            record.claim_owner_id or "-",
+        )
+    return table
+
+
+@schedule_app.command("add")
+@_guarded
+def schedule_add(
+    name: Annotated[str, typer.Argument(help="Task and schedule name (unique).")],
+    cron: Annotated[str, typer.Option("--cron", help="5 fields, or 6 with seconds.")],
+    tz: Annotated[str, typer.Option("--tz", help="IANA timezone.")] = "UTC",
+    misfire: Annotated[str, typer.Option("--misfire", help="fire_once|skip|catch_up")] = (
+        "fire_once"
+    ),
+    grace_ms: Annotated[int, typer.Option("--grace-ms", min=0)] = 60_000,
+    dsn: Dsn = None,
+) -> None:
+    """Create the task NAME, its cron trigger and its schedule."""
+    definition = schedule_definition(cron, tz, misfire, grace_ms)
+    with ScheduleAdmin(_require_dsn(dsn)) as admin:
+        record = admin.add_schedule(name, definition)
+    typer.echo(
+        f"added schedule {record.name!r} (id {record.schedule_id}),"
+        f" next due {format_ms(record.next_due_at_ms, definition.timezone)}"
+    )
+
+
+@schedule_app.command("list")
+@_guarded
+def schedule_list(as_json: AsJson = False, dsn: Dsn = None) -> None:
+    """List schedules with their state and next due time (database time)."""
+    with ScheduleAdmin(_require_dsn(dsn)) as admin:
+        records = admin.list_schedules()
+    if as_json:
+        _print_json([_record_json(record) for record in records])
+    else:
+        Console(width=200).print(_records_table(records))
+
+
+def _change(action: str, name: str, dsn: str | None) -> None:
+    with ScheduleAdmin(_require_dsn(dsn)) as admin:
+        record = getattr(admin, action)(name)
+    typer.echo(f"schedule {record.name!r} is {record.state}")
+
+
+@schedule_app.command("pause")
+@_guarded
+def schedule_pause(name: str, dsn: Dsn = None) -> None:
+    """Pause a schedule: kept with its cursor, never claimed until resumed."""
+    _change("pause", name, dsn)
+
+
+@schedule_app.command("resume")
+@_guarded
+def schedule_resume(name: str, dsn: Dsn = None) -> None:
+    """Resume a paused schedule."""
+    _change("resume", name, dsn)
+
+
+@schedule_app.command("retire")
+@_guarded
+def schedule_retire(name: str, dsn: Dsn = None) -> None:
+    """Retire a schedule: its history stays, it is never claimed again."""
+    _change("retire", name, dsn)
+
+
+@schedule_app.command("apply")
+@_guarded
+def schedule_apply(
+    file: Annotated[Path, typer.Argument(help="TOML ([[schedule]]) or JSON (list) file.")],
+    prune: Annotated[bool, typer.Option("--prune", help="Retire schedules not in FILE.")] = False,
+    as_json: AsJson = False,
+    dsn: Dsn = None,
+) -> None:
+    """Apply schedules as code in one transaction: create, update, leave unchanged, prune."""
+    specs = load_schedule_file(file)
+    with ScheduleAdmin(_require_dsn(dsn)) as admin:
+        report = admin.apply_schedules(specs, prune=prune)
+    if as_json:
+        _print_json(report.model_dump(mode="json"))
+        return
+    typer.echo(
+        f"created {len(report.created)}, updated {len(report.updated)},"
+        f" unchanged {len(report.unchanged)}, retired {len(report.retired)}"
+    )
+
+
+@schedule_app.command("preview")
+@_guarded
+def schedule_preview(
+    cron: Annotated[str, typer.Option("--cron", help="5 fields, or 6 with seconds.")],
+    tz: Annotated[str, typer.Option("--tz", help="IANA timezone.")] = "UTC",
+    after_ms: Annotated[int | None, typer.Option("--after-ms", help="Epoch ms.")] = None,
+    after: Annotated[
+        str | None, typer.Option("--after", help="ISO 8601; without offset read in --tz.")
+    ] = None,
+    count: Annotated[int, typer.Option("--count", min=1, max=10_000)] = 10,
+    as_json: AsJson = False,
+    dsn: Dsn = None,
+) -> None:
+    """Show the next occurrences of a cron expression, DST rules applied (SPEC §6)."""
+    definition = schedule_definition(cron, tz)
+    if after_ms is not None and after is not None:
+        msg = "--after and --after-ms are exclusive; give one"
+        raise ConfigurationError(msg)
+    if after is not None:
+        start = parse_after(after, tz)
+    elif after_ms is not None:
+        start = after_ms
+    elif dsn:
+        with ScheduleAdmin(dsn) as admin:
+            start = admin.database_now_ms()
+    else:
+        msg = (
+            "no start time: pass --after or --after-ms, or a database (--dsn/QL3_DSN) to start"
+            " from its clock; QL3 never reads the node clock"
+        )
+        raise ConfigurationError(msg)
+    occurrences = preview_occurrences(definition.cron, definition.timezone, start, count)
+    if as_json:
+        _print_json(occurrences)
+        return
+    for occurrence in occurrences:
+        typer.echo(f"{format_ms(occurrence, definition.timezone)}  {occurrence}")
+
+
+@app.command("run")
+@_guarded
+def run_command(  # one flag per setting
+    dsn: Annotated[str | None, typer.Option("--dsn", help="Or QL3_DSN.")] = None,
+    owner_id: Annotated[str | None, typer.Option("--owner-id")] = None,
+    metrics_port: Annotated[int | None, typer.Option("--metrics-port")] = None,
+    log_format: Annotated[LogFormat | None, typer.Option("--log-format")] = None,
+    log_level: Annotated[str | None, typer.Option("--log-level")] = None,
+    lease_ms: Annotated[int | None, typer.Option("--lease-ms")] = None,
+    claim_batch: Annotated[int | None, typer.Option("--claim-batch")] = None,
+    cycle_budget: Annotated[int | None, typer.Option("--cycle-budget")] = None,
+    poll_interval_ms: Annotated[int | None, typer.Option("--poll-interval-ms")] = None,
+    clock: Annotated[str | None, typer.Option("--clock", hidden=True)] = None,
+) -> None:
+    """Run the Coordinator daemon until SIGTERM/SIGINT (then release claims and exit 0).
+
+    Every setting is also read from QL3_<NAME> (QL3_DSN, QL3_LEASE_MS, QL3_KEEPALIVES_IDLE_S, ...).
+    """
+    settings = load_settings(
+        dsn=dsn,
+        owner_id=owner_id,
+        metrics_port=metrics_port,
+        log_format=log_format,
+        log_level=log_level,
+        lease_ms=lease_ms,
+        claim_batch=claim_batch,
+        cycle_budget=cycle_budget,
+        poll_interval_ms=poll_interval_ms,
+        clock=clock,
+    )
+    if settings.dsn is None:
+        msg = "dsn: no database given; pass --dsn or set QL3_DSN"
+        raise ConfigurationError(msg)
+    configure_logging(settings.log_format, level=settings.log_level, owner_id=settings.owner_id)
+    service = CoordinatorService(settings)
+    service.install_signal_handlers()
+    try:
+        code = service.run()
+    except SchemaMismatchError as exc:
+        logger.error("schema mismatch: %s", exc, extra={"event": "service.schema_mismatch"})  # noqa: TRY400  # one line, no traceback
+        raise
+    raise typer.Exit(code)
+
+
+def _status_text(report: StatusReport) -> None:
+    console = Console(width=200)
+    now = report.database_now_ms
+    console.print(
+        f"database time {format_ms(now)} ({now}); {len(report.schedules)} schedules,"
+        f" {report.claims_held} claims held, next due in {_in_ms(report.next_due_in_ms)}"
+    )
+    table = Table(box=None, pad_edge=False)
+    for column in (
+        "name", "state", "next due (UTC)", "due in", "claimed by", "claim expires in",
+        "runs", "last admitted (UTC)",
+    ):  # fmt: skip
+        table.add_column(column)
+    for item in report.schedules:
+        table.add_row(
+            item.name,
+            str(item.state),
+            format_ms(item.next_due_at_ms),
+            _in_ms(item.next_due_in_ms),
+            item.claim_owner_id or "-",
+            _in_ms(item.claim_expires_in_ms),
+            str(item.runs_admitted),
+            format_ms(item.last_admitted_at_ms),
+        )
+    console.print(table)
+
+
+def _in_ms(value: int | None) -> str:
+    return "-" if value is None else f"{value} ms"
+
+
+@app.command("status")
+@_guarded
+def status_command(as_json: AsJson = False, dsn: Dsn = None) -> None:
+    """Schedules, claims held and by whom, runs admitted, next due: all in database time."""
+    with ScheduleAdmin(_require_dsn(dsn)) as admin:
+        report = admin.status()
+    if as_json:
+        _print_json(report.model_dump(mode="json"))
+    else:
+        _status_text(report)
+
+
+@app.command("verify")
+@_guarded
+def verify_command(
+    since_ms: Annotated[int | None, typer.Option("--since-ms", help="Only runs from here.")] = None,
+    as_json: AsJson = False,
+    dsn: Dsn = None,
+) -> None:
+    """Check the admitted history; exit 1 with one line per violation (read-only, ql3_admin)."""
+    report = verify_history(_require_dsn(dsn), since_ms=since_ms)
+    if as_json:
+        _print_json(report.model_dump(mode="json"))
+    elif report.ok:
+        typer.echo(
+            f"ok: {report.schedules} schedules, {report.runs} runs, no violation"
+            f" (checked at {format_ms(report.checked_at_ms)})"
+        )
+    else:
+        for violation in report.violations:
+            where = "-" if violation.schedule_id is None else str(violation.schedule_id)
+            typer.echo(f"{violation.rule}: schedule {where}: {violation.detail}")
+    if not report.ok:
+        raise typer.Exit(EXIT_FAILURE)
+
+
+@app.command("demo")
+@_guarded
+def demo_command(
+    replicas: Annotated[int, typer.Option("--replicas", min=1, max=16)] = 3,
+    seconds: Annotated[float, typer.Option("--seconds", min=2, max=3_600)] = 20,
+    schedules: Annotated[int, typer.Option("--schedules", min=1, max=10_000)] = 5,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
+    dsn: Annotated[
+        str | None,
+        typer.Option("--dsn", envvar="QL3_DSN", help="Use this database instead of a private one."),
+    ] = None,
+) -> None:
+    """Start a private PostgreSQL, run replicas, SIGKILL one, and judge the history."""
+    if not as_json:
+        configure_logging(LogFormat.TEXT, level="WARNING")
+    try:
+        verdict = run_demo(
+            DemoOptions(
+                replicas=replicas, seconds=seconds, schedules=schedules, as_json=as_json, dsn=dsn
+            )
+        )
+    except KeyboardInterrupt:
+        raise _fail(
+            EXIT_INTERRUPTED, "demo interrupted; everything it started is stopped"
+        ) from None
+    if not verdict.ok:
+        raise typer.Exit(EXIT_FAILURE)
+
 
 def main() -> None:
-    """Run the `ql3` command line."""
+    """Entry point of the `ql3` console script."""
+    app()

@@ -1,0 +1,207 @@
+"""Coordinator configuration (SPEC §8, D1): one frozen pydantic-settings model read from `QL3_*`.
+
+CLI flags arrive as init keyword arguments and outrank the environment. Everything is validated
+before any connection is attempted. There is deliberately no `clock` setting: the database clock
+is the only scheduling authority (rule zero), so `QL3_CLOCK` or a `clock` field is refused with a
+message saying so, and any other unknown `QL3_*` variable is refused by name (pydantic-settings
+itself silently ignores unknown environment variables).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Annotated, Any
+
+from psycopg import conninfo
+from psycopg import errors as pg_errors
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from ql3_runtime_core import (
+    LEASE_MS_DEFAULT,
+    LEASE_MS_MAX,
+    LEASE_MS_MIN,
+    OWNER_ID_MAX_LENGTH,
+    QL3Error,
+)
+
+__all__ = [
+    "ENV_PREFIX",
+    "ConfigurationError",
+    "CoordinatorSettings",
+    "LogFormat",
+    "check_environment",
+    "default_owner_id",
+    "load_settings",
+]
+
+ENV_PREFIX = "QL3_"
+RULE_ZERO = (
+    "rule zero: the database clock (PostgreSQL clock_timestamp()) is the only scheduling"
+    " authority; QL3 has no clock setting and never reads a node clock"
+)
+
+
+class ConfigurationError(QL3Error, ValueError):
+    """Raised when a setting, flag or `QL3_*` variable is unknown or invalid; names it."""
+
+    __module__ = "ql3_cluster_control"
+
+
+class LogFormat(StrEnum):
+    """How log records are rendered: `text` (key=value) or `json` (one object per line)."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+def default_owner_id() -> str:
+    """Host name, process id and a random suffix: unique across restarts and replicas."""
+    host = socket.gethostname() or "ql3"
+    return f"{host}-{os.getpid()}-{secrets.token_hex(3)}"[:OWNER_ID_MAX_LENGTH]
+
+
+OwnerId = Annotated[
+    str, Field(min_length=1, max_length=OWNER_ID_MAX_LENGTH, pattern=r"^\S(.*\S)?$")
+]
+
+
+class CoordinatorSettings(BaseSettings):
+    """Everything a Coordinator replica needs; each field is also `QL3_<NAME>` in the environment.
+
+    Keepalive and `tcp_user_timeout` defaults are seconds-scale so a partitioned replica notices
+    the loss (and the server drops its locks) in seconds rather than the kernel's 15 minutes.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        extra="forbid",
+        frozen=True,
+        case_sensitive=False,
+    )
+
+    dsn: SecretStr | None = None
+    owner_id: OwnerId = Field(default_factory=default_owner_id)
+    lease_ms: int = Field(default=LEASE_MS_DEFAULT, ge=LEASE_MS_MIN, le=LEASE_MS_MAX)
+    claim_batch: int = Field(default=16, ge=1, le=1_000)
+    cycle_budget: int = Field(default=256, ge=1, le=100_000)
+    poll_interval_ms: int = Field(default=5_000, ge=10, le=3_600_000)
+    retry_initial_ms: int = Field(default=200, ge=1, le=60_000)
+    retry_max_ms: int = Field(default=10_000, ge=1, le=600_000)
+    max_serialization_retries: int = Field(default=8, ge=0, le=1_000)
+    metrics_port: int | None = Field(default=None, ge=0, le=65_535)
+    # Scraped from other hosts (Prometheus in the cluster), so all interfaces by default.
+    metrics_host: str = "0.0.0.0"  # noqa: S104
+    log_format: LogFormat = LogFormat.TEXT
+    log_level: str = "INFO"
+    application_name: str = Field(default="ql3-coordinator", min_length=1, max_length=63)
+    connect_timeout_s: float = Field(default=5.0, gt=0, le=300)
+    keepalives_idle_s: int = Field(default=5, ge=1, le=7_200)
+    keepalives_interval_s: int = Field(default=2, ge=1, le=600)
+    keepalives_count: int = Field(default=3, ge=1, le=100)
+    tcp_user_timeout_ms: int = Field(default=10_000, ge=0, le=3_600_000)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_clock(cls, data: object) -> object:
+        if isinstance(data, Mapping) and any(str(key).lower() == "clock" for key in data):
+            raise ConfigurationError(f"clock: refused; {RULE_ZERO}")
+        return data
+
+    @field_validator("dsn")
+    @classmethod
+    def _check_dsn(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            try:
+                conninfo.conninfo_to_dict(value.get_secret_value())
+            except pg_errors.ProgrammingError as exc:
+                # The message may quote the DSN, and with it a password: keep only its kind.
+                msg = "not a valid libpq connection string or URI"
+                raise ValueError(msg) from exc
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _check_level(cls, value: str) -> str:
+        level = value.upper()
+        if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            msg = f"log_level={value!r} is not one of DEBUG, INFO, WARNING, ERROR"
+            raise ValueError(msg)
+        return level
+
+    @model_validator(mode="after")
+    def _check_backoff(self) -> CoordinatorSettings:
+        if self.retry_max_ms < self.retry_initial_ms:
+            msg = (
+                f"retry_max_ms={self.retry_max_ms} is smaller than"
+                f" retry_initial_ms={self.retry_initial_ms}"
+            )
+            raise ValueError(msg)
+        return self
+
+    def dsn_value(self) -> str | None:
+        """Return the DSN in clear, for the repository; never log it."""
+        return None if self.dsn is None else self.dsn.get_secret_value()
+
+
+def _known_variables() -> frozenset[str]:
+    return frozenset(ENV_PREFIX + name.upper() for name in CoordinatorSettings.model_fields)
+
+
+def check_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse `QL3_CLOCK` (rule zero) and any other `QL3_*` variable that is not a setting.
+
+    Raises:
+        ConfigurationError: naming the first offending variable.
+
+    """
+    env = os.environ if environ is None else environ
+    known = _known_variables()
+    for name in sorted(env):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in known:
+            continue
+        if upper == ENV_PREFIX + "CLOCK":
+            raise ConfigurationError(f"{name}: refused; {RULE_ZERO}")
+        raise ConfigurationError(
+            f"{name}: unknown QL3 setting (known: {', '.join(sorted(known))})",
+        )
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"]) or "settings"
+        detail = error["msg"].removeprefix("Value error, ")
+        if field == "settings" or detail.startswith(f"{field}:"):
+            parts.append(detail)
+        elif error["type"] == "extra_forbidden":
+            parts.append(f"{field}: unknown setting")
+        else:
+            value = error.get("input")
+            shown = "***" if field == "dsn" else repr(value)
+            parts.append(f"{field}={shown}: {detail}")
+    return "; ".join(parts)
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None,
+    **flags: object,
+) -> CoordinatorSettings:
+    """Build settings from `flags` (None values ignored) over the `QL3_*` environment.
+
+    Raises:
+        ConfigurationError: one line naming each bad setting and value.
+
+    """
+    check_environment(environ)
+    given: dict[str, Any] = {key: value for key, value in flags.items() if value is not None}
+    if "clock" in given:
+        raise ConfigurationError(f"--clock: refused; {RULE_ZERO}")
+    try:
+        return CoordinatorSettings(**given)
+    except ValidationError as exc:
+        raise ConfigurationError(_describe(exc)) from exc

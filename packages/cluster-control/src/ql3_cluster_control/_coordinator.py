@@ -1,0 +1,366 @@
+"""One Coordinator cycle (SPEC §8, D4, D6): claim rounds, decide, commit, summarize.
+
+The Coordinator talks to storage only through `ql3_runtime_core.ScheduleRepository`, so a cycle
+is the same against PostgreSQL and against an in-memory fake. Every time it handles is a database
+time carried by a claim or an outcome; the node's monotonic clock only measures the cycle's
+duration (rule zero). Cycles never overlap: a second concurrent `run_cycle` is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeAlias
+
+from ql3_runtime_core import (
+    AdmittedRun,
+    ClaimClusterScheduleCommand,
+    ClaimCommit,
+    ClockRegressionError,
+    ClusterScheduleClaim,
+    CommitOutcome,
+    CommitStatus,
+    CycleSummary,
+    QL3Error,
+    normalize_commit,
+    resolve_cluster_schedule_decision,
+    summarize_cycle,
+)
+
+from ._backoff import Backoff
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ql3_runtime_core import ScheduleRepository
+
+    from ._metrics import CoordinatorMetrics
+
+__all__ = ["AdmissionCallback", "Coordinator", "CycleOverlapError", "CycleResult"]
+
+logger = logging.getLogger(__name__)
+
+AdmissionCallback: TypeAlias = Callable[[AdmittedRun], None]
+
+
+class CycleOverlapError(QL3Error, RuntimeError):
+    """Raised when a cycle is started while another cycle of the same Coordinator still runs."""
+
+    __module__ = "ql3_cluster_control"
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    """What one cycle did.
+
+    `work_remaining` is True when the budget was spent (more may be due: start the next cycle
+    at once); `abandoned` when a clock regression made the cycle give up its claims to expiry.
+    """
+
+    summary: CycleSummary
+    admitted: tuple[AdmittedRun, ...]
+    work_remaining: bool
+    abandoned: bool
+    duration_s: float
+
+
+class Coordinator:
+    """Runs cycles for one owner id against one repository.
+
+    Args:
+        repository: where claims come from and decisions go.
+        owner_id: this replica's identity, written into every claim and run.
+        lease_ms: claim lease (1 000..60 000, decided by the database clock).
+        claim_batch: at most this many schedules per claim round.
+        cycle_budget: at most this many occurrences admitted per cycle.
+        on_admitted: called once per admission that passed the fence, after its commit.
+        metrics: counters to update, if any.
+        backoff: delays between attempts to settle an uncertain commit.
+        stop_requested: when set, no new claim round starts and uncertain settling gives up.
+
+    """
+
+    def __init__(
+        self,
+        repository: ScheduleRepository,
+        *,
+        owner_id: str,
+        lease_ms: int = 30_000,
+        claim_batch: int = 16,
+        cycle_budget: int = 256,
+        on_admitted: AdmissionCallback | None = None,
+        metrics: CoordinatorMetrics | None = None,
+        backoff: Backoff | None = None,
+        stop_requested: threading.Event | None = None,
+    ) -> None:
+        self.repository = repository
+        self.owner_id = owner_id
+        self.lease_ms = lease_ms
+        self.claim_batch = claim_batch
+        self.cycle_budget = cycle_budget
+        self.on_admitted = on_admitted
+        self.metrics = metrics
+        self.backoff = backoff or Backoff(initial_s=0.05, maximum_s=2.0)
+        self.stop_requested = stop_requested or threading.Event()
+        self._cycle_lock = threading.Lock()
+        self._held: list[ClusterScheduleClaim] = []
+
+    @property
+    def held_claims(self) -> tuple[ClusterScheduleClaim, ...]:
+        """Claims granted to this Coordinator and not yet committed or released."""
+        return tuple(self._held)
+
+    def _set_held(self, claims: Sequence[ClusterScheduleClaim]) -> None:
+        self._held = list(claims)
+        if self.metrics is not None:
+            self.metrics.claims_held.set(len(self._held))
+
+    def release_held_claims(self) -> int:
+        """Release the claims still held (exact match, database time); returns how many."""
+        if not self._held:
+            return 0
+        released = self.repository.release_claims(self._held)
+        logger.info(
+            "released %d of %d held claims",
+            released,
+            len(self._held),
+            extra={"event": "claims.released", "released": released, "held": len(self._held)},
+        )
+        self._set_held([])
+        return released
+
+    def run_cycle(self) -> CycleResult:
+        """Run one cycle; database faults propagate (the service backs off and retries).
+
+        Raises:
+            CycleOverlapError: another cycle of this Coordinator is running.
+
+        """
+        if not self._cycle_lock.acquire(blocking=False):
+            raise CycleOverlapError(f"owner {self.owner_id}: a cycle is already running")
+        try:
+            return self._cycle()
+        finally:
+            self._cycle_lock.release()
+
+    def _cycle(self) -> CycleResult:
+        started = time.monotonic()
+        # Claims left by a failed cycle still stand until they expire; hand them back first
+        # so this replica (or another) can take them at once.
+        self.release_held_claims()
+        state = _CycleState(remaining=self.cycle_budget)
+        abandoned = False
+        try:
+            while state.remaining > 0 and not self.stop_requested.is_set():
+                if not self._round(state):
+                    break
+        except ClockRegressionError as exc:
+            abandoned = True
+            state.clock_regressed += 1
+            self._abandon(exc)
+        except _RegressedOutcomeError as exc:
+            abandoned = True
+            self._abandon(exc.error)
+        duration = time.monotonic() - started
+        summary = summarize_cycle(
+            self.owner_id,
+            state.claims,
+            state.outcomes,
+            skipped=state.skipped,
+            serialization_retries=state.serialization_retries,
+        )
+        if state.uncertain or state.clock_regressed:
+            # The summary counts final outcomes; also report commits that were uncertain before
+            # they settled, and a regression raised before any outcome existed.
+            summary = summary.model_copy(
+                update={
+                    "uncertain": state.uncertain,
+                    "clock_regressed": summary.clock_regressed + state.clock_regressed,
+                }
+            )
+        self._report(summary, duration, abandoned=abandoned)
+        return CycleResult(
+            summary=summary,
+            admitted=tuple(state.admitted),
+            work_remaining=state.remaining <= 0 and not abandoned,
+            abandoned=abandoned,
+            duration_s=duration,
+        )
+
+    def _round(self, state: _CycleState) -> bool:
+        """One claim round: claim, decide, commit in one transaction. False when nothing was due."""
+        command = ClaimClusterScheduleCommand(
+            owner_id=self.owner_id, claim_token=uuid.uuid4(), lease_ms=self.lease_ms
+        )
+        claims = self.repository.claim_due_schedules(
+            command, min(self.claim_batch, state.remaining)
+        )
+        if not claims:
+            return False
+        self._set_held(claims)
+        state.claims.extend(claims)
+        for claim in claims:
+            logger.debug(
+                "claimed schedule %d",
+                claim.schedule_id,
+                extra={
+                    "event": "claim.acquired",
+                    "schedule_id": claim.schedule_id,
+                    "claim_acquired_at_ms": claim.claim_acquired_at_ms,
+                },
+            )
+        commits = []
+        for claim in claims:
+            decision = resolve_cluster_schedule_decision(claim, state.remaining)
+            commits.append(normalize_commit(claim, decision, state.remaining))
+            state.remaining -= len(decision.occurrences)
+            state.skipped += decision.skipped
+        batch = self.repository.commit_decisions(commits)
+        state.serialization_retries += batch.serialization_retries
+        by_schedule = {commit.claim.schedule_id: commit for commit in commits}
+        settled: list[CommitOutcome] = []
+        for outcome in batch.outcomes:
+            if outcome.status is CommitStatus.UNCERTAIN:
+                state.uncertain += 1
+                settled.append(self._settle(by_schedule[outcome.schedule_id]))
+            else:
+                settled.append(outcome)
+        self._set_held([])
+        state.outcomes.extend(settled)
+        for outcome in settled:
+            if outcome.status is CommitStatus.COMMITTED:
+                self._admitted(outcome.runs, state)
+        regressed = [o for o in settled if o.status is CommitStatus.CLOCK_REGRESSED]
+        if regressed:
+            claim = by_schedule[regressed[0].schedule_id].claim
+            raise _RegressedOutcomeError(
+                ClockRegressionError(
+                    claim.schedule_id,
+                    regressed[0].committed_at_ms or claim.claim_acquired_at_ms,
+                    claim.claim_acquired_at_ms,
+                )
+            )
+        return True
+
+    def _admitted(self, runs: Sequence[AdmittedRun], state: _CycleState) -> None:
+        # Only outcomes that passed the fence reach here (SPEC §7): raced or uncertain-unsettled
+        # commits allocate no identity and notify nobody.
+        state.admitted.extend(runs)
+        if self.metrics is not None:
+            self.metrics.observe_admissions(runs)
+        if self.on_admitted is None:
+            return
+        for run in runs:
+            try:
+                self.on_admitted(run)
+            except Exception:
+                logger.exception(
+                    "admission callback failed for run %d",
+                    run.run_id,
+                    extra={"event": "admission.callback_failed", "run_id": run.run_id},
+                )
+
+    def _settle(self, commit: ClaimCommit) -> CommitOutcome:
+        """Resolve a commit whose reply was lost, from durable facts, until it is settled (§7).
+
+        Never re-admits: the repository only commits again while the exact claim still stands,
+        and the run's UNIQUE occurrence is the final word. Gives up (claim left to expire) only
+        when a stop is requested.
+        """
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                outcome = self.repository.resolve_uncertain_commit(commit)
+            except ClockRegressionError:
+                raise
+            except QL3Error as exc:
+                logger.warning(
+                    "could not settle an uncertain commit of schedule %d yet: %s",
+                    commit.claim.schedule_id,
+                    exc,
+                    extra={"event": "uncertain.retry", "schedule_id": commit.claim.schedule_id},
+                )
+                outcome = None
+            if outcome is not None and outcome.status is not CommitStatus.UNCERTAIN:
+                self._log_settled(commit, outcome)
+                return outcome
+            if self.stop_requested.wait(self.backoff.delay_s(attempt)):
+                logger.warning(
+                    "stop requested: uncertain commit of schedule %d left to its durable facts",
+                    commit.claim.schedule_id,
+                    extra={"event": "uncertain.abandoned", "schedule_id": commit.claim.schedule_id},
+                )
+                return CommitOutcome(
+                    schedule_id=commit.claim.schedule_id, status=CommitStatus.UNCERTAIN
+                )
+
+    def _log_settled(self, commit: ClaimCommit, outcome: CommitOutcome) -> None:
+        if self.metrics is not None:
+            self.metrics.uncertain_resolved.labels(outcome=outcome.status.value).inc()
+        logger.warning(
+            "uncertain commit of schedule %d settled as %s",
+            commit.claim.schedule_id,
+            outcome.status.value,
+            extra={
+                "event": "uncertain.resolved",
+                "schedule_id": commit.claim.schedule_id,
+                "outcome": outcome.status.value,
+            },
+        )
+
+    def _abandon(self, exc: ClockRegressionError) -> None:
+        # Fail closed (D5): nothing was written; the claims expire by database time.
+        logger.warning(
+            "database clock went back; cycle abandoned, its claims left to expire: %s",
+            exc,
+            extra={
+                "event": "cycle.clock_regression",
+                "schedule_id": exc.schedule_id,
+                "observed_at_ms": exc.observed_at_ms,
+                "claim_acquired_at_ms": exc.claim_acquired_at_ms,
+            },
+        )
+        if self.metrics is not None:
+            self.metrics.clock_regressions.inc()
+        self._set_held([])
+
+    def _report(self, summary: CycleSummary, duration_s: float, *, abandoned: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_cycle(summary, duration_s)
+        logger.info(
+            "cycle: %d claims, %d admitted, %d raced",
+            summary.claims,
+            summary.admitted,
+            summary.raced,
+            extra={
+                "event": "cycle.summary",
+                **summary.model_dump(),
+                "abandoned": abandoned,
+                "duration_ms": round(duration_s * 1000, 3),
+            },
+        )
+
+
+class _RegressedOutcomeError(Exception):
+    """Internal: a commit reported CLOCK_REGRESSED as an outcome; already counted there."""
+
+    def __init__(self, error: ClockRegressionError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@dataclass
+class _CycleState:
+    remaining: int
+    claims: list[ClusterScheduleClaim] = field(default_factory=list)
+    outcomes: list[CommitOutcome] = field(default_factory=list)
+    admitted: list[AdmittedRun] = field(default_factory=list)
+    skipped: int = 0
+    serialization_retries: int = 0
+    uncertain: int = 0
+    clock_regressed: int = 0

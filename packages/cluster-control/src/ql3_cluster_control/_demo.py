@@ -1,0 +1,401 @@
+"""`ql3 demo` (SPEC §9): replicas racing on a private PostgreSQL, one crashed, a DB verdict.
+
+Without a DSN it starts a throwaway PostgreSQL (the machine's binaries or the `pgserver` wheel of
+the `embedded` extra), migrates, provisions roles, creates schedules firing every second, runs N
+`ql3 run` replicas as separate processes, SIGKILLs one mid-run, shows admissions per replica live,
+then stops the survivors gracefully and judges the history read back from the database. Expected
+occurrences come from each schedule's cron and its database-time window, never a node clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, LiteralString
+
+import psycopg
+from pydantic import BaseModel, ConfigDict
+from ql3_cluster_postgres import (
+    ScheduleAdmin,
+    ThrowawayCluster,
+    migrate,
+    prepare_ql3_database,
+    verify_history,
+)
+from ql3_runtime_core import QL3Error, next_occurrence_ms
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from ._schedules import schedule_definition
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from types import FrameType
+
+__all__ = ["DemoOptions", "DemoVerdict", "run_demo"]
+
+DEMO_CRON = "* * * * * *"  # every second (6 fields: seconds first)
+DEMO_LEASE_MS = 3_000  # short, so the crashed replica's claims expire quickly by DB time
+DEMO_POLL_MS = 1_000
+SETTLE_MS = 1_500  # occurrences this close to the end are not judged: they may be in flight
+STOP_TIMEOUT_S = 15.0
+EVENTS_PER_RUN = 2  # run.admitted and attempt.queued
+
+
+def _sql(name: str) -> LiteralString:
+    # Shipped files, not user input: literal SQL (mypy does not enforce LiteralString).
+    return files(__package__).joinpath("sql", f"{name}.sql").read_text(encoding="utf-8")
+
+
+class DemoVerdict(BaseModel):
+    """The demo's judgement, read from the database after every replica stopped."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    replicas: int
+    killed_replica: str | None
+    schedules: int
+    window_start_ms: int
+    window_end_ms: int
+    expected: int
+    admitted: int
+    duplicates: int
+    early: int
+    missing: int
+    unexpected: int
+    lateness_p50_ms: int | None
+    lateness_p99_ms: int | None
+    rows_per_admission: str
+    claims_at_rest: int
+    verify_ok: bool
+    violations: list[str]
+    admissions_by_replica: dict[str, int]
+    replica_exit_codes: dict[str, int | None]
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """What `ql3 demo` was asked to do."""
+
+    replicas: int = 3
+    seconds: float = 20.0
+    schedules: int = 5
+    as_json: bool = False
+    dsn: str | None = None
+
+
+@dataclass
+class _Replica:
+    name: str
+    process: subprocess.Popen[bytes]
+    state: str = "running"
+
+
+@dataclass
+class _Environment:
+    superuser_dsn: str
+    admin_dsn: str
+    runtime_dsn: str
+    workdir: Path
+    replicas: list[_Replica] = field(default_factory=list)
+
+
+class _InterruptedError(Exception):
+    """SIGTERM to the demo itself: clean up like Ctrl-C."""
+
+
+def _query(dsn: str, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+            return conn.execute(_sql(name), params).fetchall()
+    except psycopg.Error as exc:
+        raise QL3Error(f"demo: query {name} failed: {exc}") from exc
+
+
+def _now_ms(dsn: str) -> int:
+    return int(_query(dsn, "demo_database_now")[0][0])
+
+
+@contextlib.contextmanager
+def _database(options: DemoOptions, console: Console) -> Iterator[_Environment]:
+    workdir = Path(tempfile.mkdtemp(prefix="ql3-demo-"))
+    try:
+        if options.dsn is not None:
+            migrate(options.dsn)
+            yield _Environment(options.dsn, options.dsn, options.dsn, workdir)
+            return
+        if not options.as_json:
+            console.print("starting a private PostgreSQL ...")
+        with ThrowawayCluster(name="ql3-demo") as cluster:
+            database = prepare_ql3_database(cluster, "ql3_demo")
+            yield _Environment(
+                database.superuser_dsn, database.dsn("admin"), database.dsn("runtime"), workdir
+            )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _create_schedules(env: _Environment, count: int) -> dict[int, tuple[str, int]]:
+    """Create `count` every-second schedules; returns id -> (name, first cursor by DB time)."""
+    prefix = f"demo-{secrets.token_hex(2)}"
+    definition = schedule_definition(DEMO_CRON, "UTC", "fire_once", 60_000)
+    created: dict[int, tuple[str, int]] = {}
+    with ScheduleAdmin(env.admin_dsn) as admin:
+        for index in range(count):
+            record = admin.add_schedule(f"{prefix}-{index + 1:03d}", definition)
+            if record.next_due_at_ms is not None:
+                created[record.schedule_id] = (record.name, record.next_due_at_ms)
+    return created
+
+
+def _start_replica(env: _Environment, index: int) -> _Replica:
+    name = f"replica-{index}"
+    environ = {key: value for key, value in os.environ.items() if not key.startswith("QL3_")}
+    environ["QL3_DSN"] = env.runtime_dsn
+    command = [
+        sys.executable, "-m", "ql3_cluster_control", "run",
+        "--owner-id", name,
+        "--lease-ms", str(DEMO_LEASE_MS),
+        "--poll-interval-ms", str(DEMO_POLL_MS),
+        "--log-format", "json",
+    ]  # fmt: skip
+    log = (env.workdir / f"{name}.log").open("wb")
+    # Our own interpreter and module, arguments built here: nothing untrusted is executed.
+    process = subprocess.Popen(  # noqa: S603
+        command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=environ
+    )
+    log.close()
+    return _Replica(name, process)
+
+
+def _progress_table(env: _Environment, elapsed: float, options: DemoOptions) -> Table:
+    counts = dict(_query(env.superuser_dsn, "demo_admissions_by_owner"))
+    table = Table(
+        title=f"QL3 demo: {elapsed:4.1f} s of {options.seconds:g} s",
+        caption="admissions read from ql3.runs (database time decides everything)",
+    )
+    table.add_column("replica")
+    table.add_column("pid", justify="right")
+    table.add_column("state")
+    table.add_column("admissions", justify="right")
+    for replica in env.replicas:
+        if replica.state == "running" and replica.process.poll() is not None:
+            replica.state = f"exited ({replica.process.returncode})"
+        table.add_row(
+            replica.name,
+            str(replica.process.pid),
+            replica.state,
+            str(counts.get(replica.name, 0)),
+        )
+    table.add_row("total", "", "", str(sum(counts.values())))
+    return table
+
+
+def _run_replicas(env: _Environment, options: DemoOptions, console: Console) -> str | None:
+    """Run the replicas for the demo's duration, SIGKILL one mid-run; returns its name."""
+    env.replicas.extend(_start_replica(env, index + 1) for index in range(options.replicas))
+    victim = env.replicas[0] if options.replicas > 1 else None
+    kill_at = options.seconds * 0.4
+    started = time.monotonic()
+    live = Live(console=console, refresh_per_second=4, transient=False)
+    with live if not options.as_json else contextlib.nullcontext():
+        while (elapsed := time.monotonic() - started) < options.seconds:
+            if victim is not None and victim.state == "running" and elapsed >= kill_at:
+                victim.process.send_signal(signal.SIGKILL)
+                victim.process.wait()
+                victim.state = "SIGKILLed"
+            if not options.as_json:
+                live.update(_progress_table(env, elapsed, options))
+            time.sleep(0.5)
+        if not options.as_json:
+            live.update(_progress_table(env, options.seconds, options))
+    return None if victim is None else victim.name
+
+
+def _expected(schedules: dict[int, tuple[str, int]], end_ms: int) -> set[tuple[int, int]]:
+    expected = set()
+    for schedule_id, (_, first) in schedules.items():
+        occurrence = first
+        while occurrence <= end_ms:
+            expected.add((schedule_id, occurrence))
+            occurrence = next_occurrence_ms(DEMO_CRON, "UTC", occurrence)
+    return expected
+
+
+def _drain(env: _Environment, schedules: dict[int, tuple[str, int]], end_ms: int) -> None:
+    """Wait (monotonic deadline) until the survivors admitted everything due up to `end_ms`."""
+    expected = _expected(schedules, end_ms)
+    deadline = time.monotonic() + DEMO_LEASE_MS / 1000 + 10
+    while time.monotonic() < deadline:
+        rows = _query(env.superuser_dsn, "demo_runs", {"schedule_ids": list(schedules)})
+        if expected <= {(row[0], row[1]) for row in rows}:
+            return
+        time.sleep(0.25)
+
+
+def _stop_replicas(replicas: Sequence[_Replica]) -> None:
+    for replica in replicas:
+        if replica.process.poll() is None:
+            replica.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for replica in replicas:
+        try:
+            replica.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            replica.process.kill()
+            replica.process.wait()
+            replica.state = "hung, killed"
+        else:
+            if replica.state == "running":
+                replica.state = f"stopped ({replica.process.returncode})"
+
+
+def _percentile(values: Sequence[int], fraction: float) -> int | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(int(-(-fraction * len(ordered) // 1)) - 1, 0)  # nearest rank
+    return ordered[min(rank, len(ordered) - 1)]
+
+
+def _verdict(
+    env: _Environment,
+    schedules: dict[int, tuple[str, int]],
+    window: tuple[int, int],
+    options: DemoOptions,
+    killed: str | None,
+) -> DemoVerdict:
+    start_ms, end_ms = window
+    ids = list(schedules)
+    rows = _query(env.superuser_dsn, "demo_runs", {"schedule_ids": ids})
+    judged = [row for row in rows if row[1] <= end_ms]
+    keys = [(row[0], row[1]) for row in judged]
+    expected = _expected(schedules, end_ms)
+    lateness = [row[2] - row[1] for row in judged]
+    rows_ok = all(row[4] == 1 and row[5] == EVENTS_PER_RUN for row in rows)
+    by_replica: dict[str, int] = {}
+    for row in rows:
+        by_replica[row[3]] = by_replica.get(row[3], 0) + 1
+    report = verify_history(env.admin_dsn, since_ms=start_ms if options.dsn else None)
+    at_rest = int(_query(env.superuser_dsn, "demo_claims_at_rest", {"schedule_ids": ids})[0][0])
+    duplicates = len(keys) - len(set(keys))
+    early = sum(1 for row in rows if row[2] < row[1])
+    missing = len(expected - set(keys))
+    unexpected = len(set(keys) - expected)
+    exits = {replica.name: replica.process.returncode for replica in env.replicas}
+    graceful = all(code == 0 for name, code in exits.items() if name != killed)
+    ok = (
+        duplicates == 0
+        and early == 0
+        and missing == 0
+        and unexpected == 0
+        and rows_ok
+        and at_rest == 0
+        and report.ok
+        and graceful
+        and bool(expected)
+    )
+    return DemoVerdict(
+        ok=ok,
+        replicas=options.replicas,
+        killed_replica=killed,
+        schedules=len(schedules),
+        window_start_ms=start_ms,
+        window_end_ms=end_ms,
+        expected=len(expected),
+        admitted=len(set(keys)),
+        duplicates=duplicates,
+        early=early,
+        missing=missing,
+        unexpected=unexpected,
+        lateness_p50_ms=_percentile(lateness, 0.50),
+        lateness_p99_ms=_percentile(lateness, 0.99),
+        rows_per_admission="1:1:2" if rows_ok else "NOT 1:1:2",
+        claims_at_rest=at_rest,
+        verify_ok=report.ok,
+        violations=[f"{v.rule}: schedule {v.schedule_id}: {v.detail}" for v in report.violations],
+        admissions_by_replica=dict(sorted(by_replica.items())),
+        replica_exit_codes=exits,
+    )
+
+
+def _show(verdict: DemoVerdict, console: Console) -> None:
+    table = Table(title="verdict (read from the database)", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for label, value in (
+        ("replicas (SIGKILLed)", f"{verdict.replicas} ({verdict.killed_replica or 'none'})"),
+        ("schedules", verdict.schedules),
+        ("occurrences expected", verdict.expected),
+        ("admitted", verdict.admitted),
+        ("duplicates", verdict.duplicates),
+        ("early (before their time by DB clock)", verdict.early),
+        ("missing", verdict.missing),
+        (
+            "lateness p50 / p99 (ms, DB time)",
+            f"{verdict.lateness_p50_ms} / {verdict.lateness_p99_ms}",
+        ),
+        ("rows per admission (run:attempt:events)", verdict.rows_per_admission),
+        ("claims left at rest", verdict.claims_at_rest),
+        ("ql3 verify", "clean" if verdict.verify_ok else f"{len(verdict.violations)} violations"),
+    ):
+        table.add_row(label, str(value))
+    console.print(table)
+    for violation in verdict.violations:
+        console.print(f"  violation: {violation}")
+    console.print("PASS: every occurrence exactly once, none early" if verdict.ok else "FAIL")
+
+
+def run_demo(options: DemoOptions) -> DemoVerdict:
+    """Run the demo end to end and return its verdict; cleans up everything, also on Ctrl-C."""
+    console = Console(stderr=options.as_json)
+
+    def interrupted(_signum: int, _frame: FrameType | None) -> None:
+        raise _InterruptedError
+
+    previous = signal.signal(signal.SIGTERM, interrupted)
+    try:
+        with _database(options, console) as env:
+            try:
+                verdict = _demo(env, options, console)
+            finally:
+                for replica in env.replicas:
+                    if replica.process.poll() is None:
+                        replica.process.kill()
+                        replica.process.wait()
+    except _InterruptedError:
+        raise KeyboardInterrupt from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if options.as_json:
+        sys.stdout.write(verdict.model_dump_json() + "\n")
+    else:
+        _show(verdict, console)
+    return verdict
+
+
+def _demo(env: _Environment, options: DemoOptions, console: Console) -> DemoVerdict:
+    schedules = _create_schedules(env, options.schedules)
+    start_ms = min(first for _, first in schedules.values())
+    if not options.as_json:
+        console.print(
+            f"{len(schedules)} schedules every second; {options.replicas} replicas for"
+            f" {options.seconds:g} s; one is SIGKILLed at {options.seconds * 0.4:.1f} s"
+        )
+    killed = _run_replicas(env, options, console)
+    end_ms = _now_ms(env.superuser_dsn) - SETTLE_MS
+    _drain(env, schedules, end_ms)
+    _stop_replicas(env.replicas)
+    return _verdict(env, schedules, (start_ms, end_ms), options, killed)

@@ -1,0 +1,100 @@
+"""Log rendering: `text` (message plus key=value fields) or `json` (python-json-logger).
+
+Stable machine fields travel in `extra={"event": ..., ...}` (STYLE §7). Only `_cli.py` calls
+`configure_logging`; library code just logs. Records carry no node timestamp on purpose: every
+time worth showing is a database time in the record's own fields (rule zero).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+from pythonjsonlogger.json import JsonFormatter
+
+from ._config import LogFormat
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["OwnerFilter", "TextFormatter", "configure_logging", "record_fields"]
+
+_HANDLER_NAME = "ql3"
+_RESERVED = frozenset(
+    vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime"}
+)
+
+
+def record_fields(record: logging.LogRecord) -> Iterator[tuple[str, Any]]:
+    """Yield the `extra` fields of a record, in the order they were given."""
+    for key, value in vars(record).items():
+        if key not in _RESERVED and not key.startswith("_"):
+            yield key, value
+
+
+class OwnerFilter(logging.Filter):
+    """Stamp every record with the replica's owner id so logs of several replicas can be merged."""
+
+    def __init__(self, owner_id: str) -> None:
+        super().__init__()
+        self.owner_id = owner_id
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "owner_id"):
+            record.owner_id = self.owner_id
+        return True
+
+
+def _text_value(value: object) -> str:
+    if isinstance(value, str) and value and " " not in value and "=" not in value:
+        return value
+    return json.dumps(value, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """`LEVEL logger: message key=value ...`, readable by people and by `grep`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = " ".join(f"{key}={_text_value(value)}" for key, value in record_fields(record))
+        line = f"{record.levelname} {record.name}: {record.getMessage()}"
+        if fields:
+            line = f"{line} {fields}"
+        if record.exc_info:
+            # A one-line summary of the cause; tracebacks only at DEBUG.
+            exc = record.exc_info[1]
+            line = f"{line} error={_text_value(f'{type(exc).__name__}: {exc}')}"
+        return line
+
+
+def _json_formatter() -> logging.Formatter:
+    return JsonFormatter(
+        "%(levelname)s %(name)s %(message)s",
+        rename_fields={"levelname": "level", "name": "logger"},
+        json_default=str,
+    )
+
+
+def configure_logging(
+    log_format: LogFormat,
+    *,
+    level: str = "INFO",
+    owner_id: str | None = None,
+    stream: TextIO | None = None,
+) -> logging.Handler:
+    """Install one handler on the root logger rendering `log_format`; returns the handler."""
+    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
+    handler.setFormatter(TextFormatter() if log_format is LogFormat.TEXT else _json_formatter())
+    if owner_id is not None:
+        handler.addFilter(OwnerFilter(owner_id))
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        if existing.get_name() == _HANDLER_NAME:
+            root.removeHandler(existing)
+    handler.set_name(_HANDLER_NAME)
+    root.addHandler(handler)
+    root.setLevel(level)
+    # psycopg is chatty at INFO about reconnects we already report as WARNING ourselves.
+    logging.getLogger("psycopg").setLevel(max(logging.WARNING, root.level))
+    return handler

@@ -1,0 +1,274 @@
+"""The Coordinator service loop (SPEC §8): cycles, idle sleep, faults, signals, graceful stop.
+
+One loop per replica. Work remaining -> next cycle at once. Idle -> sleep until the database's
+next-due hint, woken early by `LISTEN ql3_schedule_changed`, capped by the poll interval; all
+sleeps are monotonic waits (rule zero). A database fault never ends the loop: log a WARNING, back
+off with jitter, reconnect, go on. Only a schema mismatch stops it (exit code 3), and SIGTERM or
+SIGINT, after which held claims are released so another replica takes over at once (§7).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from typing import TYPE_CHECKING, Protocol
+
+from ql3_cluster_postgres import PostgresScheduleRepository, SchemaMismatchError
+from ql3_runtime_core import QL3Error, ScheduleRepository
+
+from ._backoff import Backoff
+from ._coordinator import AdmissionCallback, Coordinator
+from ._metrics import CoordinatorMetrics, HealthState, MetricsServer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+
+    from ._config import CoordinatorSettings
+
+__all__ = ["CoordinatorService", "ServiceRepository", "postgres_repository_factory"]
+
+logger = logging.getLogger(__name__)
+
+# Longest uninterrupted wait: a stop request is noticed at least this often even while the
+# LISTEN wait blocks inside the driver.
+_WAIT_SLICE_S = 0.25
+
+
+class ServiceRepository(ScheduleRepository, Protocol):
+    """What the service loop needs beyond the Coordinator's protocol."""
+
+    def check_schema(self) -> int:
+        """Raise `SchemaMismatchError` unless the schema is the expected version."""
+        ...
+
+    def wait_for_wakeup(self, timeout_s: float) -> bool:
+        """Block up to `timeout_s` (monotonic) for a schedule-change notification."""
+        ...
+
+    def close(self) -> None:
+        """Close every connection."""
+        ...
+
+
+def postgres_repository_factory(settings: CoordinatorSettings) -> Callable[[], ServiceRepository]:
+    """Return a factory building the PostgreSQL repository with the settings' connection options."""
+    dsn = settings.dsn_value()
+    if dsn is None:
+        msg = "dsn: no database given; pass --dsn or set QL3_DSN"
+        raise QL3Error(msg)
+
+    def build() -> ServiceRepository:
+        return PostgresScheduleRepository(
+            dsn,
+            max_serialization_retries=settings.max_serialization_retries,
+            application_name=settings.application_name,
+            connect_timeout_s=settings.connect_timeout_s,
+            keepalives_idle_s=settings.keepalives_idle_s,
+            keepalives_interval_s=settings.keepalives_interval_s,
+            keepalives_count=settings.keepalives_count,
+            tcp_user_timeout_ms=settings.tcp_user_timeout_ms,
+        )
+
+    return build
+
+
+class CoordinatorService:
+    """Runs one replica's loop until stopped; `run()` returns the process exit code."""
+
+    def __init__(
+        self,
+        settings: CoordinatorSettings,
+        *,
+        repository_factory: Callable[[], ServiceRepository] | None = None,
+        on_admitted: AdmissionCallback | None = None,
+    ) -> None:
+        self.settings = settings
+        self._factory = repository_factory or postgres_repository_factory(settings)
+        self._on_admitted = on_admitted
+        self.stop_event = threading.Event()
+        self.metrics = CoordinatorMetrics()
+        self.health = HealthState()
+        self.backoff = Backoff(
+            initial_s=settings.retry_initial_ms / 1000, maximum_s=settings.retry_max_ms / 1000
+        )
+        self._repository: ServiceRepository | None = None
+        self._coordinator: Coordinator | None = None
+        self._metrics_server: MetricsServer | None = None
+
+    def request_stop(self) -> None:
+        """Ask the loop to finish its cycle, release its claims and return; safe from a signal."""
+        self.stop_event.set()
+
+    def install_signal_handlers(self) -> None:
+        """Turn SIGTERM and SIGINT into a graceful stop (main thread only)."""
+
+        def handler(signum: int, _frame: FrameType | None) -> None:
+            logger.info(
+                "received %s; stopping after this cycle",
+                signal.Signals(signum).name,
+                extra={"event": "service.stopping", "signal": signal.Signals(signum).name},
+            )
+            self.request_stop()
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    def run(self) -> int:
+        """Run until stopped; 0 after a graceful stop.
+
+        Raises:
+            SchemaMismatchError: the database schema is not the version this build expects.
+
+        """
+        self._start_metrics()
+        logger.info(
+            "coordinator starting",
+            extra={
+                "event": "service.started",
+                "lease_ms": self.settings.lease_ms,
+                "claim_batch": self.settings.claim_batch,
+                "cycle_budget": self.settings.cycle_budget,
+                "poll_interval_ms": self.settings.poll_interval_ms,
+            },
+        )
+        try:
+            self._loop()
+        finally:
+            self._shutdown()
+        return 0
+
+    def _loop(self) -> None:
+        failures = 0
+        while not self.stop_event.is_set():
+            try:
+                self._step()
+                failures = 0
+            except SchemaMismatchError:
+                raise
+            except QL3Error as exc:
+                failures += 1
+                self._fault(exc, failures)
+
+    def _step(self) -> None:
+        coordinator = self._connect()
+        result = coordinator.run_cycle()
+        if result.work_remaining or self.stop_event.is_set():
+            return
+        self._idle(self._repository_or_raise())
+
+    def _connect(self) -> Coordinator:
+        if self._coordinator is not None and self._repository is not None:
+            return self._coordinator
+        repository = self._factory()
+        self._repository = repository
+        try:
+            version = repository.check_schema()
+        except SchemaMismatchError:
+            self.health.connected, self.health.schema_ok = True, False
+            raise
+        self.health.connected, self.health.schema_ok = True, True
+        held = self._coordinator.held_claims if self._coordinator is not None else ()
+        self._coordinator = Coordinator(
+            repository,
+            owner_id=self.settings.owner_id,
+            lease_ms=self.settings.lease_ms,
+            claim_batch=self.settings.claim_batch,
+            cycle_budget=self.settings.cycle_budget,
+            on_admitted=self._on_admitted,
+            metrics=self.metrics,
+            backoff=self.backoff,
+            stop_requested=self.stop_event,
+        )
+        # Claims granted before a fault still stand until they expire; the new Coordinator
+        # releases them first thing (exact match), so nothing waits for the lease needlessly.
+        self._coordinator._set_held(held)  # noqa: SLF001  # same package, hand-over on reconnect
+        logger.info(
+            "connected; schema version %d",
+            version,
+            extra={"event": "service.connected", "schema_version": version},
+        )
+        return self._coordinator
+
+    def _repository_or_raise(self) -> ServiceRepository:
+        if self._repository is None:
+            msg = "not connected"
+            raise QL3Error(msg)
+        return self._repository
+
+    def _idle(self, repository: ServiceRepository) -> None:
+        """Sleep until the next due time by the database, a change notification, or the cap."""
+        cap_s = self.settings.poll_interval_ms / 1000
+        hint_ms = repository.next_due_in_ms()
+        wait_s = cap_s if hint_ms is None else min(max(hint_ms, 0) / 1000, cap_s)
+        deadline = time.monotonic() + wait_s
+        while not self.stop_event.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if repository.wait_for_wakeup(min(left, _WAIT_SLICE_S)):
+                logger.debug("woken by a schedule change", extra={"event": "service.woken"})
+                return
+
+    def _fault(self, exc: QL3Error, failures: int) -> None:
+        delay = self.backoff.delay_s(failures)
+        self.metrics.database_faults.inc()
+        self.health.connected = False
+        logger.warning(
+            "database fault, retrying in %.2f s: %s",
+            delay,
+            exc,
+            extra={
+                "event": "service.fault",
+                "error": type(exc).__name__,
+                "attempt": failures,
+                "retry_in_ms": round(delay * 1000),
+            },
+        )
+        self._close_repository()
+        self.stop_event.wait(delay)
+
+    def _close_repository(self) -> None:
+        repository, self._repository = self._repository, None
+        if repository is None:
+            return
+        try:
+            repository.close()
+        except QL3Error as exc:
+            logger.debug("close failed: %s", exc, extra={"event": "service.close_failed"})
+
+    def _shutdown(self) -> None:
+        coordinator = self._coordinator
+        if coordinator is not None and coordinator.held_claims:
+            try:
+                if self._repository is None:
+                    self._repository = self._factory()
+                    coordinator.repository = self._repository
+                coordinator.release_held_claims()
+            except QL3Error as exc:
+                logger.warning(
+                    "could not release held claims; they expire by database time: %s",
+                    exc,
+                    extra={"event": "claims.release_failed"},
+                )
+        self._close_repository()
+        if self._metrics_server is not None:
+            self._metrics_server.stop()
+        logger.info("coordinator stopped", extra={"event": "service.stopped"})
+
+    def _start_metrics(self) -> None:
+        if self.settings.metrics_port is None:
+            return
+        self._metrics_server = MetricsServer(
+            self.metrics,
+            self.health,
+            host=self.settings.metrics_host,
+            port=self.settings.metrics_port,
+        ).start()
+        logger.info(
+            "serving /metrics and /healthz on port %d",
+            self._metrics_server.port,
+            extra={"event": "metrics.serving", "port": self._metrics_server.port},
+        )

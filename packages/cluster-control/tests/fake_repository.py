@@ -1,0 +1,259 @@
+"""An in-memory `ScheduleRepository` for unit tests of Coordinator cycles.
+
+It keeps schedules as Python objects and a *fake database clock* the test moves by hand (no
+node clock, rule zero). It mirrors the repository semantics the Coordinator relies on: claims
+take due, unclaimed-or-expired active rows and stamp them with the fake clock; commits are
+fenced on the exact claim and expiry; a lost reply yields UNCERTAIN after the commit landed.
+It never parses SQL.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence  # noqa: TC003  # dataclass fields resolve at runtime
+from dataclasses import dataclass, field
+from uuid import UUID  # noqa: TC003  # dataclass fields resolve at runtime
+
+from ql3_runtime_core import (
+    AdmittedRun,
+    ClaimClusterScheduleCommand,
+    ClaimCommit,
+    ClockRegressionError,
+    ClusterScheduleClaim,
+    CommitBatch,
+    CommitOutcome,
+    CommitStatus,
+    RepositoryUnavailableError,
+    ScheduleDefinition,
+    ScheduleState,
+    next_occurrence_ms,
+)
+
+
+@dataclass
+class FakeSchedule:
+    """One schedule row."""
+
+    schedule_id: int
+    task_id: int
+    definition: ScheduleDefinition
+    next_due_at_ms: int | None
+    state: ScheduleState = ScheduleState.ACTIVE
+    version: int = 0
+    updated_at_ms: int = 0
+    claim_owner_id: str | None = None
+    claim_token: UUID | None = None
+    claim_expires_at_ms: int | None = None
+
+
+@dataclass
+class FakeRepository:
+    """The fake store; `now_ms` is its database clock, advanced by `tick_ms` per statement."""
+
+    now_ms: int = 1_700_000_000_000
+    tick_ms: int = 1
+    schedules: dict[int, FakeSchedule] = field(default_factory=dict)
+    runs: list[AdmittedRun] = field(default_factory=list)
+    notifications: list[int] = field(default_factory=list)
+    lose_next_reply: bool = False
+    fail_next_commit: BaseException | None = None
+    before_commit: Callable[[FakeRepository], None] | None = None
+    resolve_failures: int = 0
+    calls: list[str] = field(default_factory=list)
+    closed: bool = False
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    # -- set-up helpers -----------------------------------------------------------------------
+
+    def add(self, cron: str = "* * * * * *", *, first_due_ms: int | None = None) -> FakeSchedule:
+        """Add an active schedule whose cursor is its next occurrence after now (or given)."""
+        definition = ScheduleDefinition(cron=cron)
+        schedule_id = len(self.schedules) + 1
+        due = (
+            first_due_ms
+            if first_due_ms is not None
+            else next_occurrence_ms(cron, "UTC", self.now_ms)
+        )
+        row = FakeSchedule(
+            schedule_id, 100 + schedule_id, definition, due, updated_at_ms=self.now_ms
+        )
+        self.schedules[schedule_id] = row
+        return row
+
+    def _observe(self) -> int:
+        self.now_ms += self.tick_ms
+        return self.now_ms
+
+    # -- ScheduleRepository -------------------------------------------------------------------
+
+    def claim_due_schedules(
+        self, command: ClaimClusterScheduleCommand, limit: int
+    ) -> list[ClusterScheduleClaim]:
+        """Claim up to `limit` due rows with one observation of the fake clock."""
+        self.calls.append("claim")
+        obs = self._observe()
+        claims: list[ClusterScheduleClaim] = []
+        for row in sorted(
+            self.schedules.values(), key=lambda r: (r.next_due_at_ms or 0, r.schedule_id)
+        ):
+            if len(claims) >= limit:
+                break
+            if row.state is not ScheduleState.ACTIVE or row.next_due_at_ms is None:
+                continue
+            if row.next_due_at_ms > obs or row.updated_at_ms > obs:
+                continue
+            if row.claim_expires_at_ms is not None and row.claim_expires_at_ms > obs:
+                continue
+            row.version += 1
+            row.updated_at_ms = obs
+            row.claim_owner_id = command.owner_id
+            row.claim_token = command.claim_token
+            row.claim_expires_at_ms = obs + command.lease_ms
+            claims.append(self._claim(row))
+        return claims
+
+    def _claim(self, row: FakeSchedule) -> ClusterScheduleClaim:
+        assert row.claim_owner_id is not None
+        assert row.claim_token is not None
+        assert row.claim_expires_at_ms is not None
+        assert row.next_due_at_ms is not None
+        return ClusterScheduleClaim(
+            schedule_id=row.schedule_id,
+            task_id=row.task_id,
+            version=row.version,
+            owner_id=row.claim_owner_id,
+            claim_token=row.claim_token,
+            claim_acquired_at_ms=row.updated_at_ms,
+            claim_expires_at_ms=row.claim_expires_at_ms,
+            next_due_at_ms=row.next_due_at_ms,
+            definition=row.definition,
+        )
+
+    def _stands(self, claim: ClusterScheduleClaim) -> bool:
+        row = self.schedules[claim.schedule_id]
+        return (
+            row.claim_token == claim.claim_token
+            and row.claim_owner_id == claim.owner_id
+            and row.version == claim.version
+            and row.updated_at_ms == claim.claim_acquired_at_ms
+            and row.claim_expires_at_ms == claim.claim_expires_at_ms
+        )
+
+    def commit_decisions(self, commits: Sequence[ClaimCommit]) -> CommitBatch:
+        """Fenced commit of several claims with one observation; nothing written on regression."""
+        self.calls.append("commit")
+        if self.before_commit is not None:
+            hook, self.before_commit = self.before_commit, None
+            hook(self)
+        if self.fail_next_commit is not None:
+            error, self.fail_next_commit = self.fail_next_commit, None
+            raise error
+        obs = self._observe()
+        for commit in commits:
+            if obs < commit.claim.claim_acquired_at_ms:
+                raise ClockRegressionError(
+                    commit.claim.schedule_id, obs, commit.claim.claim_acquired_at_ms
+                )
+        outcomes = tuple(self._apply(commit, obs) for commit in commits)
+        if self.lose_next_reply:
+            self.lose_next_reply = False
+            outcomes = tuple(
+                CommitOutcome(schedule_id=o.schedule_id, status=CommitStatus.UNCERTAIN)
+                for o in outcomes
+            )
+        return CommitBatch(outcomes=outcomes)
+
+    def _apply(self, commit: ClaimCommit, obs: int) -> CommitOutcome:
+        claim = commit.claim
+        row = self.schedules[claim.schedule_id]
+        if not self._stands(claim) or obs >= claim.claim_expires_at_ms:
+            return CommitOutcome(schedule_id=claim.schedule_id, status=CommitStatus.RACED)
+        runs = []
+        for occurrence in commit.decision.occurrences:
+            run_id = next(self._ids)
+            run = AdmittedRun(
+                run_id=run_id,
+                attempt_id=run_id,
+                schedule_id=claim.schedule_id,
+                task_id=claim.task_id,
+                scheduled_for_ms=occurrence,
+                created_at_ms=obs,
+                owner_id=claim.owner_id,
+                claim_token=claim.claim_token,
+            )
+            runs.append(run)
+            self.runs.append(run)
+            self.notifications.append(run_id)
+        row.next_due_at_ms = commit.decision.next_due_at_ms
+        row.state = commit.decision.state
+        row.version += 1
+        row.updated_at_ms = obs
+        row.claim_owner_id = row.claim_token = row.claim_expires_at_ms = None
+        return CommitOutcome(
+            schedule_id=claim.schedule_id,
+            status=CommitStatus.COMMITTED,
+            committed_at_ms=obs,
+            runs=tuple(runs),
+        )
+
+    def resolve_uncertain_commit(self, commit: ClaimCommit) -> CommitOutcome:
+        """Settle from facts: runs exist -> committed; claim stands -> commit; else raced."""
+        self.calls.append("resolve")
+        if self.resolve_failures > 0:
+            self.resolve_failures -= 1
+            msg = "fake: connection refused"
+            raise RepositoryUnavailableError(msg)
+        claim = commit.claim
+        landed = tuple(
+            run
+            for run in self.runs
+            if run.schedule_id == claim.schedule_id and run.claim_token == claim.claim_token
+        )
+        if landed:
+            return CommitOutcome(
+                schedule_id=claim.schedule_id,
+                status=CommitStatus.COMMITTED,
+                committed_at_ms=landed[0].created_at_ms,
+                runs=landed,
+            )
+        if self._stands(claim):
+            return self.commit_decisions([commit]).outcomes[0]
+        return CommitOutcome(schedule_id=claim.schedule_id, status=CommitStatus.RACED)
+
+    def release_claims(self, claims: Sequence[ClusterScheduleClaim]) -> int:
+        """Release exact claims at the fake database time."""
+        self.calls.append("release")
+        obs = self._observe()
+        released = 0
+        for claim in claims:
+            if self._stands(claim):
+                row = self.schedules[claim.schedule_id]
+                row.claim_owner_id = row.claim_token = row.claim_expires_at_ms = None
+                row.version += 1
+                row.updated_at_ms = obs
+                released += 1
+        return released
+
+    def next_due_in_ms(self) -> int | None:
+        """Milliseconds until the earliest active cursor by the fake clock."""
+        dues = [
+            row.next_due_at_ms
+            for row in self.schedules.values()
+            if row.state is ScheduleState.ACTIVE and row.next_due_at_ms is not None
+        ]
+        return None if not dues else max(min(dues) - self.now_ms, 0)
+
+    # -- service extras -------------------------------------------------------------------------
+
+    def check_schema(self) -> int:
+        """Report the expected schema version: the fake always matches."""
+        return 1
+
+    def wait_for_wakeup(self, timeout_s: float) -> bool:
+        """Advance the fake clock by the wait instead of sleeping."""
+        self.now_ms += int(timeout_s * 1000)
+        return False
+
+    def close(self) -> None:
+        """Mark closed."""
+        self.closed = True

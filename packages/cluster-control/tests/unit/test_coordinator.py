@@ -1,0 +1,189 @@
+"""Coordinator cycles against the in-memory fake repository (no database, no clock)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from fake_repository import FakeRepository
+from ql3_cluster_control import Coordinator, CoordinatorMetrics, CycleOverlapError
+from ql3_runtime_core import AdmittedRun, CommitStatus, RepositoryUnavailableError
+
+
+def _coordinator(repo: FakeRepository, **kwargs: object) -> Coordinator:
+    return Coordinator(repo, owner_id="replica-a", lease_ms=5_000, **kwargs)  # type: ignore[arg-type]
+
+
+def test_claim_rounds_preserve_each_claims_database_time() -> None:
+    """Claim rounds of one cycle keep their own DB times; the summary shows first and last."""
+    repo = FakeRepository(tick_ms=7)
+    for _ in range(5):
+        repo.add(first_due_ms=repo.now_ms)
+    result = _coordinator(repo, claim_batch=2).run_cycle()
+    acquired = sorted({run.created_at_ms for run in result.admitted})
+    assert result.summary.claims == 5
+    assert result.summary.admitted == 5
+    assert repo.calls.count("claim") == 4  # 2 + 2 + 1, then an empty round
+    first, last = (
+        result.summary.first_claim_acquired_at_ms,
+        result.summary.last_claim_acquired_at_ms,
+    )
+    assert first is not None
+    assert last is not None
+    # Three rounds, each a claim and a commit statement observing the fake database clock.
+    assert last - first == 28
+    assert all(created > first for created in acquired)
+
+
+def test_empty_cycle_summary_has_no_times() -> None:
+    """A cycle that claimed nothing reports null acquired times and no work remaining."""
+    repo = FakeRepository()
+    repo.add()
+    result = _coordinator(repo).run_cycle()
+    assert result.summary.claims == 0
+    assert result.summary.first_claim_acquired_at_ms is None
+    assert result.summary.last_claim_acquired_at_ms is None
+    assert not result.work_remaining
+
+
+def test_budget_limits_a_cycle_and_leaves_work_for_the_next() -> None:
+    """The cycle budget caps admissions; the backlog is admitted by the next cycle."""
+    repo = FakeRepository()
+    for _ in range(3):
+        row = repo.add(first_due_ms=repo.now_ms - 10_000)
+        row.definition = row.definition.model_copy(update={"misfire_policy": "catch_up"})
+    coordinator = _coordinator(repo, cycle_budget=4, claim_batch=16)
+    first = coordinator.run_cycle()
+    assert first.summary.admitted == 4
+    assert first.work_remaining
+    second = coordinator.run_cycle()
+    assert second.summary.admitted > 0
+    keys = [(run.schedule_id, run.scheduled_for_ms) for run in repo.runs]
+    assert len(keys) == len(set(keys))
+
+
+def test_callback_and_notifications_only_for_fenced_admissions() -> None:
+    """Raced claims allocate no run, notify nobody and never reach the admission callback."""
+    repo = FakeRepository()
+    for _ in range(3):
+        repo.add(first_due_ms=repo.now_ms)
+    seen: list[AdmittedRun] = []
+
+    def expire_one(fake: FakeRepository) -> None:
+        # Another replica took schedule 2 over after its claim expired.
+        row = fake.schedules[2]
+        row.version += 1
+
+    repo.before_commit = expire_one
+    result = _coordinator(repo, on_admitted=seen.append).run_cycle()
+    assert result.summary.raced == 1
+    assert result.summary.committed == 2
+    assert sorted(run.schedule_id for run in seen) == [1, 3]
+    assert [run.run_id for run in seen] == repo.notifications
+    assert {run.schedule_id for run in repo.runs} == {1, 3}
+
+
+def test_lost_commit_reply_is_settled_once_without_readmission() -> None:
+    """An UNCERTAIN commit is resolved from facts: one run per occurrence, callback once."""
+    repo = FakeRepository()
+    repo.add(first_due_ms=repo.now_ms)
+    repo.lose_next_reply = True
+    repo.resolve_failures = 2  # the database is briefly unreachable while settling
+    seen: list[AdmittedRun] = []
+    metrics = CoordinatorMetrics()
+    result = _coordinator(repo, on_admitted=seen.append, metrics=metrics).run_cycle()
+    assert len(repo.runs) == 1
+    assert len(seen) == 1
+    assert result.summary.uncertain == 1
+    assert result.summary.committed == 1
+    assert repo.calls.count("resolve") == 3
+    assert repo.schedules[1].claim_token is None
+    value = metrics.registry.get_sample_value(
+        "ql3_uncertain_resolved_total", {"outcome": CommitStatus.COMMITTED.value}
+    )
+    assert value == 1
+
+
+def test_clock_regression_abandons_the_cycle_and_leaves_claims_to_expire() -> None:
+    """A database clock step back is counted, nothing written, the claims left to expire."""
+    repo = FakeRepository()
+    repo.add(first_due_ms=repo.now_ms)
+
+    def step_back(fake: FakeRepository) -> None:
+        fake.now_ms -= 60_000
+
+    repo.before_commit = step_back
+    metrics = CoordinatorMetrics()
+    coordinator = _coordinator(repo, metrics=metrics)
+    result = coordinator.run_cycle()
+    assert result.abandoned
+    assert result.summary.clock_regressed == 1
+    assert repo.runs == []
+    assert repo.schedules[1].claim_token is not None
+    assert coordinator.held_claims == ()
+    assert metrics.registry.get_sample_value("ql3_clock_regressions_total") == 1
+
+
+def test_fault_keeps_claims_held_and_next_cycle_releases_them_first() -> None:
+    """A commit fault propagates; the next cycle hands the stale claims back before claiming."""
+    repo = FakeRepository()
+    repo.add(first_due_ms=repo.now_ms)
+    repo.fail_next_commit = RepositoryUnavailableError("fake: connection lost")
+    coordinator = _coordinator(repo)
+    with pytest.raises(RepositoryUnavailableError):
+        coordinator.run_cycle()
+    assert len(coordinator.held_claims) == 1
+    result = coordinator.run_cycle()
+    held_after: tuple[object, ...] = coordinator.held_claims
+    assert repo.calls[-4:-2] == ["release", "claim"]
+    assert result.summary.admitted == 1
+    assert held_after == ()
+
+
+def test_cycles_never_overlap() -> None:
+    """A second cycle started while one runs is refused."""
+    repo = FakeRepository()
+    repo.add(first_due_ms=repo.now_ms)
+    entered, release = threading.Event(), threading.Event()
+    coordinator = _coordinator(repo)
+    errors: list[BaseException] = []
+
+    def block(_fake: FakeRepository) -> None:
+        entered.set()
+        release.wait(10)
+
+    repo.before_commit = block
+    worker = threading.Thread(target=coordinator.run_cycle)
+    worker.start()
+    entered.wait(10)
+    try:
+        coordinator.run_cycle()
+    except CycleOverlapError as exc:
+        errors.append(exc)
+    finally:
+        release.set()
+        worker.join(10)
+    assert len(errors) == 1
+
+
+def test_stop_request_prevents_new_claim_rounds() -> None:
+    """Once a stop is requested, a cycle claims nothing more."""
+    repo = FakeRepository()
+    repo.add(first_due_ms=repo.now_ms)
+    stop = threading.Event()
+    stop.set()
+    result = _coordinator(repo, stop_requested=stop).run_cycle()
+    assert result.summary.claims == 0
+    assert "claim" not in repo.calls
+
+
+def test_release_held_claims_on_graceful_stop() -> None:
+    """Held claims are released exactly so another replica can claim them at once."""
+    repo = FakeRepository()
+    repo.add(first_due_ms=repo.now_ms)
+    repo.fail_next_commit = RepositoryUnavailableError("fake: connection lost")
+    coordinator = _coordinator(repo)
+    with pytest.raises(RepositoryUnavailableError):
+        coordinator.run_cycle()
+    assert coordinator.release_held_claims() == 1
+    assert repo.schedules[1].claim_token is None
