@@ -1,0 +1,195 @@
+"""Contract tests (SPEC D1, D3, §10.1): caller time rejected, lease bounds, exact claims."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import pytest
+from claims import TOKEN, claim_payload, make_claim
+from pydantic import ValidationError
+from ql3_runtime_core import (
+    LEASE_MS_DEFAULT,
+    LEASE_MS_MAX,
+    LEASE_MS_MIN,
+    OWNER_ID_MAX_LENGTH,
+    ClaimClusterScheduleCommand,
+    ClusterScheduleClaim,
+    MisfirePolicy,
+    ScheduleDefinition,
+    same_claim,
+)
+
+COMMAND = {"owner_id": "replica-a", "claim_token": str(TOKEN)}
+
+
+@pytest.mark.parametrize(
+    "field", ["observedAtMs", "observed_at_ms", "clock", "nowMs", "unexpected"]
+)
+def test_command_rejects_caller_time_and_any_extra_field(field: str) -> None:
+    """A claim command with a time (or any other extra) field fails, naming that field."""
+    with pytest.raises(ValidationError, match=field) as caught:
+        ClaimClusterScheduleCommand.model_validate({**COMMAND, field: 1_700_000_000_000})
+    assert caught.value.errors()[0]["type"] == "extra_forbidden"
+
+
+def test_command_accepts_wire_aliases() -> None:
+    """The wire names ownerId, claimToken and leaseMs are accepted."""
+    command = ClaimClusterScheduleCommand.model_validate(
+        {"ownerId": "replica-b", "claimToken": str(TOKEN), "leaseMs": 5_000}
+    )
+    assert (command.owner_id, command.claim_token, command.lease_ms) == ("replica-b", TOKEN, 5_000)
+
+
+def test_command_accepts_python_names() -> None:
+    """The snake_case field names are accepted as well."""
+    command = ClaimClusterScheduleCommand(owner_id="a", claim_token=TOKEN, lease_ms=1_000)
+    assert command.lease_ms == 1_000
+
+
+def test_command_lease_defaults_to_thirty_seconds() -> None:
+    """Without leaseMs the lease is 30 000 ms."""
+    assert (
+        ClaimClusterScheduleCommand.model_validate(COMMAND).lease_ms == LEASE_MS_DEFAULT == 30_000
+    )
+
+
+@pytest.mark.parametrize("lease", [1_000, 1_001, 30_000, 59_999, 60_000])
+def test_command_accepts_lease_within_bounds(lease: int) -> None:
+    """Leases from 1 000 to 60 000 ms inclusive are accepted."""
+    assert (
+        ClaimClusterScheduleCommand.model_validate({**COMMAND, "leaseMs": lease}).lease_ms == lease
+    )
+    assert (LEASE_MS_MIN, LEASE_MS_MAX) == (1_000, 60_000)
+
+
+@pytest.mark.parametrize("lease", [999, 60_001, 0, -1, 10**9])
+def test_command_rejects_lease_out_of_bounds(lease: int) -> None:
+    """Leases outside 1 000..60 000 ms fail, naming the lease field."""
+    with pytest.raises(ValidationError, match="lease"):
+        ClaimClusterScheduleCommand.model_validate({**COMMAND, "leaseMs": lease})
+
+
+@pytest.mark.parametrize("lease", ["30000", 30_000.0, True])
+def test_command_rejects_non_integer_lease(lease: object) -> None:
+    """The lease must be a real integer, not a string, float or bool."""
+    with pytest.raises(ValidationError, match="lease"):
+        ClaimClusterScheduleCommand.model_validate({**COMMAND, "leaseMs": lease})
+
+
+@pytest.mark.parametrize("owner", ["", " ", " padded", "padded ", "x" * (OWNER_ID_MAX_LENGTH + 1)])
+def test_command_rejects_bad_owner_id(owner: str) -> None:
+    """An empty, blank-padded or over-long owner id fails, naming the owner field."""
+    with pytest.raises(ValidationError, match="owner"):
+        ClaimClusterScheduleCommand.model_validate({**COMMAND, "owner_id": owner})
+
+
+def test_command_accepts_owner_id_at_max_length() -> None:
+    """An owner id of exactly the maximum length is accepted."""
+    owner = "x" * OWNER_ID_MAX_LENGTH
+    assert (
+        ClaimClusterScheduleCommand.model_validate(
+            {"ownerId": owner, "claimToken": str(TOKEN)}
+        ).owner_id
+        == owner
+    )
+
+
+@pytest.mark.parametrize("token", ["not-a-uuid", "", 42])
+def test_command_rejects_bad_claim_token(token: object) -> None:
+    """The claim token must be a UUID."""
+    with pytest.raises(ValidationError, match="claim"):
+        ClaimClusterScheduleCommand.model_validate({**COMMAND, "claimToken": token})
+
+
+def test_command_is_frozen() -> None:
+    """A command cannot be changed after validation."""
+    command = ClaimClusterScheduleCommand.model_validate(COMMAND)
+    with pytest.raises(ValidationError):
+        command.lease_ms = 2_000
+
+
+@pytest.mark.parametrize("lease", [1_000, 30_000, 60_000])
+def test_claim_accepts_lease_within_bounds(lease: int) -> None:
+    """A claim whose expiry is 1 000..60 000 ms after its acquired time is valid."""
+    claim = make_claim(claim_acquired_at_ms=5_000_000, claim_expires_at_ms=5_000_000 + lease)
+    assert claim.claim_expires_at_ms - claim.claim_acquired_at_ms == lease
+
+
+@pytest.mark.parametrize("lease", [999, 60_001, 0, -30_000])
+def test_claim_rejects_lease_out_of_bounds(lease: int) -> None:
+    """A claim whose expiry is not 1 000..60 000 ms after acquisition fails, naming both fields."""
+    with pytest.raises(ValidationError, match="claim_expires_at_ms - claim_acquired_at_ms"):
+        make_claim(claim_acquired_at_ms=5_000_000, claim_expires_at_ms=5_000_000 + lease)
+
+
+@pytest.mark.parametrize("field", ["observedAtMs", "observed_at_ms", "extra"])
+def test_claim_rejects_extra_fields(field: str) -> None:
+    """A claim carries no extra field, in particular no caller observation."""
+    with pytest.raises(ValidationError, match=field):
+        ClusterScheduleClaim.model_validate({**claim_payload(), field: 1})
+
+
+def test_claim_accepts_wire_aliases() -> None:
+    """A claim can be read from its camelCase wire form."""
+    payload = claim_payload()
+    wire = ClusterScheduleClaim.model_validate(payload).model_dump(by_alias=True)
+    assert "claimAcquiredAtMs" in wire
+    assert ClusterScheduleClaim.model_validate(wire) == ClusterScheduleClaim.model_validate(payload)
+
+
+def test_same_claim_is_true_for_identical_claims() -> None:
+    """Two claims with the same identity fields are the same claim."""
+    assert same_claim(make_claim(), make_claim())
+
+
+def test_same_claim_ignores_cursor_and_definition() -> None:
+    """Cursor and definition are not part of a claim's identity."""
+    other = make_claim(next_due_at_ms=1, definition={"cron": "0 * * * *"})
+    assert same_claim(make_claim(), other)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"schedule_id": 8},
+        {"owner_id": "replica-b"},
+        {"claim_token": UUID("00000000-0000-4000-8000-000000000000")},
+        {"version": 12},
+        {"claim_acquired_at_ms": 1_000_001},
+        {"claim_expires_at_ms": 1_030_001},
+    ],
+    ids=["schedule", "owner", "token", "version", "acquired", "expiry"],
+)
+def test_same_claim_is_false_when_one_identity_field_differs(change: dict[str, Any]) -> None:
+    """Changing any single identity field (acquired time included) makes it another claim."""
+    assert not same_claim(make_claim(), make_claim(**change))
+    assert not same_claim(make_claim(**change), make_claim())
+
+
+def test_definition_defaults() -> None:
+    """A definition defaults to UTC, fire_once and a 60 s grace with an open window."""
+    definition = ScheduleDefinition(cron="*/5 * * * *")
+    assert definition.timezone == "UTC"
+    assert definition.misfire_policy is MisfirePolicy.FIRE_ONCE
+    assert (definition.misfire_grace_ms, definition.start_at_ms, definition.end_at_ms) == (
+        60_000,
+        None,
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"cron": "61 * * * *"}, "61 \\* \\* \\* \\*"),
+        ({"timezone": "Mars/Olympus"}, "Mars/Olympus"),
+        ({"misfire_grace_ms": -1}, "misfire_grace_ms"),
+        ({"misfire_policy": "sometimes"}, "misfire_policy"),
+        ({"start_at_ms": 10, "end_at_ms": 5}, "end_at_ms"),
+    ],
+)
+def test_definition_rejects_bad_values_naming_them(change: dict[str, Any], named: str) -> None:
+    """A bad cron, zone, grace, policy or window fails with the bad field or value named."""
+    with pytest.raises(ValidationError, match=named):
+        ScheduleDefinition.model_validate({"cron": "* * * * *", **change})
