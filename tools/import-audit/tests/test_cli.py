@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from typing import TYPE_CHECKING
 
 import pytest
 from fix_trees import FIXTURES
 from ql3_import_audit._cli import main
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_findings_print_as_file_line_rule_detail(capsys: pytest.CaptureFixture[str]) -> None:
@@ -48,3 +52,15 @@ def test_console_script_runs_from_the_environment() -> None:
     )
     assert result.returncode == 1, result.stderr
     assert "edge-import" in result.stdout
+
+
+def test_unparsable_file_stops_the_audit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A source file with a syntax error exits 2 and names the file and line."""
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURES / "unused", tree)
+    broken = tree / "packages/cluster-postgres/src/ql3_cluster_postgres/_broken.py"
+    broken.write_text("x = 1\ndef (:\n", encoding="utf-8")
+    assert main(["--root", str(tree)]) == 2
+    assert "_broken.py:2: cannot parse" in capsys.readouterr().err

@@ -1,4 +1,33 @@
-"""QL3 import audit: package closure and rule zero over every package's src and tests."""
+"""QL3 import audit: the package closure (SPEC §3) and rule zero (SPEC §1) over src and tests.
+
+Run `ql3-import-audit [--root PATH]` from the repository root. Every finding prints as
+`file:line: rule: detail` (paths relative to the root), then one summary line. Exit status: 0 clean,
+1 on any finding, 2 on a usage error or when a wrapped tool cannot run (or a file does not parse).
+
+Rules, and who enforces them (the well-kept tools first; the AST passes add only what they miss):
+
+- `forbidden-direction`: layers ql3_cluster_control > ql3_cluster_postgres > ql3_runtime_core, and
+  runtime-core never imports psycopg / psycopg_pool. import-linter `layers` + `forbidden` over src;
+  the AST pass over tests (not packages, so import-linter cannot see them) and src.
+- `edge-import`: a sibling's submodule or `_private` name, including `import x as y; y._z` and
+  `importlib.import_module("x._z")`. import-linter `private_modules` over src; the AST pass over src
+  and tests. Decision: a package's own tests MAY import its own private modules (they test the
+  implementation); they see siblings only through the sibling's `__all__`.
+- `undeclared-dependency`: deptry DEP001/DEP003/DEP004 per package. src against the package's
+  `[project.dependencies]` (and extras); tests against those plus the package itself and the root
+  `[dependency-groups] test` list; helper modules in the tests folder count as first party.
+- `unused-dependency`: deptry DEP002 over src, reported on the declaring pyproject line. Declared
+  but never imported on purpose: `_deptry.NOT_IMPORTED_ON_PURPOSE`, each with its reason.
+- `rule-zero`: node wall-clock use in package src and tests, `bench/`, `chaos/` and `tools/`.
+  ruff TID251 with the root pyproject's banned-api list (merged over a built-in floor) for the
+  direct forms; the AST pass for aliases, `getattr(time, "time")`, module loaders,
+  `sys.modules[...]`, clock functions passed as values, `clock_gettime(CLOCK_REALTIME)` and
+  `localtime()`, `gmtime()`, `ctime()`, `asctime()`, `strftime(fmt)` without a time argument.
+  `time.monotonic()` and `time.perf_counter()` stay allowed.
+
+`tools/import-audit/tests/fixtures/` holds miniature trees with planted violations; they are never
+audited as part of the real tree.
+"""
 
 from __future__ import annotations
 

@@ -19,11 +19,12 @@ if TYPE_CHECKING:
 def run_audit(root: Path) -> tuple[list[Finding], int]:
     """Return the sorted, de-duplicated findings and the number of packages audited."""
     workspace = load_workspace(root)
+    # The AST passes run first: they parse every file and name the one that does not parse.
     findings = [
-        *check_contracts(workspace),
         *check_imports(workspace),
+        *check_clock(workspace),
+        *check_contracts(workspace),
         *check_dependencies(workspace),
         *check_ruff(workspace),
-        *check_clock(workspace),
     ]
     return deduplicate(findings), len(workspace.packages)

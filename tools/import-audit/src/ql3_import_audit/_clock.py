@@ -14,7 +14,7 @@ import ast
 from typing import TYPE_CHECKING, Final
 
 from ._findings import RULE_CLOCK, Finding
-from ._importmap import bound_names
+from ._importmap import bound_names, parse
 
 if TYPE_CHECKING:
     from ._layout import Workspace
@@ -124,7 +124,7 @@ def check_clock(workspace: Workspace) -> list[Finding]:
     findings: list[Finding] = []
     for folder in workspace.rule_zero_folders():
         for path in workspace.python_files(folder):
-            tree = ast.parse(path.read_bytes(), filename=str(path))
+            tree = parse(path)
             relative = workspace.relative(path)
             findings += [
                 Finding(relative, line, RULE_CLOCK, f"{detail} (SPEC §1)")

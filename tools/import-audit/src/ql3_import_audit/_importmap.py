@@ -8,6 +8,12 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from typing import TYPE_CHECKING
+
+from ._findings import AuditToolError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _DYNAMIC_IMPORTERS = frozenset({"importlib.import_module", "__import__"})
 
@@ -24,6 +30,15 @@ class ImportTarget:
     def top(self) -> str:
         """Return the top-level package of the imported module."""
         return self.module.split(".")[0]
+
+
+def parse(path: Path) -> ast.Module:
+    """Parse one source file; a file that does not parse stops the audit with its location."""
+    try:
+        return ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None) or 1
+        raise AuditToolError(f"{path}:{line}: cannot parse: {exc}") from exc
 
 
 def bound_names(tree: ast.Module, *, modules_only: bool = False) -> dict[str, str]:

@@ -11,11 +11,10 @@ checks both `src` and `tests` of every package:
 
 from __future__ import annotations
 
-import ast
 from typing import TYPE_CHECKING
 
 from ._findings import RULE_DIRECTION, RULE_EDGE, Finding
-from ._importmap import ImportTarget, import_targets
+from ._importmap import ImportTarget, import_targets, parse
 from ._layout import FORBIDDEN_EXTERNAL, LAYERS, Package, Workspace
 
 if TYPE_CHECKING:
@@ -54,7 +53,7 @@ def edge_reason(importer: str, target: ImportTarget, siblings: frozenset[str]) -
 def _check_file(
     path: Path, package: Package, siblings: frozenset[str]
 ) -> list[tuple[int, str, str]]:
-    tree = ast.parse(path.read_bytes(), filename=str(path))
+    tree = parse(path)
     problems: list[tuple[int, str, str]] = []
     for target in import_targets(tree):
         direction = forbidden_reason(package.import_name, target.top)
