@@ -1,0 +1,100 @@
+"""Commit normalization (D4): a decision is bound to its claim's observation and cursor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from claims import make_claim, make_decision
+from ql3_runtime_core import (
+    ClaimCommit,
+    InvalidDecisionError,
+    ScheduleState,
+    normalize_commit,
+    resolve_cluster_schedule_decision,
+)
+
+
+def test_resolved_decision_is_accepted() -> None:
+    """A decision computed from the claim normalizes into a ClaimCommit holding both."""
+    claim = make_claim()
+    decision = resolve_cluster_schedule_decision(claim, 16)
+    commit = normalize_commit(claim, decision, 16)
+    assert isinstance(commit, ClaimCommit)
+    assert (commit.claim, commit.decision) == (claim, decision)
+
+
+def test_empty_decision_with_unchanged_cursor_is_accepted() -> None:
+    """Deciding nothing and keeping the cursor is a valid commit."""
+    claim = make_claim()
+    decision = make_decision(claim, occurrences=(), next_due_at_ms=claim.next_due_at_ms)
+    assert normalize_commit(claim, decision, 0).decision == decision
+
+
+def test_exhausted_decision_is_accepted() -> None:
+    """An exhausted decision has no cursor."""
+    claim = make_claim()
+    decision = make_decision(claim, next_due_at_ms=None, state=ScheduleState.EXHAUSTED)
+    assert normalize_commit(claim, decision, 1).decision.next_due_at_ms is None
+
+
+@pytest.mark.parametrize("observed", [999_999, 1_000_001, 0, 1_030_000])
+def test_observation_other_than_acquired_time_is_refused(observed: int) -> None:
+    """observed_at_ms must equal the claim's claim_acquired_at_ms exactly."""
+    claim = make_claim()
+    with pytest.raises(InvalidDecisionError, match="observed_at_ms") as caught:
+        normalize_commit(claim, make_decision(claim, observed_at_ms=observed), 16)
+    assert caught.value.field == "observed_at_ms"
+    assert str(observed) in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"schedule_id": 8}, "schedule_id"),
+        ({"next_due_at_ms": 899_999, "occurrences": ()}, "next_due_at_ms"),
+        ({"occurrences": (900_000, 1_000_001), "next_due_at_ms": 1_200_000}, "occurrences"),
+        ({"occurrences": (900_000, 900_000)}, "occurrences"),
+        ({"occurrences": (960_000, 900_000)}, "occurrences"),
+        ({"occurrences": (899_000,)}, "occurrences"),
+        ({"occurrences": (900_000, 960_000), "next_due_at_ms": 960_000}, "next_due_at_ms"),
+        ({"next_due_at_ms": None}, "next_due_at_ms"),
+        ({"state": ScheduleState.EXHAUSTED}, "state"),
+        ({"state": ScheduleState.PAUSED}, "state"),
+    ],
+    ids=[
+        "other-schedule",
+        "cursor-backwards",
+        "later-than-observation",
+        "duplicate",
+        "not-oldest-first",
+        "before-cursor",
+        "cursor-not-past-last",
+        "no-cursor-but-active",
+        "cursor-but-exhausted",
+        "cursor-but-paused",
+    ],
+)
+def test_inconsistent_decision_is_refused(change: dict[str, Any], field: str) -> None:
+    """Each inconsistency is refused with an InvalidDecisionError naming the field."""
+    claim = make_claim()
+    with pytest.raises(InvalidDecisionError) as caught:
+        normalize_commit(claim, make_decision(claim, **change), 16)
+    assert caught.value.field == field
+    assert str(caught.value).startswith(f"{field}: ")
+
+
+def test_more_occurrences_than_budget_is_refused() -> None:
+    """A decision admitting more than the budget is refused."""
+    claim = make_claim()
+    decision = make_decision(claim, occurrences=(900_000, 960_000), next_due_at_ms=1_020_000)
+    assert normalize_commit(claim, decision, 2).decision == decision
+    with pytest.raises(InvalidDecisionError, match="budget of 1"):
+        normalize_commit(claim, decision, 1)
+
+
+def test_occurrence_equal_to_observation_is_accepted() -> None:
+    """An occurrence exactly at the acquired time is due and may be admitted."""
+    claim = make_claim()
+    decision = make_decision(claim, occurrences=(1_000_000,), next_due_at_ms=1_000_001)
+    assert normalize_commit(claim, decision, 1).decision.occurrences == (1_000_000,)
