@@ -198,8 +198,8 @@ class WireFaultProxy:
     __module__ = "ql3_cluster_postgres"
 
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
-        self.upstream_host = upstream_host
-        self.upstream_port = upstream_port
+        # One tuple, replaced as a whole, so the loop thread never sees a half-changed address.
+        self._upstream = (upstream_host, upstream_port)
         self.port = 0
         self._state = _State()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -288,6 +288,18 @@ class WireFaultProxy:
         with self._state.armed_lock:
             self._state.armed += 1
 
+    def set_upstream(self, upstream_host: str, upstream_port: int) -> None:
+        """Send new connections to another server (a failover behind a stable address).
+
+        Open connections keep their server; call `reset_connections()` to move them too.
+        """
+        self._upstream = (upstream_host, upstream_port)
+
+    @property
+    def upstream(self) -> tuple[str, int]:
+        """The (host, port) new connections are forwarded to."""
+        return self._upstream
+
     def set_delay_ms(self, ms: int) -> None:
         """Hold every forwarded message for `ms` milliseconds (0 to stop delaying)."""
         if ms < 0:
@@ -345,7 +357,7 @@ class WireFaultProxy:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._state.connections_accepted += 1
         try:
-            upstream = await asyncio.open_connection(self.upstream_host, self.upstream_port)
+            upstream = await asyncio.open_connection(*self._upstream)
         except OSError:
             writer.transport.abort()
             return

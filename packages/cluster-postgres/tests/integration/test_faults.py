@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg.conninfo import make_conninfo
-from ql3_cluster_postgres import ThrowawayCluster, WireFaultProxy
+from ql3_cluster_postgres import ThrowawayCluster, WireFaultProxy, drop_database
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -17,28 +20,42 @@ if TYPE_CHECKING:
 TRIES = 100
 
 
+@dataclass(frozen=True)
+class Target:
+    """The database behind the proxy: where it listens and how to reach it directly."""
+
+    host: str
+    port: int
+    direct_dsn: str
+
+
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[ThrowawayCluster]:
-    """One PostgreSQL server with a small table for this module."""
-    with ThrowawayCluster(name="faults") as started:
-        with psycopg.connect(started.dsn(), autocommit=True) as conn:
+def cluster(pg_cluster: ThrowawayCluster) -> Iterator[Target]:
+    """Give this module its own database with a small table on the shared server."""
+    name = f"faults_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        with psycopg.connect(pg_cluster.dsn(name), autocommit=True) as conn:
             conn.execute("CREATE TABLE marks (id int PRIMARY KEY)")
-        yield started
+        yield Target(pg_cluster.host, pg_cluster.port, pg_cluster.dsn(name))
+    finally:
+        drop_database(pg_cluster, name)
 
 
 @pytest.fixture
-def proxy(cluster: ThrowawayCluster) -> Iterator[WireFaultProxy]:
+def proxy(cluster: Target) -> Iterator[WireFaultProxy]:
     """Start a proxy in front of the cluster; stop it after the test."""
     with WireFaultProxy(cluster.host, cluster.port) as started:
         yield started
 
 
-def _via(cluster: ThrowawayCluster, proxy: WireFaultProxy) -> str:
-    return make_conninfo(cluster.dsn(), host="127.0.0.1", port=str(proxy.port))
+def _via(cluster: Target, proxy: WireFaultProxy) -> str:
+    return make_conninfo(cluster.direct_dsn, host="127.0.0.1", port=str(proxy.port))
 
 
-def _count(cluster: ThrowawayCluster, low: int, high: int) -> int:
-    with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+def _count(cluster: Target, low: int, high: int) -> int:
+    with psycopg.connect(cluster.direct_dsn, autocommit=True) as conn:
         row = conn.execute(
             "SELECT count(*) FROM marks WHERE id >= %s AND id < %s", (low, high)
         ).fetchone()
@@ -46,9 +63,7 @@ def _count(cluster: ThrowawayCluster, low: int, high: int) -> int:
         return int(row[0])
 
 
-def test_dropped_commit_reply_is_deterministic(
-    cluster: ThrowawayCluster, proxy: WireFaultProxy
-) -> None:
+def test_dropped_commit_reply_is_deterministic(cluster: Target, proxy: WireFaultProxy) -> None:
     """Armed 100 times, every COMMIT commits on the server and every client sees a lost reply."""
     failures = 0
     for index in range(TRIES):
@@ -67,7 +82,7 @@ def test_dropped_commit_reply_is_deterministic(
     assert _count(cluster, 1000, 1000 + TRIES) == TRIES
 
 
-def test_unarmed_proxy_forwards_commits(cluster: ThrowawayCluster, proxy: WireFaultProxy) -> None:
+def test_unarmed_proxy_forwards_commits(cluster: Target, proxy: WireFaultProxy) -> None:
     """Without arming, commits through the proxy succeed and nothing is dropped."""
     with psycopg.connect(_via(cluster, proxy)) as conn:
         conn.execute("INSERT INTO marks (id) VALUES (2000)")
@@ -78,7 +93,7 @@ def test_unarmed_proxy_forwards_commits(cluster: ThrowawayCluster, proxy: WireFa
     assert _count(cluster, 2000, 2002) == 2
 
 
-def test_only_the_commit_reply_is_dropped(cluster: ThrowawayCluster, proxy: WireFaultProxy) -> None:
+def test_only_the_commit_reply_is_dropped(cluster: Target, proxy: WireFaultProxy) -> None:
     """Arming does not disturb other statements: the drop waits for the COMMIT."""
     conn = psycopg.connect(_via(cluster, proxy))
     try:
@@ -94,9 +109,7 @@ def test_only_the_commit_reply_is_dropped(cluster: ThrowawayCluster, proxy: Wire
     assert _count(cluster, 3000, 3005) == 5
 
 
-def test_extended_protocol_commit_is_recognised(
-    cluster: ThrowawayCluster, proxy: WireFaultProxy
-) -> None:
+def test_extended_protocol_commit_is_recognised(cluster: Target, proxy: WireFaultProxy) -> None:
     """A COMMIT sent through Parse/Bind/Execute (pipeline mode) is dropped the same way."""
     conn = psycopg.connect(_via(cluster, proxy))
     try:
@@ -112,7 +125,7 @@ def test_extended_protocol_commit_is_recognised(
 
 
 def test_tls_is_refused_so_the_protocol_stays_readable(
-    cluster: ThrowawayCluster, proxy: WireFaultProxy
+    cluster: Target, proxy: WireFaultProxy
 ) -> None:
     """sslmode=prefer falls back to clear text; sslmode=require fails clearly."""
     with psycopg.connect(_via(cluster, proxy) + " sslmode=prefer") as conn:
@@ -121,9 +134,7 @@ def test_tls_is_refused_so_the_protocol_stays_readable(
         psycopg.connect(_via(cluster, proxy) + " sslmode=require")
 
 
-def test_reset_connections_breaks_open_sessions(
-    cluster: ThrowawayCluster, proxy: WireFaultProxy
-) -> None:
+def test_reset_connections_breaks_open_sessions(cluster: Target, proxy: WireFaultProxy) -> None:
     """After a reset the open session fails; a new connection works."""
     conn = psycopg.connect(_via(cluster, proxy), autocommit=True)
     try:
@@ -137,9 +148,7 @@ def test_reset_connections_breaks_open_sessions(
         assert fresh.execute("SELECT 2").fetchone() == (2,)
 
 
-def test_partition_holds_traffic_until_heal(
-    cluster: ThrowawayCluster, proxy: WireFaultProxy
-) -> None:
+def test_partition_holds_traffic_until_heal(cluster: Target, proxy: WireFaultProxy) -> None:
     """A query sent during a partition gets no answer until the heal, then completes."""
     conn = psycopg.connect(_via(cluster, proxy), autocommit=True)
     answered = threading.Event()
@@ -163,7 +172,7 @@ def test_partition_holds_traffic_until_heal(
         conn.close()
 
 
-def test_delay_holds_each_message(cluster: ThrowawayCluster, proxy: WireFaultProxy) -> None:
+def test_delay_holds_each_message(cluster: Target, proxy: WireFaultProxy) -> None:
     """With a delay set, a round trip takes at least that delay; cleared, traffic flows again."""
     with psycopg.connect(_via(cluster, proxy), autocommit=True) as conn:
         proxy.set_delay_ms(200)
@@ -176,7 +185,7 @@ def test_delay_holds_each_message(cluster: ThrowawayCluster, proxy: WireFaultPro
         proxy.set_delay_ms(-1)
 
 
-def test_stop_is_idempotent_and_closes_clients(cluster: ThrowawayCluster) -> None:
+def test_stop_is_idempotent_and_closes_clients(cluster: Target) -> None:
     """Stopping the proxy resets its clients, and stopping twice is harmless."""
     proxy = WireFaultProxy(cluster.host, cluster.port).start()
     conn = psycopg.connect(_via(cluster, proxy), autocommit=True)
@@ -188,3 +197,14 @@ def test_stop_is_idempotent_and_closes_clients(cluster: ThrowawayCluster) -> Non
             conn.execute("SELECT 1")
     finally:
         conn.close()
+
+
+def test_set_upstream_moves_new_connections(cluster: Target, proxy: WireFaultProxy) -> None:
+    """After set_upstream new connections reach the new server; a dead one refuses clients."""
+    assert proxy.upstream == (cluster.host, cluster.port)
+    proxy.set_upstream("127.0.0.1", 1)
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(_via(cluster, proxy), connect_timeout=3)
+    proxy.set_upstream(cluster.host, cluster.port)
+    with psycopg.connect(_via(cluster, proxy), autocommit=True) as conn:
+        assert conn.execute("SELECT 5").fetchone() == (5,)

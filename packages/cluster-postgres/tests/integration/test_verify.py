@@ -15,10 +15,8 @@ import psycopg
 import pytest
 from ql3_cluster_postgres import (
     STALE_CLAIM_GRACE_MS_DEFAULT,
-    ThrowawayCluster,
+    Ql3Database,
     VerifyReport,
-    drop_database,
-    prepare_ql3_database,
     verify_history,
 )
 
@@ -136,23 +134,11 @@ class History:
         return verify_history(self.admin_dsn, **options)
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[ThrowawayCluster]:
-    """One PostgreSQL server for this module."""
-    with ThrowawayCluster(name="verify") as started:
-        yield started
-
-
 @pytest.fixture
-def history(cluster: ThrowawayCluster) -> Iterator[History]:
+def history(ql3_db: Ql3Database) -> Iterator[History]:
     """Give each test a fresh QL3 database, written by the superuser, checked as ql3_admin."""
-    name = f"verify_{uuid.uuid4().hex[:10]}"
-    database = prepare_ql3_database(cluster, name)
-    try:
-        with psycopg.connect(database.superuser_dsn, autocommit=True) as conn:
-            yield History(conn, database.dsn("admin"))
-    finally:
-        drop_database(cluster, name)
+    with psycopg.connect(ql3_db.superuser_dsn, autocommit=True) as conn:
+        yield History(conn, ql3_db.dsn("admin"))
 
 
 def _second(ms: int) -> int:
