@@ -1,4 +1,4 @@
--- D2: one statement, one database observation. `obs` is MATERIALIZED so clock_timestamp() is
+-- D2: one statement, one database observation. `obs` is MATERIALIZED so the database clock is
 -- read exactly once; due-ness, takeover of an expired claim and never-backwards all compare
 -- against it, and it is written as the acquired time (updated_at_ms) and the lease base.
 -- Parameters: owner_id, claim_token, lease_ms, batch_limit. No time is ever a parameter.

@@ -1,0 +1,333 @@
+"""The fenced commit (D5, §7), release, uncertainty and the next-due hint, as ql3_runtime."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+import psycopg
+import pytest
+from ql3_cluster_postgres import PostgresScheduleRepository, WireFaultProxy
+from ql3_runtime_core import (
+    ClaimCommit,
+    CommitStatus,
+    RepositoryUnavailableError,
+    ScheduleDecision,
+    ScheduleState,
+)
+from repo_helpers import (
+    command,
+    db_now_ms,
+    decide,
+    fetch,
+    history_counts,
+    make_schedules,
+    owner_conn,
+    wait_until,
+)
+
+if TYPE_CHECKING:
+    from ql3_cluster_postgres import Ql3Database
+
+
+def test_commit_writes_run_attempt_two_events_and_cursor_at_one_sample(
+    ql3_db: Ql3Database,
+) -> None:
+    """A fenced commit writes 1 run, 1 attempt, 2 events per occurrence, all at its sample."""
+    make_schedules(ql3_db, 2, shift_back_ms=2000)
+    dsn = ql3_db.dsn("runtime")
+    with PostgresScheduleRepository(dsn) as repo:
+        commits = [decide(claim) for claim in repo.claim_due_schedules(command(), 16)]
+        batch = repo.commit_decisions(commits)
+    assert batch.serialization_retries == 0
+    admitted = [run for outcome in batch.outcomes for run in outcome.runs]
+    occurrences = sum(len(commit.decision.occurrences) for commit in commits)
+    assert len(admitted) == occurrences >= 4
+    assert history_counts(ql3_db) == (occurrences, occurrences, 2 * occurrences)
+    sample = batch.outcomes[0].committed_at_ms
+    assert {outcome.committed_at_ms for outcome in batch.outcomes} == {sample}
+    assert {run.created_at_ms for run in admitted} == {sample}
+    times = fetch(
+        dsn,
+        "SELECT (SELECT array_agg(DISTINCT created_at_ms) FROM ql3.runs),"
+        " (SELECT array_agg(DISTINCT created_at_ms) || array_agg(DISTINCT updated_at_ms)"
+        "  FROM ql3.attempts), (SELECT array_agg(DISTINCT created_at_ms) FROM ql3.events),"
+        " (SELECT array_agg(DISTINCT updated_at_ms) FROM ql3.trigger_schedules)",
+    )[0]
+    assert all(set(column) == {sample} for column in times)
+    kinds = fetch(dsn, "SELECT run_id, attempt_id, kind FROM ql3.events ORDER BY id")
+    assert [kind for _, _, kind in kinds[:2]] == ["run.admitted", "attempt.queued"]
+    rows = fetch(dsn, "SELECT id, claim_token, next_due_at_ms FROM ql3.trigger_schedules")
+    cursors = {commit.claim.schedule_id: commit.decision.next_due_at_ms for commit in commits}
+    assert {(sid, token, due) for sid, token, due in rows} == {
+        (sid, None, cursor) for sid, cursor in cursors.items()
+    }
+
+
+def test_each_claim_is_fenced_on_its_own(ql3_db: Ql3Database) -> None:
+    """One transaction, two claims: the expired one races (nothing written), the other commits."""
+    make_schedules(ql3_db, 2)
+    dsn = ql3_db.dsn("runtime")
+    with PostgresScheduleRepository(dsn) as repo:
+        (short,) = repo.claim_due_schedules(command(lease_ms=1000), 1)
+        (long,) = repo.claim_due_schedules(command(lease_ms=30_000), 1)
+        wait_until(lambda: db_now_ms(dsn) >= short.claim_expires_at_ms, what="short expiry")
+        batch = repo.commit_decisions([decide(short), decide(long)])
+        status = {outcome.schedule_id: outcome.status for outcome in batch.outcomes}
+        assert status == {
+            short.schedule_id: CommitStatus.RACED,
+            long.schedule_id: CommitStatus.COMMITTED,
+        }
+        runs = fetch(dsn, "SELECT DISTINCT schedule_id FROM ql3.runs")
+        assert runs == [(long.schedule_id,)]
+        raced_row = fetch(
+            dsn,
+            "SELECT claim_token, version FROM ql3.trigger_schedules WHERE id = %s",
+            (short.schedule_id,),
+        )
+        assert raced_row == [(short.claim_token, short.version)]
+        # Identities were allocated only for the fenced admission: the next run id follows on.
+        last_id = max(run.run_id for run in batch.outcomes[1].runs)
+        (again,) = repo.claim_due_schedules(command(), 1)
+        assert again.schedule_id == short.schedule_id
+        later = repo.commit_decisions([decide(again)])
+    assert later.outcomes[0].runs[0].run_id == last_id + 1
+
+
+def test_notifications_only_for_fenced_admissions(ql3_db: Ql3Database) -> None:
+    """ql3_run_admitted carries exactly the run ids that passed the fence."""
+    make_schedules(ql3_db, 2)
+    dsn = ql3_db.dsn("runtime")
+    with psycopg.connect(dsn, autocommit=True) as listener, PostgresScheduleRepository(dsn) as repo:
+        listener.execute("LISTEN ql3_run_admitted")
+        (short,) = repo.claim_due_schedules(command(lease_ms=1000), 1)
+        (long,) = repo.claim_due_schedules(command(), 1)
+        wait_until(lambda: db_now_ms(dsn) >= short.claim_expires_at_ms, what="short expiry")
+        batch = repo.commit_decisions([decide(short), decide(long)])
+        expected = {str(run.run_id) for outcome in batch.outcomes for run in outcome.runs}
+        got = {n.payload for n in listener.notifies(timeout=2.0, stop_after=len(expected))}
+    assert got == expected
+    assert expected
+
+
+def test_serialization_failure_is_retried_with_a_fresh_sample(ql3_db: Ql3Database) -> None:
+    """A concurrent write to the claimed row makes the commit hit 40001; the retry counts it."""
+    make_schedules(ql3_db, 1)
+    dsn = ql3_db.dsn("runtime")
+    with PostgresScheduleRepository(dsn) as repo, owner_conn(ql3_db) as other:
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        other.execute("BEGIN")
+        other.execute(
+            "UPDATE ql3.trigger_schedules SET version = version + 1 WHERE id = %s",
+            (claim.schedule_id,),
+        )
+        result: list[object] = []
+        worker = threading.Thread(
+            target=lambda: result.append(repo.commit_decisions([decide(claim)]))
+        )
+        worker.start()
+        _wait_for_lock_wait(ql3_db)
+        other.execute("COMMIT")
+        worker.join(30)
+    (batch,) = result
+    assert batch.serialization_retries == 1  # type: ignore[attr-defined]
+    assert batch.outcomes[0].status is CommitStatus.RACED  # type: ignore[attr-defined]
+    assert history_counts(ql3_db) == (0, 0, 0)
+
+
+def test_serialization_retries_are_bounded(ql3_db: Ql3Database) -> None:
+    """With no retries allowed, a 40001 surfaces as RepositoryUnavailableError, not psycopg's."""
+    make_schedules(ql3_db, 1)
+    dsn = ql3_db.dsn("runtime")
+    with (
+        PostgresScheduleRepository(dsn, max_serialization_retries=0) as repo,
+        owner_conn(ql3_db) as other,
+    ):
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        other.execute("BEGIN")
+        other.execute(
+            "UPDATE ql3.trigger_schedules SET version = version + 1 WHERE id = %s",
+            (claim.schedule_id,),
+        )
+        errors: list[BaseException] = []
+
+        def commit() -> None:
+            try:
+                repo.commit_decisions([decide(claim)])
+            except RepositoryUnavailableError as exc:
+                errors.append(exc)
+
+        worker = threading.Thread(target=commit)
+        worker.start()
+        _wait_for_lock_wait(ql3_db)
+        other.execute("COMMIT")
+        worker.join(30)
+        assert len(errors) == 1
+        assert "40001" in str(errors[0])
+        assert repo.database_now_ms() > 0  # the repository recovers its connection
+
+
+def test_release_clears_exact_claims_and_wakes_others(ql3_db: Ql3Database) -> None:
+    """Release clears only exact claims at database time and notifies ql3_schedule_changed."""
+    make_schedules(ql3_db, 2)
+    dsn = ql3_db.dsn("runtime")
+    with PostgresScheduleRepository(dsn) as repo, PostgresScheduleRepository(dsn) as other:
+        first, second = repo.claim_due_schedules(command(), 2)
+        stale = first.model_copy(update={"version": first.version - 1})
+        assert repo.release_claims([stale]) == 0
+        assert other.wait_for_wakeup(0.05) is False
+        assert repo.release_claims([first, second]) == 2
+        assert other.wait_for_wakeup(5.0) is True
+        rows = fetch(dsn, "SELECT claim_token, version, updated_at_ms FROM ql3.trigger_schedules")
+        assert all(token is None for token, _, _ in rows)
+        assert {version for _, version, _ in rows} == {first.version + 1}
+        assert all(updated >= first.claim_acquired_at_ms for _, _, updated in rows)
+        assert len(other.claim_due_schedules(command("b"), 16)) == 2
+
+
+def test_next_due_hint_follows_the_database_clock(ql3_db: Ql3Database) -> None:
+    """None without schedules, 0 when due, the wait to the cursor or to a held claim's expiry."""
+    dsn = ql3_db.dsn("runtime")
+    with PostgresScheduleRepository(dsn) as repo:
+        assert repo.next_due_in_ms() is None
+        make_schedules(ql3_db, 1, prefix="due")
+        assert repo.next_due_in_ms() == 0
+        (claim,) = repo.claim_due_schedules(command(lease_ms=20_000), 1)
+        hint = repo.next_due_in_ms()
+        assert hint is not None
+        assert 15_000 < hint <= 20_000
+        make_schedules(ql3_db, 1, prefix="hourly", cron="0 * * * *", shift_back_ms=0)
+        hint = repo.next_due_in_ms()
+        assert hint is not None
+        assert hint <= min(20_000, 3_600_000)
+        repo.release_claims([claim])
+        assert repo.next_due_in_ms() == 0
+
+
+def test_resolve_after_a_landed_commit_reports_committed(ql3_db: Ql3Database) -> None:
+    """Resolving a commit that landed rebuilds the same runs and admits nothing new."""
+    make_schedules(ql3_db, 1)
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        commit = decide(claim)
+        batch = repo.commit_decisions([commit])
+        counts = history_counts(ql3_db)
+        resolved = repo.resolve_uncertain_commit(commit)
+    assert resolved.status is CommitStatus.COMMITTED
+    assert resolved.runs == batch.outcomes[0].runs
+    assert resolved.committed_at_ms == batch.outcomes[0].committed_at_ms
+    assert history_counts(ql3_db) == counts
+
+
+def test_resolve_when_the_claim_still_stands_commits_once(ql3_db: Ql3Database) -> None:
+    """A commit that never landed is committed by the resolution, exactly once."""
+    make_schedules(ql3_db, 1)
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        commit = decide(claim)
+        resolved = repo.resolve_uncertain_commit(commit)
+        again = repo.resolve_uncertain_commit(commit)
+    assert resolved.status is CommitStatus.COMMITTED
+    assert again.status is CommitStatus.COMMITTED
+    assert again.runs == resolved.runs
+    occurrences = len(commit.decision.occurrences)
+    assert history_counts(ql3_db) == (occurrences, occurrences, 2 * occurrences)
+
+
+def test_resolve_after_takeover_reports_raced(ql3_db: Ql3Database) -> None:
+    """If the claim expired and another owner took the schedule, the resolution is raced."""
+    make_schedules(ql3_db, 1)
+    dsn = ql3_db.dsn("runtime")
+    with PostgresScheduleRepository(dsn) as repo, PostgresScheduleRepository(dsn) as other:
+        (claim,) = repo.claim_due_schedules(command(lease_ms=1000), 1)
+        wait_until(lambda: db_now_ms(dsn) >= claim.claim_expires_at_ms, what="expiry")
+        assert len(other.claim_due_schedules(command("b"), 1)) == 1
+        resolved = repo.resolve_uncertain_commit(decide(claim))
+    assert resolved.status is CommitStatus.RACED
+    assert history_counts(ql3_db) == (0, 0, 0)
+
+
+def test_resolve_a_decision_admitting_nothing(ql3_db: Ql3Database) -> None:
+    """With no occurrence, the moved cursor and version show whether the commit landed."""
+    make_schedules(ql3_db, 1)
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        empty = ClaimCommit(
+            claim=claim,
+            decision=ScheduleDecision(
+                schedule_id=claim.schedule_id,
+                occurrences=(),
+                next_due_at_ms=claim.next_due_at_ms + 1000,
+                state=ScheduleState.ACTIVE,
+                observed_at_ms=claim.claim_acquired_at_ms,
+                skipped=1,
+            ),
+        )
+        assert repo.commit_decisions([empty]).outcomes[0].status is CommitStatus.COMMITTED
+        resolved = repo.resolve_uncertain_commit(empty)
+    assert resolved.status is CommitStatus.COMMITTED
+    assert history_counts(ql3_db) == (0, 0, 0)
+
+
+def test_lost_commit_reply_is_uncertain_then_resolved(ql3_db: Ql3Database) -> None:
+    """A swallowed COMMIT reply yields UNCERTAIN; resolution finds the durable run, no duplicate."""
+    make_schedules(ql3_db, 2)
+    dsn = ql3_db.dsn("runtime")
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    with (
+        WireFaultProxy(str(params["host"]), int(str(params["port"]))) as proxy,
+        PostgresScheduleRepository(
+            psycopg.conninfo.make_conninfo(dsn, host="127.0.0.1", port=str(proxy.port))
+        ) as faulty,
+        PostgresScheduleRepository(dsn) as healthy,
+    ):
+        (short,) = faulty.claim_due_schedules(command(lease_ms=1000), 1)
+        (claim,) = faulty.claim_due_schedules(command(), 1)
+        wait_until(lambda: db_now_ms(dsn) >= short.claim_expires_at_ms, what="short expiry")
+        commits = [decide(short), decide(claim)]
+        proxy.drop_next_commit_reply()
+        batch = faulty.commit_decisions(commits)
+        assert [o.status for o in batch.outcomes] == [CommitStatus.RACED, CommitStatus.UNCERTAIN]
+        resolved = healthy.resolve_uncertain_commit(commits[1])
+    assert resolved.status is CommitStatus.COMMITTED
+    occurrences = len(commits[1].decision.occurrences)
+    assert history_counts(ql3_db) == (occurrences, occurrences, 2 * occurrences)
+    assert [run.scheduled_for_ms for run in resolved.runs] == list(commits[1].decision.occurrences)
+
+
+def test_connection_lost_before_commit_is_unavailable(ql3_db: Ql3Database) -> None:
+    """A connection reset before COMMIT raises RepositoryUnavailableError; nothing is written."""
+    make_schedules(ql3_db, 1)
+    dsn = ql3_db.dsn("runtime")
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    with (
+        WireFaultProxy(str(params["host"]), int(str(params["port"]))) as proxy,
+        PostgresScheduleRepository(
+            psycopg.conninfo.make_conninfo(dsn, host="127.0.0.1", port=str(proxy.port))
+        ) as repo,
+    ):
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        proxy.reset_connections()
+        with pytest.raises(RepositoryUnavailableError):
+            repo.commit_decisions([decide(claim)])
+        assert history_counts(ql3_db) == (0, 0, 0)
+        outcome = repo.commit_decisions([decide(claim)]).outcomes[0]
+    assert outcome.status is CommitStatus.COMMITTED
+
+
+def test_unreachable_server_raises_repository_unavailable(ql3_db: Ql3Database) -> None:
+    """No psycopg class escapes: a refused connection is RepositoryUnavailableError."""
+    dsn = psycopg.conninfo.make_conninfo(ql3_db.dsn("runtime"), port="1")
+    with (
+        PostgresScheduleRepository(dsn, connect_timeout_s=2) as repo,
+        pytest.raises(RepositoryUnavailableError, match="connect"),
+    ):
+        repo.claim_due_schedules(command(), 1)
+
+
+def _wait_for_lock_wait(db: Ql3Database) -> None:
+    """Wait until some backend waits for a lock (the commit blocked on the row)."""
+    wait_until(
+        lambda: bool(fetch(db.dsn("owner"), "SELECT 1 FROM pg_locks WHERE NOT granted")),
+        what="commit blocked on the row lock",
+    )

@@ -1,0 +1,110 @@
+"""Helpers shared by the repository, admin, ingress and race tests (no fixtures here).
+
+Schedules are created through `ScheduleAdmin` as ql3_admin; only moving a cursor into the past
+(so a test need not wait for cron) is done as the owner, which may write any column.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+from uuid import UUID, uuid4
+
+import psycopg
+from ql3_cluster_postgres import ScheduleAdmin, ScheduleSpec
+from ql3_runtime_core import (
+    ClaimClusterScheduleCommand,
+    ClaimCommit,
+    ClusterScheduleClaim,
+    MisfirePolicy,
+    ScheduleDefinition,
+    normalize_commit,
+    resolve_cluster_schedule_decision,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ql3_cluster_postgres import Ql3Database
+
+EVERY_SECOND = "* * * * * *"
+
+
+def db_now_ms(dsn: str) -> int:
+    """Read the database clock (the only clock tests may use to know 'now')."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def fetch(dsn: str, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+    """Run one read statement and return its rows."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(statement, params).fetchall()
+
+
+def make_schedules(
+    db: Ql3Database,
+    count: int,
+    *,
+    cron: str = EVERY_SECOND,
+    policy: MisfirePolicy = MisfirePolicy.CATCH_UP,
+    shift_back_ms: int = 3000,
+    prefix: str = "s",
+) -> list[int]:
+    """Create `count` schedules as admin and move their cursors `shift_back_ms` into the past."""
+    definition = ScheduleDefinition(cron=cron, misfire_policy=policy)
+    specs = [ScheduleSpec(name=f"{prefix}{i:05d}", definition=definition) for i in range(count)]
+    with ScheduleAdmin(db.dsn("admin")) as admin:
+        admin.apply_schedules(specs)
+        names = [spec.name for spec in specs]
+        ids = [r.schedule_id for r in admin.list_schedules() if r.name in set(names)]
+    if shift_back_ms:
+        with psycopg.connect(db.dsn("owner"), autocommit=True) as conn:
+            conn.execute(
+                "UPDATE ql3.trigger_schedules SET next_due_at_ms = next_due_at_ms - %s"
+                " WHERE id = ANY(%s)",
+                (shift_back_ms, ids),
+            )
+    return sorted(ids)
+
+
+def command(owner: str = "owner-a", lease_ms: int = 30_000, token: UUID | None = None) -> Any:
+    """Build a claim command with a fresh token."""
+    return ClaimClusterScheduleCommand(
+        owner_id=owner, claim_token=token or uuid4(), lease_ms=lease_ms
+    )
+
+
+def decide(claim: ClusterScheduleClaim, budget: int = 256) -> ClaimCommit:
+    """Decide and normalize exactly as the Coordinator does."""
+    decision = resolve_cluster_schedule_decision(claim, budget)
+    return normalize_commit(claim, decision, budget)
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 20.0, what: str = "") -> None:
+    """Poll `condition` (a database read) until true, bounded by a monotonic deadline."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            msg = f"timed out waiting for {what or condition}"
+            raise AssertionError(msg)
+        time.sleep(0.02)
+
+
+def owner_conn(db: Ql3Database) -> psycopg.Connection[Any]:
+    """Open an autocommit connection as the schema owner (to craft rows a role may not write)."""
+    return psycopg.connect(db.dsn("owner"), autocommit=True)
+
+
+def history_counts(db: Ql3Database) -> tuple[int, int, int]:
+    """Return (runs, attempts, events) row counts."""
+    ((runs, attempts, events),) = fetch(
+        db.dsn("runtime"),
+        "SELECT (SELECT count(*) FROM ql3.runs), (SELECT count(*) FROM ql3.attempts),"
+        " (SELECT count(*) FROM ql3.events)",
+    )
+    return int(runs), int(attempts), int(events)
