@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from importlib.metadata import version as _version
 
+from ._cli import app as cli_app
+from ._cli import main
 from ._config import (
     ConfigurationError,
     CoordinatorSettings,
@@ -40,9 +42,11 @@ __all__ = [
     "ServiceRepository",
     "__version__",
     "check_environment",
+    "cli_app",
     "configure_logging",
     "default_owner_id",
     "load_settings",
+    "main",
     "metrics_wsgi_app",
     "postgres_repository_factory",
     "run_demo",

@@ -79,7 +79,8 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a ta
 
 
 def _fail(code: int, message: str) -> typer.Exit:
-    sys.stderr.write(f"ql3: error: {message}\n")
+    # Driver messages span lines (libpq adds a hint line): keep the promise of one line.
+    sys.stderr.write(f"ql3: error: {' '.join(message.split())}\n")
     sys.stderr.flush()
     return typer.Exit(code)
 

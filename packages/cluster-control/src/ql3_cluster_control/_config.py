@@ -109,6 +109,8 @@ class CoordinatorSettings(BaseSettings):
     def _refuse_clock(cls, data: object) -> object:
         if isinstance(data, Mapping) and any(str(key).lower() == "clock" for key in data):
             raise ConfigurationError(f"clock: refused; {RULE_ZERO}")
+        # pydantic-settings ignores unknown QL3_* variables; constructing directly checks too.
+        check_environment()
         return data
 
     @field_validator("dsn")
