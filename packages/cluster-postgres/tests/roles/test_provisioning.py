@@ -1,0 +1,182 @@
+"""Role provisioning (SPEC §5): NOLOGIN groups, ownership, nothing for PUBLIC, login users."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from ql3_cluster_postgres import (
+    GROUP_ROLES,
+    DatabaseError,
+    Ql3Database,
+    ThrowawayCluster,
+    UnknownRoleError,
+    create_login_user,
+    migrate,
+    provision_roles,
+)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+TABLES = ("tasks", "triggers", "trigger_schedules", "runs", "attempts", "events")
+
+
+def _rows(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(query, params or None).fetchall()
+
+
+def test_group_roles_cannot_log_in(ql3_db: Ql3Database) -> None:
+    """The four group roles exist, are NOLOGIN and hold no special attribute."""
+    rows = _rows(
+        ql3_db.superuser_dsn,
+        "SELECT rolname, rolcanlogin, rolsuper, rolcreaterole, rolcreatedb, rolbypassrls"
+        " FROM pg_roles WHERE rolname = ANY(%s) ORDER BY rolname",
+        list(GROUP_ROLES),
+    )
+    assert rows == [(name, False, False, False, False, False) for name in sorted(GROUP_ROLES)]
+
+
+def test_schema_and_tables_belong_to_the_owner(ql3_db: Ql3Database) -> None:
+    """Schema ql3 and every table in it are owned by ql3_owner, not by a login user."""
+    schema = _rows(
+        ql3_db.superuser_dsn,
+        "SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'ql3'",
+    )
+    owners = _rows(
+        ql3_db.superuser_dsn,
+        "SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = 'ql3'",
+    )
+    assert schema == [("ql3_owner",)]
+    assert owners == [("ql3_owner",)]
+
+
+def test_public_has_nothing(ql3_db: Ql3Database) -> None:
+    """PUBLIC may not connect, use schema ql3, touch any table, nor create in schema public."""
+    checks = [
+        ("has_database_privilege('public', current_database(), 'CONNECT')",),
+        ("has_database_privilege('public', current_database(), 'TEMPORARY')",),
+        ("has_schema_privilege('public', 'ql3', 'USAGE')",),
+        ("has_schema_privilege('public', 'public', 'CREATE')",),
+    ]
+    checks += [
+        (f"has_table_privilege('public', 'ql3.{table}', '{privilege}')",)
+        for table in (*TABLES, "schema_migrations")
+        for privilege in ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES")
+    ]
+    with psycopg.connect(ql3_db.superuser_dsn) as conn:
+        for (expression,) in checks:
+            row = conn.execute(f"SELECT {expression}").fetchone()
+            assert row == (False,), expression
+
+
+def test_login_user_in_no_group_cannot_connect(
+    pg_cluster: ThrowawayCluster, ql3_db: Ql3Database
+) -> None:
+    """A login user in no QL3 group is refused at connect time by the database ACL."""
+    name = f"ql3_stranger_{uuid.uuid4().hex[:6]}"
+    password = uuid.uuid4().hex
+    create_login_user(ql3_db.superuser_dsn, name, password, None)
+    dsn = pg_cluster.dsn(ql3_db.name, user=name, password=password)
+    with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
+        psycopg.connect(dsn, connect_timeout=5)
+
+
+def test_create_login_user_is_idempotent_and_rotates_the_password(
+    pg_cluster: ThrowawayCluster, ql3_db: Ql3Database
+) -> None:
+    """Re-running create_login_user sets the new password; the old one stops working."""
+    name = f"ql3_rot_{uuid.uuid4().hex[:6]}"
+    first, second = uuid.uuid4().hex, uuid.uuid4().hex
+    create_login_user(ql3_db.superuser_dsn, name, first, "runtime")
+    create_login_user(ql3_db.superuser_dsn, name, second, "ql3_runtime")
+    with psycopg.connect(pg_cluster.dsn(ql3_db.name, user=name, password=second)) as conn:
+        row = conn.execute("SELECT count(*) FROM ql3.trigger_schedules").fetchone()
+        assert row == (0,)
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(pg_cluster.dsn(ql3_db.name, user=name, password=first))
+
+
+def test_unknown_group_is_refused(ql3_db: Ql3Database) -> None:
+    """A group that is not a QL3 role is a ValueError naming it, and nothing is created."""
+    with pytest.raises(UnknownRoleError, match="'superuser'") as caught:
+        create_login_user(ql3_db.superuser_dsn, "ql3_never", "pw", "superuser")
+    assert isinstance(caught.value, ValueError)
+    with pytest.raises(UnknownRoleError, match="'root'"):
+        ql3_db.dsn("root")
+    rows = _rows(ql3_db.superuser_dsn, "SELECT 1 FROM pg_roles WHERE rolname = 'ql3_never'")
+    assert rows == []
+
+
+def test_provision_roles_twice_changes_nothing(ql3_db: Ql3Database) -> None:
+    """provision_roles is idempotent: a second run keeps roles, ownership and grants."""
+    query = (
+        "SELECT c.relname, c.relacl::text FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'ql3' ORDER BY 1"
+    )
+    before = _rows(ql3_db.superuser_dsn, query)
+    provision_roles(ql3_db.superuser_dsn)
+    provision_roles(ql3_db.superuser_dsn)
+    assert _rows(ql3_db.superuser_dsn, query) == before
+
+
+def test_provision_roles_needs_a_superuser(ql3_db: Ql3Database) -> None:
+    """A non-superuser cannot provision; the psycopg error is wrapped in DatabaseError."""
+    with pytest.raises(DatabaseError, match="provision_roles") as caught:
+        provision_roles(ql3_db.dsn("admin"))
+    assert isinstance(caught.value.__cause__, psycopg.Error)
+
+
+def test_migrate_refuses_a_user_outside_the_owner_group(ql3_db: Ql3Database) -> None:
+    """Only a member of ql3_owner may migrate, so objects never belong to a working role."""
+    with pytest.raises(DatabaseError, match="ql3_owner"):
+        migrate(ql3_db.dsn("runtime"))
+
+
+_PROVISION_SCRIPT = textwrap.dedent(
+    """
+    import pathlib, sys, time
+    from ql3_cluster_postgres import provision_roles
+    go = pathlib.Path(sys.argv[2])
+    deadline = time.monotonic() + 60
+    while not go.exists() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    provision_roles(sys.argv[1])
+    """
+)
+
+
+def test_concurrent_provisioning_from_two_processes(tmp_path: Path) -> None:
+    """Two processes provisioning two databases of a fresh cluster at once both succeed."""
+    with ThrowawayCluster(name="provrace") as cluster:
+        with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+            for name in ("race_a", "race_b"):
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        go = tmp_path / "go"
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _PROVISION_SCRIPT, cluster.dsn(name), str(go)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name in ("race_a", "race_b")
+        ]
+        go.touch()
+        results = [proc.communicate(timeout=120) for proc in procs]
+        assert [proc.returncode for proc in procs] == [0, 0], results
+        for name in ("race_a", "race_b"):
+            owner = _rows(
+                cluster.dsn(name),
+                "SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'ql3'",
+            )
+            assert owner == [("ql3_owner",)]
+        groups = _rows(cluster.dsn(), "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'ql3\\_%%'")
+        assert groups == [(4,)]

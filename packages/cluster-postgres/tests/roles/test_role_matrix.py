@@ -1,0 +1,296 @@
+"""The least-privilege matrix of SPEC §5, proven with real login users over TCP and SCRAM.
+
+One table of expectations (`ALLOWED`) drives every probe: each role x each table x SELECT / INSERT
+/ UPDATE of each column group / DELETE / TRUNCATE. A probe runs as the role's login user inside a
+transaction that is always rolled back; it must either touch exactly the rows it aims at or fail
+with `InsufficientPrivilege`, as designed. "public" is a login user in no QL3 group that was
+explicitly allowed to connect: it must be refused everything in schema ql3.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any, Final
+
+import psycopg
+import pytest
+from psycopg import errors as pg_errors
+from psycopg import sql
+from ql3_cluster_postgres import (
+    ROLE_NAMES,
+    Ql3Database,
+    ThrowawayCluster,
+    create_login_user,
+    drop_database,
+    prepare_ql3_database,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+PUBLIC: Final = "public"
+ROLES: Final = (*ROLE_NAMES, PUBLIC)
+NOGROUP_USER: Final = "ql3_login_nogroup"
+NOGROUP_PASSWORD: Final = uuid.uuid4().hex
+
+# table -> probe -> SQL. UPDATEs assign columns to themselves (or a valid constant) on real rows;
+# DELETEs target real rows without dependents; INSERTs write valid new rows.
+PROBES: Final[dict[str, dict[str, str]]] = {
+    "tasks": {
+        "select": "SELECT * FROM ql3.tasks",
+        "insert": "INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('probe', 0)",
+        "update:definition": "UPDATE ql3.tasks SET name = name, payload_template = '{}'"
+        " WHERE id = %(task)s",
+        "update:identity": "UPDATE ql3.tasks SET created_at_ms = created_at_ms WHERE id = %(task)s",
+        "delete": "DELETE FROM ql3.tasks WHERE id = %(lonely_task)s",
+        "truncate": "TRUNCATE ql3.tasks CASCADE",
+    },
+    "triggers": {
+        "select": "SELECT * FROM ql3.triggers",
+        "insert": "INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (%(task)s, 0)",
+        "update:definition": "UPDATE ql3.triggers SET enabled = false WHERE id = %(trigger)s",
+        "update:identity": "UPDATE ql3.triggers SET task_id = task_id, kind = kind,"
+        " created_at_ms = created_at_ms WHERE id = %(trigger)s",
+        "delete": "DELETE FROM ql3.triggers WHERE id = %(spare_trigger)s",
+        "truncate": "TRUNCATE ql3.triggers CASCADE",
+    },
+    "trigger_schedules": {
+        "select": "SELECT * FROM ql3.trigger_schedules",
+        "insert:definition": "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron,"
+        " next_due_at_ms, updated_at_ms, created_at_ms)"
+        " VALUES (%(spare_trigger)s, %(task)s, '* * * * *', 0, 0, 0)",
+        "insert:claim": "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron,"
+        " next_due_at_ms, claim_owner_id, claim_token, claim_expires_at_ms, updated_at_ms,"
+        " created_at_ms) VALUES (%(spare_trigger)s, %(task)s, '* * * * *', 0, 'probe',"
+        " gen_random_uuid(), 1000, 0, 0)",
+        "update:definition": "UPDATE ql3.trigger_schedules SET cron = cron, timezone = timezone,"
+        " misfire_policy = misfire_policy, misfire_grace_ms = misfire_grace_ms,"
+        " start_at_ms = start_at_ms, end_at_ms = end_at_ms WHERE id = %(schedule)s",
+        "update:cursor": "UPDATE ql3.trigger_schedules SET state = state,"
+        " next_due_at_ms = next_due_at_ms, version = version + 1, updated_at_ms = updated_at_ms"
+        " WHERE id = %(schedule)s",
+        "update:claim": "UPDATE ql3.trigger_schedules SET claim_owner_id = claim_owner_id,"
+        " claim_token = claim_token, claim_expires_at_ms = claim_expires_at_ms"
+        " WHERE id = %(schedule)s",
+        "update:identity": "UPDATE ql3.trigger_schedules SET trigger_id = trigger_id,"
+        " task_id = task_id, created_at_ms = created_at_ms WHERE id = %(schedule)s",
+        "delete": "DELETE FROM ql3.trigger_schedules WHERE id = %(schedule)s",
+        "truncate": "TRUNCATE ql3.trigger_schedules",
+    },
+    "runs": {
+        "select": "SELECT * FROM ql3.runs",
+        "insert": "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id,"
+        " claim_token, created_at_ms)"
+        " VALUES (%(schedule)s, %(task)s, 5, 'probe', gen_random_uuid(), 5)",
+        "update:all": "UPDATE ql3.runs SET schedule_id = schedule_id, task_id = task_id,"
+        " scheduled_for_ms = scheduled_for_ms, owner_id = owner_id, claim_token = claim_token,"
+        " created_at_ms = created_at_ms WHERE id = %(run)s",
+        "delete": "DELETE FROM ql3.runs WHERE id = %(run)s",
+        "truncate": "TRUNCATE ql3.runs",
+    },
+    "attempts": {
+        "select": "SELECT * FROM ql3.attempts",
+        "insert": "INSERT INTO ql3.attempts (run_id, attempt_number, created_at_ms,"
+        " updated_at_ms) VALUES (%(run)s, 2, 0, 0)",
+        "update:state": "UPDATE ql3.attempts SET state = 'running', updated_at_ms = updated_at_ms"
+        " WHERE id = %(attempt)s",
+        "update:identity": "UPDATE ql3.attempts SET run_id = run_id,"
+        " attempt_number = attempt_number, created_at_ms = created_at_ms WHERE id = %(attempt)s",
+        "delete": "DELETE FROM ql3.attempts WHERE id = %(attempt)s",
+        "truncate": "TRUNCATE ql3.attempts",
+    },
+    "events": {
+        "select": "SELECT * FROM ql3.events",
+        "insert": "INSERT INTO ql3.events (run_id, attempt_id, kind, created_at_ms)"
+        " VALUES (%(run)s, %(attempt)s, 'probe', 0)",
+        "update:all": "UPDATE ql3.events SET run_id = run_id, attempt_id = attempt_id,"
+        " kind = kind, payload = payload, created_at_ms = created_at_ms WHERE id = %(event)s",
+        "delete": "DELETE FROM ql3.events WHERE id = %(event)s",
+        "truncate": "TRUNCATE ql3.events",
+    },
+    "schema_migrations": {
+        "select": "SELECT * FROM ql3.schema_migrations",
+        "insert": "INSERT INTO ql3.schema_migrations (name, version, sha256, applied_at_ms)"
+        " VALUES ('9999_probe.sql', 9999, repeat('0', 64), 0)",
+        "update:all": "UPDATE ql3.schema_migrations SET name = name, version = version,"
+        " sha256 = sha256, applied_at_ms = applied_at_ms WHERE version = 1",
+        "delete": "DELETE FROM ql3.schema_migrations WHERE version = 1",
+        "truncate": "TRUNCATE ql3.schema_migrations",
+    },
+}
+
+_READERS = frozenset({"owner", "admin", "runtime", "worker_ingress"})
+# The design (SPEC §5, migrations/0002_grant_privileges.sql): (table, probe) -> roles allowed.
+# Anything absent is allowed to the owner only.
+ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
+    ("tasks", "select"): _READERS,
+    ("tasks", "insert"): frozenset({"owner", "admin"}),
+    ("tasks", "update:definition"): frozenset({"owner", "admin"}),
+    ("triggers", "select"): frozenset({"owner", "admin", "runtime"}),
+    ("triggers", "insert"): frozenset({"owner", "admin"}),
+    ("triggers", "update:definition"): frozenset({"owner", "admin"}),
+    ("trigger_schedules", "select"): frozenset({"owner", "admin", "runtime"}),
+    ("trigger_schedules", "insert:definition"): frozenset({"owner", "admin"}),
+    ("trigger_schedules", "update:definition"): frozenset({"owner", "admin"}),
+    ("trigger_schedules", "update:cursor"): frozenset({"owner", "admin", "runtime"}),
+    ("trigger_schedules", "update:claim"): frozenset({"owner", "runtime"}),
+    ("runs", "select"): _READERS,
+    ("runs", "insert"): frozenset({"owner", "runtime"}),
+    ("attempts", "select"): _READERS,
+    ("attempts", "insert"): frozenset({"owner", "runtime"}),
+    ("attempts", "update:state"): frozenset({"owner", "worker_ingress"}),
+    ("events", "select"): _READERS,
+    ("events", "insert"): frozenset({"owner", "runtime", "worker_ingress"}),
+    ("schema_migrations", "select"): _READERS,
+}
+
+
+def _allowed(table: str, probe: str) -> frozenset[str]:
+    return ALLOWED.get((table, probe), frozenset({"owner"}))
+
+
+CASES: Final = [
+    pytest.param(role, table, probe, id=f"{role}-{table}-{probe}")
+    for table, probes in PROBES.items()
+    for probe in probes
+    for role in ROLES
+]
+
+
+def _seed(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    """Write one row per table (claimed schedule included) and return their ids."""
+
+    def one(query: str, params: dict[str, Any] | None = None) -> int:
+        row = conn.execute(query, params).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    ids: dict[str, int] = {}
+    ids["task"] = one("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('seed', 0) RETURNING id")
+    ids["lonely_task"] = one(
+        "INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('lonely', 0) RETURNING id"
+    )
+    ids["trigger"] = one(
+        "INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (%(task)s, 0) RETURNING id", ids
+    )
+    ids["spare_trigger"] = one(
+        "INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (%(task)s, 0) RETURNING id", ids
+    )
+    ids["schedule"] = one(
+        "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, next_due_at_ms,"
+        " claim_owner_id, claim_token, claim_expires_at_ms, updated_at_ms, created_at_ms)"
+        " VALUES (%(trigger)s, %(task)s, '* * * * *', 0, 'seed', gen_random_uuid(), 30000, 1, 0)"
+        " RETURNING id",
+        ids,
+    )
+    ids["run"] = one(
+        "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,"
+        " created_at_ms) VALUES (%(schedule)s, %(task)s, 1, 'seed', gen_random_uuid(), 1)"
+        " RETURNING id",
+        ids,
+    )
+    ids["attempt"] = one(
+        "INSERT INTO ql3.attempts (run_id, created_at_ms, updated_at_ms)"
+        " VALUES (%(run)s, 1, 1) RETURNING id",
+        ids,
+    )
+    ids["event"] = one(
+        "INSERT INTO ql3.events (run_id, attempt_id, kind, created_at_ms)"
+        " VALUES (%(run)s, %(attempt)s, 'run.admitted', 1) RETURNING id",
+        ids,
+    )
+    return ids
+
+
+@pytest.fixture(scope="module")
+def matrix_db(pg_cluster: ThrowawayCluster, ql3_template: str) -> Iterator[Ql3Database]:
+    """Yield a QL3 database for the whole matrix, seeded as the owner, plus a no-group user."""
+    name = f"ql3_roles_{uuid.uuid4().hex[:8]}"
+    database = prepare_ql3_database(pg_cluster, name, template=ql3_template)
+    create_login_user(database.superuser_dsn, NOGROUP_USER, NOGROUP_PASSWORD, None)
+    with psycopg.connect(database.superuser_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
+                sql.Identifier(name), sql.Identifier(NOGROUP_USER)
+            )
+        )
+    yield database
+    drop_database(pg_cluster, name)
+
+
+@pytest.fixture(scope="module")
+def seed_ids(matrix_db: Ql3Database) -> dict[str, int]:
+    """Return the ids of the rows seeded as the owner's login user."""
+    with psycopg.connect(matrix_db.dsn("owner")) as conn:
+        return _seed(conn)
+
+
+@pytest.fixture(scope="module")
+def connections(
+    matrix_db: Ql3Database, seed_ids: dict[str, int]
+) -> Iterator[dict[str, psycopg.Connection[Any]]]:
+    """Yield one autocommit connection per role, each as that role's login user over TCP."""
+    assert seed_ids
+    conns: dict[str, psycopg.Connection[Any]] = {}
+    try:
+        for role in ROLE_NAMES:
+            conns[role] = psycopg.connect(matrix_db.dsn(role), autocommit=True)
+        conns[PUBLIC] = psycopg.connect(
+            matrix_db.superuser_dsn, user=NOGROUP_USER, password=NOGROUP_PASSWORD, autocommit=True
+        )
+        yield conns
+    finally:
+        for conn in conns.values():
+            conn.close()
+
+
+@pytest.mark.parametrize(("role", "table", "probe"), CASES)
+def test_role_matrix(
+    connections: dict[str, psycopg.Connection[Any]],
+    seed_ids: dict[str, int],
+    role: str,
+    table: str,
+    probe: str,
+) -> None:
+    """Each role may run exactly the statements the design grants it, and nothing else."""
+    conn = connections[role]
+    query = PROBES[table][probe]
+    row = conn.execute("SELECT current_user").fetchone()
+    assert row is not None
+    assert row[0] == (NOGROUP_USER if role == PUBLIC else f"ql3_login_{role}")
+    if role in _allowed(table, probe):
+        with conn.transaction(force_rollback=True):
+            cursor = conn.execute(query, seed_ids)
+            if not probe.startswith(("select", "truncate")):
+                assert cursor.rowcount == 1, f"{role} {probe} on {table} touched no row"
+    else:
+        with (
+            pytest.raises(pg_errors.InsufficientPrivilege, match="permission denied"),
+            conn.transaction(force_rollback=True),
+        ):
+            conn.execute(query, seed_ids)
+
+
+def test_matrix_covers_every_table_and_role() -> None:
+    """The expectation table names only probed cells, and every QL3 table is probed."""
+    assert set(PROBES) == {
+        "tasks",
+        "triggers",
+        "trigger_schedules",
+        "runs",
+        "attempts",
+        "events",
+        "schema_migrations",
+    }
+    for table, probe in ALLOWED:
+        assert probe in PROBES[table]
+    assert len(CASES) == len(ROLES) * sum(len(probes) for probes in PROBES.values())
+
+
+def test_every_ql3_table_is_in_the_matrix(matrix_db: Ql3Database) -> None:
+    """A table added by a later migration must be added to the matrix (and to the grants)."""
+    with psycopg.connect(matrix_db.dsn("owner")) as conn:
+        rows = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'ql3' ORDER BY 1"
+        ).fetchall()
+    assert {row[0] for row in rows} == set(PROBES)
