@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from ._findings import RULE_DIRECTION, RULE_EDGE, AuditToolError, Finding
 from ._imports import forbidden_reason
@@ -23,6 +23,16 @@ from ._layout import FORBIDDEN_EXTERNAL, LAYERS, Package, Workspace
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+
+class _Link(TypedDict):
+    """One import blamed by a broken contract, as `_linter_worker` prints it."""
+
+    importer: str
+    imported: str
+    line_numbers: list[int]
+    contract: str
+
 
 _CONTRACT_TYPES = (
     "forbidden: importlinter.contracts.forbidden.ForbiddenContract",
@@ -77,14 +87,12 @@ def _module_file(package: Package, module: str) -> Path:
     return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
 
 
-def _finding(
-    workspace: Workspace, packages: list[Package], link: dict[str, object]
-) -> list[Finding]:
-    importer, imported = str(link["importer"]), str(link["imported"])
+def _finding(workspace: Workspace, packages: list[Package], link: _Link) -> list[Finding]:
+    importer, imported = link["importer"], link["imported"]
     owner = next(p for p in packages if importer.split(".", maxsplit=1)[0] == p.import_name)
     path = workspace.relative(_module_file(owner, importer))
-    lines = [int(str(number)) for number in link["line_numbers"]]  # type: ignore[attr-defined]
-    if str(link["contract"]) == "private_modules":
+    lines = link["line_numbers"]
+    if link["contract"] == "private_modules":
         rule = RULE_EDGE
         detail = f"{imported} is private to its package (import-linter)"
     else:
@@ -120,5 +128,5 @@ def check_contracts(workspace: Workspace) -> list[Finding]:
         )
     if result.returncode != 0:
         raise AuditToolError(f"import-linter could not run: {result.stderr.strip()}")
-    links: list[dict[str, object]] = json.loads(result.stdout)
+    links: list[_Link] = json.loads(result.stdout)
     return [finding for link in links for finding in _finding(workspace, packages, link)]

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Final
+from typing import Final, TypedDict
 
 from ._findings import RULE_UNDECLARED, RULE_UNUSED, AuditToolError, Finding
 from ._layout import Package, Workspace, normalize
@@ -40,7 +40,24 @@ def _module_map() -> str:
     return ",".join(f"{dist}={'|'.join(mods)}" for dist, mods in sorted(MODULE_NAMES.items()))
 
 
-def _run(workspace: Workspace, folder: Path, config: Path, *extra: str) -> list[dict[str, object]]:
+class _Location(TypedDict):
+    file: str
+    line: int | None
+
+
+class _Error(TypedDict):
+    code: str
+
+
+class _Issue(TypedDict):
+    """One entry of deptry's `--json-output` (only the fields we read)."""
+
+    error: _Error
+    module: str
+    location: _Location
+
+
+def _run(workspace: Workspace, folder: Path, config: Path, *extra: str) -> list[_Issue]:
     with tempfile.TemporaryDirectory(prefix="ql3-deptry-") as tmp:
         output = Path(tmp) / "deptry.json"
         command = [
@@ -56,7 +73,7 @@ def _run(workspace: Workspace, folder: Path, config: Path, *extra: str) -> list[
         )
         if not output.is_file():
             raise AuditToolError(f"deptry could not run on {folder}: {result.stderr.strip()}")
-        issues: list[dict[str, object]] = json.loads(output.read_text(encoding="utf-8"))
+        issues: list[_Issue] = json.loads(output.read_text(encoding="utf-8"))
     return issues
 
 
@@ -71,14 +88,12 @@ def _requirement_line(pyproject: Path, distribution: str) -> int:
     return 1
 
 
-def _to_findings(
-    workspace: Workspace, package: Package, issues: list[dict[str, object]]
-) -> list[Finding]:
+def _to_findings(workspace: Workspace, package: Package, issues: list[_Issue]) -> list[Finding]:
     findings: list[Finding] = []
     for issue in issues:
-        code = str(issue["error"]["code"])  # type: ignore[index]
-        module = str(issue["module"])
-        location: dict[str, object] = issue["location"]  # type: ignore[assignment]
+        code = issue["error"]["code"]
+        module = issue["module"]
+        location = issue["location"]
         if code == "DEP002":
             distribution = normalize(module)
             line = _requirement_line(package.pyproject, distribution)
@@ -87,8 +102,8 @@ def _to_findings(
                 Finding(workspace.relative(package.pyproject), line, RULE_UNUSED, detail)
             )
         elif code in _UNDECLARED_CODES:
-            path = workspace.relative(workspace.root / str(location["file"]))
-            line = int(str(location["line"] or 1))
+            path = workspace.relative(workspace.root / location["file"])
+            line = location["line"] or 1
             detail = (
                 f"{module} {_UNDECLARED_CODES[code]} for {package.distribution} (deptry {code})"
             )
