@@ -1,0 +1,160 @@
+"""The database clock decides (D2, D5): PostgreSQL under libfaketime, its clock stepped live."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+from ql3_cluster_postgres import PostgresScheduleRepository
+from ql3_runtime_core import ClockRegressionError, CommitStatus
+from repo_helpers import (
+    command,
+    db_now_ms,
+    decide,
+    fetch,
+    history_counts,
+    make_schedules,
+    owner_conn,
+)
+
+if TYPE_CHECKING:
+    from ql3_cluster_postgres import Ql3Database, ThrowawayCluster
+
+_ROW = (
+    "SELECT claim_owner_id, claim_token, claim_expires_at_ms, version, updated_at_ms,"
+    " next_due_at_ms FROM ql3.trigger_schedules WHERE id = %s"
+)
+
+
+def test_commit_races_when_the_database_clock_passes_expiry(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """Between claim and commit the DB clock jumps past the expiry: raced, nothing written."""
+    make_schedules(faketime_db, 1)
+    dsn = faketime_db.dsn("runtime")
+    with PostgresScheduleRepository(dsn) as repo:
+        (claim,) = repo.claim_due_schedules(command(lease_ms=30_000), 1)
+        row = fetch(dsn, _ROW, (claim.schedule_id,))
+        faketime_cluster.set_clock_offset_ms(31_000)
+        assert db_now_ms(dsn) >= claim.claim_expires_at_ms
+        batch = repo.commit_decisions([decide(claim)])
+    assert batch.outcomes[0].status is CommitStatus.RACED
+    assert history_counts(faketime_db) == (0, 0, 0)
+    assert fetch(dsn, _ROW, (claim.schedule_id,)) == row
+
+
+def test_commit_fails_closed_when_the_database_clock_steps_back(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """The DB clock steps back before the acquired time: ClockRegressionError, nothing written."""
+    make_schedules(faketime_db, 2)
+    dsn = faketime_db.dsn("runtime")
+    with PostgresScheduleRepository(dsn) as repo:
+        claims = repo.claim_due_schedules(command(), 2)
+        rows = [fetch(dsn, _ROW, (claim.schedule_id,)) for claim in claims]
+        faketime_cluster.set_clock_offset_ms(-60_000)
+        with pytest.raises(ClockRegressionError) as caught:
+            repo.commit_decisions([decide(claim) for claim in claims])
+        assert caught.value.observed_at_ms < caught.value.claim_acquired_at_ms
+        assert caught.value.schedule_id in {claim.schedule_id for claim in claims}
+        assert history_counts(faketime_db) == (0, 0, 0)
+        assert [fetch(dsn, _ROW, (claim.schedule_id,)) for claim in claims] == rows
+        faketime_cluster.set_clock_offset_ms(0)
+        batch = repo.commit_decisions([decide(claim) for claim in claims])
+    assert {outcome.status for outcome in batch.outcomes} == {CommitStatus.COMMITTED}
+
+
+def test_every_durable_time_is_the_commit_sample(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """With the DB clock 5 s ahead, run, attempt, events and schedule carry the commit's sample."""
+    make_schedules(faketime_db, 1)
+    dsn = faketime_db.dsn("runtime")
+    with PostgresScheduleRepository(dsn) as repo:
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        faketime_cluster.set_clock_offset_ms(5_000)
+        before = db_now_ms(dsn)
+        batch = repo.commit_decisions([decide(claim)])
+        after = db_now_ms(dsn)
+    sample = batch.outcomes[0].committed_at_ms
+    assert sample is not None
+    assert before <= sample <= after
+    assert sample >= claim.claim_acquired_at_ms + 5_000
+    (times,) = fetch(
+        dsn,
+        "SELECT (SELECT array_agg(DISTINCT created_at_ms) FROM ql3.runs)"
+        " || (SELECT array_agg(DISTINCT created_at_ms) FROM ql3.attempts)"
+        " || (SELECT array_agg(DISTINCT updated_at_ms) FROM ql3.attempts)"
+        " || (SELECT array_agg(DISTINCT created_at_ms) FROM ql3.events)"
+        " || (SELECT array_agg(DISTINCT updated_at_ms) FROM ql3.trigger_schedules)",
+    )
+    assert set(times[0]) == {sample}
+
+
+def test_claim_never_writes_time_backwards(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """A due row whose updated_at_ms is later than the (stepped back) DB clock is not claimed."""
+    make_schedules(faketime_db, 1, shift_back_ms=120_000)
+    dsn = faketime_db.dsn("runtime")
+    with PostgresScheduleRepository(dsn) as repo:
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        repo.release_claims([claim])
+        (row,) = fetch(dsn, _ROW, (claim.schedule_id,))
+        faketime_cluster.set_clock_offset_ms(-30_000)
+        assert db_now_ms(dsn) < row[4]
+        assert db_now_ms(dsn) >= row[5]
+        assert repo.claim_due_schedules(command("b"), 1) == []
+        assert fetch(dsn, _ROW, (claim.schedule_id,)) == [row]
+        faketime_cluster.set_clock_offset_ms(0)
+        assert len(repo.claim_due_schedules(command("b"), 1)) == 1
+
+
+def test_release_leaves_a_claim_to_expire_when_the_clock_went_back(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """Release never writes an earlier updated_at_ms: behind the acquired time it releases 0."""
+    make_schedules(faketime_db, 1)
+    dsn = faketime_db.dsn("runtime")
+    with PostgresScheduleRepository(dsn) as repo:
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        row = fetch(dsn, _ROW, (claim.schedule_id,))
+        faketime_cluster.set_clock_offset_ms(-10_000)
+        assert repo.release_claims([claim]) == 0
+        assert fetch(dsn, _ROW, (claim.schedule_id,)) == row
+
+
+def test_takeover_waits_for_expiry_by_the_database_clock(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """Another owner takes a held claim exactly when the database clock passes its expiry."""
+    make_schedules(faketime_db, 1)
+    dsn = faketime_db.dsn("runtime")
+    with PostgresScheduleRepository(dsn) as first, PostgresScheduleRepository(dsn) as second:
+        (held,) = first.claim_due_schedules(command("a", lease_ms=60_000), 1)
+        faketime_cluster.set_clock_offset_ms(30_000)
+        assert second.claim_due_schedules(command("b"), 1) == []
+        faketime_cluster.set_clock_offset_ms(61_000)
+        (taken,) = second.claim_due_schedules(command("b"), 1)
+    assert taken.claim_acquired_at_ms >= held.claim_expires_at_ms
+
+
+def test_next_due_hint_moves_with_the_database_clock(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """The sleep hint is computed by the database clock: stepping it 10 min ahead shrinks it."""
+    make_schedules(faketime_db, 1, cron="0 0 * * *", shift_back_ms=0)
+    with PostgresScheduleRepository(faketime_db.dsn("runtime")) as repo:
+        base = repo.next_due_in_ms()
+        assert base is not None
+        if base <= 700_000:  # the daily cursor is too close: move it a day further out
+            with owner_conn(faketime_db) as conn:
+                conn.execute(
+                    "UPDATE ql3.trigger_schedules SET next_due_at_ms = next_due_at_ms + 86400000"
+                )
+            base = repo.next_due_in_ms()
+            assert base is not None
+        faketime_cluster.set_clock_offset_ms(600_000)
+        moved = repo.next_due_in_ms()
+    assert moved is not None
+    assert base - 600_000 - 5_000 <= moved <= base - 600_000 + 1_000
