@@ -142,10 +142,9 @@ def check_dependencies(workspace: Workspace) -> list[Finding]:
             with tempfile.TemporaryDirectory(prefix="ql3-deptry-tests-") as tmp:
                 config = Path(tmp) / "pyproject.toml"
                 _tests_pyproject(workspace, package, config)
-                local = _local_test_modules(package.tests)
                 extra = ["--ignore", "DEP002"]
-                if local:
-                    extra += ["--known-first-party", ",".join(local)]
+                for name in _local_test_modules(package.tests):
+                    extra += ["--known-first-party", name]
                 findings += _to_findings(
                     workspace, package, _run(workspace, package.tests, config, *extra)
                 )
