@@ -1,0 +1,231 @@
+"""Misfire decision (SPEC §6, D4): each policy on time, missed and with a budget-limited backlog."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from claims import make_claim
+from ql3_runtime_core import (
+    SKIPPED_COUNT_LIMIT,
+    ClusterScheduleClaim,
+    InvalidDecisionError,
+    MisfirePolicy,
+    ScheduleState,
+    normalize_commit,
+    resolve_cluster_schedule_decision,
+)
+
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a multiple of every interval used here
+MINUTE = 60_000
+FIVE = 5 * MINUTE
+HOUR = 60 * MINUTE
+
+
+def claim_at(
+    observed: int,
+    *,
+    cursor: int = T0,
+    policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE,
+    grace: int = MINUTE,
+    cron: str = "*/5 * * * *",
+    **definition: Any,
+) -> ClusterScheduleClaim:
+    """Build a claim acquired at `observed` with cursor `cursor` for a UTC schedule."""
+    return make_claim(
+        claim_acquired_at_ms=observed,
+        claim_expires_at_ms=observed + 30_000,
+        next_due_at_ms=cursor,
+        definition={
+            "cron": cron,
+            "misfire_policy": policy,
+            "misfire_grace_ms": grace,
+            **definition,
+        },
+    )
+
+
+@pytest.mark.parametrize("policy", list(MisfirePolicy))
+def test_on_time_occurrence_is_admitted_by_every_policy(policy: MisfirePolicy) -> None:
+    """An occurrence within the grace is admitted whatever the policy, and the cursor moves on."""
+    claim = claim_at(T0 + 10_000, policy=policy)
+    decision = resolve_cluster_schedule_decision(claim, 16)
+    assert decision.occurrences == (T0,)
+    assert decision.next_due_at_ms == T0 + FIVE
+    assert (decision.state, decision.skipped, decision.observed_at_ms) == (
+        ScheduleState.ACTIVE,
+        0,
+        T0 + 10_000,
+    )
+    normalize_commit(claim, decision, 16)
+
+
+def test_occurrence_exactly_at_grace_is_on_time() -> None:
+    """Obs - t == grace is on time (skip still admits it); one millisecond more is missed."""
+    on_time = resolve_cluster_schedule_decision(
+        claim_at(T0 + MINUTE, policy=MisfirePolicy.SKIP), 16
+    )
+    missed = resolve_cluster_schedule_decision(
+        claim_at(T0 + MINUTE + 1, policy=MisfirePolicy.SKIP), 16
+    )
+    assert (on_time.occurrences, on_time.skipped) == ((T0,), 0)
+    assert (missed.occurrences, missed.skipped) == ((), 1)
+    assert missed.next_due_at_ms == T0 + FIVE
+
+
+@pytest.mark.parametrize(
+    ("policy", "admitted", "skipped"),
+    [
+        (MisfirePolicy.FIRE_ONCE, (T0 + 3 * HOUR - FIVE, T0 + 3 * HOUR), 35),
+        (MisfirePolicy.SKIP, (T0 + 3 * HOUR,), 36),
+        (MisfirePolicy.CATCH_UP, tuple(range(T0, T0 + 3 * HOUR + 1, FIVE)), 0),
+    ],
+)
+def test_missed_occurrences_follow_the_policy(
+    policy: MisfirePolicy, admitted: tuple[int, ...], skipped: int
+) -> None:
+    """After 3 h down, 36 missed and 1 on-time: fire_once admits 1+1, skip 0+1, catch_up all 37."""
+    claim = claim_at(T0 + 3 * HOUR, policy=policy)
+    decision = resolve_cluster_schedule_decision(claim, 256)
+    assert decision.occurrences == admitted
+    assert decision.skipped == skipped
+    assert decision.next_due_at_ms == T0 + 3 * HOUR + FIVE
+    assert len(decision.occurrences) + decision.skipped == 37
+    normalize_commit(claim, decision, 256)
+
+
+def test_catch_up_backlog_beyond_budget_stays_due() -> None:
+    """catch_up admits the oldest `budget` occurrences; the cursor is the first one left."""
+    claim = claim_at(T0 + 3 * HOUR, policy=MisfirePolicy.CATCH_UP)
+    decision = resolve_cluster_schedule_decision(claim, 10)
+    assert decision.occurrences == tuple(range(T0, T0 + 10 * FIVE, FIVE))
+    assert decision.next_due_at_ms == T0 + 10 * FIVE
+    assert decision.skipped == 0
+    follow_up = resolve_cluster_schedule_decision(
+        claim_at(T0 + 3 * HOUR, cursor=T0 + 10 * FIVE, policy=MisfirePolicy.CATCH_UP), 10
+    )
+    assert follow_up.occurrences[0] == T0 + 10 * FIVE
+
+
+def test_fire_once_backlog_beyond_budget_stays_due() -> None:
+    """fire_once with budget 3: latest missed + 2 on-time admitted, other on-time ones stay due."""
+    claim = claim_at(T0 + 3 * HOUR, grace=20 * MINUTE)
+    decision = resolve_cluster_schedule_decision(claim, 3)
+    end = T0 + 3 * HOUR
+    assert decision.occurrences == (end - 25 * MINUTE, end - 20 * MINUTE, end - 15 * MINUTE)
+    assert decision.skipped == 31
+    assert decision.next_due_at_ms == end - 10 * MINUTE
+
+
+def test_skip_backlog_beyond_budget_stays_due() -> None:
+    """Skip with budget 3: all missed skipped, 3 on-time admitted, the rest stays due."""
+    claim = claim_at(T0 + 3 * HOUR, grace=20 * MINUTE, policy=MisfirePolicy.SKIP)
+    decision = resolve_cluster_schedule_decision(claim, 3)
+    end = T0 + 3 * HOUR
+    assert decision.occurrences == (end - 20 * MINUTE, end - 15 * MINUTE, end - 10 * MINUTE)
+    assert decision.skipped == 32
+    assert decision.next_due_at_ms == end - 5 * MINUTE
+
+
+@pytest.mark.parametrize("policy", list(MisfirePolicy))
+def test_budget_zero_decides_nothing(policy: MisfirePolicy) -> None:
+    """With no budget nothing is admitted or skipped and the cursor stays where it was."""
+    claim = claim_at(T0 + 3 * HOUR, cursor=T0 - 1, policy=policy)
+    decision = resolve_cluster_schedule_decision(claim, 0)
+    assert (decision.occurrences, decision.skipped, decision.next_due_at_ms) == ((), 0, T0 - 1)
+    assert decision.state is ScheduleState.ACTIVE
+
+
+def test_negative_budget_is_refused() -> None:
+    """A negative budget is an error naming `budget`."""
+    with pytest.raises(InvalidDecisionError, match="budget"):
+        resolve_cluster_schedule_decision(claim_at(T0), -1)
+
+
+def test_nothing_due_normalizes_cursor_to_next_occurrence() -> None:
+    """A cursor between occurrences with none due moves to the next occurrence, never back."""
+    claim = claim_at(T0 + MINUTE, cursor=T0 + 1)
+    decision = resolve_cluster_schedule_decision(claim, 16)
+    assert (decision.occurrences, decision.next_due_at_ms) == ((), T0 + FIVE)
+
+
+def test_cursor_between_occurrences_admits_from_the_next_one() -> None:
+    """Occurrences before the cursor are never due, even if it is not itself an occurrence."""
+    claim = claim_at(T0 + FIVE + 1_000, cursor=T0 + 1, policy=MisfirePolicy.CATCH_UP)
+    assert resolve_cluster_schedule_decision(claim, 16).occurrences == (T0 + FIVE,)
+
+
+def test_end_of_window_exhausts_the_schedule() -> None:
+    """When the cursor passes end_at_ms the schedule is exhausted with no cursor."""
+    claim = claim_at(T0 + HOUR, policy=MisfirePolicy.CATCH_UP, end_at_ms=T0 + 2 * FIVE)
+    decision = resolve_cluster_schedule_decision(claim, 16)
+    assert decision.occurrences == (T0, T0 + FIVE, T0 + 2 * FIVE)
+    assert (decision.next_due_at_ms, decision.state) == (None, ScheduleState.EXHAUSTED)
+    normalize_commit(claim, decision, 16)
+
+
+def test_end_of_window_with_backlog_is_not_yet_exhausted() -> None:
+    """A budget-limited backlog before end_at_ms keeps the schedule active."""
+    claim = claim_at(T0 + HOUR, policy=MisfirePolicy.CATCH_UP, end_at_ms=T0 + 2 * FIVE)
+    decision = resolve_cluster_schedule_decision(claim, 2)
+    assert decision.occurrences == (T0, T0 + FIVE)
+    assert (decision.next_due_at_ms, decision.state) == (T0 + 2 * FIVE, ScheduleState.ACTIVE)
+
+
+def test_start_of_window_hides_earlier_occurrences() -> None:
+    """Occurrences before start_at_ms are never due."""
+    claim = claim_at(T0 + HOUR, policy=MisfirePolicy.CATCH_UP, start_at_ms=T0 + HOUR - FIVE)
+    decision = resolve_cluster_schedule_decision(claim, 16)
+    assert decision.occurrences == (T0 + HOUR - FIVE, T0 + HOUR)
+
+
+@pytest.mark.parametrize("policy", [MisfirePolicy.FIRE_ONCE, MisfirePolicy.SKIP])
+def test_week_long_outage_of_every_second_schedule_jumps(policy: MisfirePolicy) -> None:
+    """After a week down, an every-second schedule admits only the tail; skipped is capped."""
+    week = 7 * 24 * HOUR
+    claim = claim_at(T0 + week, policy=policy, cron="* * * * * *")
+    decision = resolve_cluster_schedule_decision(claim, 256)
+    on_time = tuple(range(T0 + week - MINUTE, T0 + week + 1, 1_000))
+    latest_missed = (T0 + week - MINUTE - 1_000,)
+    expected = latest_missed + on_time if policy is MisfirePolicy.FIRE_ONCE else on_time
+    assert decision.occurrences == expected
+    assert (decision.skipped, decision.skipped_capped) == (SKIPPED_COUNT_LIMIT, True)
+    assert decision.next_due_at_ms == T0 + week + 1_000
+    normalize_commit(claim, decision, 256)
+
+
+def test_catch_up_after_long_outage_walks_only_its_budget() -> None:
+    """catch_up after a week down admits the oldest budget's worth and keeps the rest due."""
+    claim = claim_at(T0 + 7 * 24 * HOUR, policy=MisfirePolicy.CATCH_UP, cron="* * * * * *")
+    decision = resolve_cluster_schedule_decision(claim, 256)
+    assert decision.occurrences == tuple(range(T0, T0 + 256_000, 1_000))
+    assert decision.next_due_at_ms == T0 + 256_000
+
+
+def test_fold_instances_of_interval_schedule_are_separate_occurrences() -> None:
+    """Both New York 01:30 instances of `*/30` are due occurrences on fall-back day."""
+    first_0130 = 1_793_511_000_000  # 2026-11-01T01:30:00-04:00
+    claim = claim_at(
+        first_0130 + HOUR,
+        cursor=first_0130,
+        policy=MisfirePolicy.CATCH_UP,
+        cron="*/30 * * * *",
+        timezone="America/New_York",
+    )
+    decision = resolve_cluster_schedule_decision(claim, 16)
+    assert decision.occurrences == (first_0130, first_0130 + 30 * MINUTE, first_0130 + HOUR)
+
+
+def test_fixed_schedule_fires_once_across_the_fold() -> None:
+    """`30 1 * * *` on New York fall-back day yields one occurrence, then the next day's."""
+    first_0130 = 1_793_511_000_000
+    claim = claim_at(
+        first_0130 + 2 * HOUR,
+        cursor=first_0130,
+        policy=MisfirePolicy.CATCH_UP,
+        cron="30 1 * * *",
+        timezone="America/New_York",
+    )
+    decision = resolve_cluster_schedule_decision(claim, 16)
+    assert decision.occurrences == (first_0130,)
+    assert decision.next_due_at_ms == first_0130 + 25 * HOUR

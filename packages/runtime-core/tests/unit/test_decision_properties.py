@@ -1,0 +1,232 @@
+"""Property tests of the misfire decision against a plain model built on enumerated occurrences."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from claims import make_claim
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from ql3_runtime_core import (
+    SKIPPED_COUNT_LIMIT,
+    ClusterScheduleClaim,
+    MisfirePolicy,
+    ScheduleDecision,
+    ScheduleState,
+    next_occurrence_ms,
+    normalize_commit,
+    resolve_cluster_schedule_decision,
+)
+
+# (expression, longest outage to draw in ms) keeps the model's enumeration below the count limit.
+SCHEDULES = (
+    ("* * * * * *", 15 * 60_000),
+    ("*/7 * * * * *", 90 * 60_000),
+    ("*/5 * * * *", 2 * 86_400_000),
+    ("*/30 * * * *", 10 * 86_400_000),
+    ("0 * * * *", 20 * 86_400_000),
+    ("30 1 * * *", 300 * 86_400_000),
+    ("15 30 2 * * *", 300 * 86_400_000),
+    ("0 0 * * 0", 700 * 86_400_000),
+)
+ZONES = ("UTC", "America/New_York", "Australia/Lord_Howe", "Europe/London")
+# Around New York / London / Lord Howe changes of 2026 and a plain day.
+ANCHORS = (
+    1_772_953_200_000,
+    1_793_511_000_000,
+    1_774_746_000_000,
+    1_775_313_000_000,
+    1_767_225_600_000,
+)
+_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One drawn claim and budget."""
+
+    claim: ClusterScheduleClaim
+    budget: int
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> Scenario:
+    """Draw a schedule, zone, cursor (on or between occurrences), observation, window and policy."""
+    expression, longest = draw(st.sampled_from(SCHEDULES))
+    zone = draw(st.sampled_from(ZONES))
+    cursor = draw(st.sampled_from(ANCHORS)) + draw(st.integers(-86_400_000, 86_400_000))
+    if draw(st.booleans()):
+        cursor = next_occurrence_ms(expression, zone, cursor - 1)
+    observed = cursor + draw(st.integers(-60_000, longest))
+    start = draw(st.none() | st.integers(cursor - longest, observed + longest))
+    end = draw(st.none() | st.integers(max(cursor, start or cursor), observed + longest))
+    claim = make_claim(
+        claim_acquired_at_ms=observed,
+        claim_expires_at_ms=observed + 30_000,
+        next_due_at_ms=cursor,
+        definition={
+            "cron": expression,
+            "timezone": zone,
+            "misfire_policy": draw(st.sampled_from(list(MisfirePolicy))),
+            "misfire_grace_ms": draw(
+                st.sampled_from([0, 1_000, 60_000, 3_600_000]) | st.integers(0, longest)
+            ),
+            "start_at_ms": start,
+            "end_at_ms": end,
+        },
+    )
+    budget = draw(st.sampled_from([0, 1, 2, 3, 16, 256]) | st.integers(0, 40))
+    return Scenario(claim, budget)
+
+
+def due_occurrences(claim: ClusterScheduleClaim) -> tuple[list[int], int]:
+    """Enumerate every due occurrence and return them with the first occurrence after them."""
+    definition = claim.definition
+    low = max(claim.next_due_at_ms, definition.start_at_ms or claim.next_due_at_ms)
+    high = claim.claim_acquired_at_ms
+    if definition.end_at_ms is not None:
+        high = min(high, definition.end_at_ms)
+    due: list[int] = []
+    current = next_occurrence_ms(definition.cron, definition.timezone, low - 1)
+    while current <= high:
+        due.append(current)
+        current = next_occurrence_ms(definition.cron, definition.timezone, current)
+    return due, current
+
+
+def model(claim: ClusterScheduleClaim, budget: int) -> ScheduleDecision:
+    """Compute the decision SPEC §6 describes, naively, from the full list of due occurrences."""
+    definition = claim.definition
+    observed = claim.claim_acquired_at_ms
+    due, after_due = due_occurrences(claim)
+    missed = [t for t in due if observed - t > definition.misfire_grace_ms]
+    on_time = [t for t in due if observed - t <= definition.misfire_grace_ms]
+    skipped = 0
+    if budget == 0:
+        admitted: list[int] = []
+        decided: list[int] = []
+        cursor: int = claim.next_due_at_ms if due or not _past_end(claim, after_due) else after_due
+    else:
+        if definition.misfire_policy is MisfirePolicy.CATCH_UP:
+            admitted = due[:budget]
+            decided = admitted
+        elif definition.misfire_policy is MisfirePolicy.FIRE_ONCE:
+            admitted = ([missed[-1]] if missed else []) + on_time
+            admitted = admitted[:budget]
+            decided = missed + on_time[: budget - (1 if missed else 0)]
+            skipped = max(len(missed) - 1, 0)
+        else:
+            admitted = on_time[:budget]
+            decided = missed + admitted
+            skipped = len(missed)
+        undecided = [t for t in due if t not in set(decided)]
+        cursor = undecided[0] if undecided else after_due
+    exhausted = _past_end(claim, cursor)
+    return ScheduleDecision(
+        schedule_id=claim.schedule_id,
+        occurrences=tuple(admitted),
+        next_due_at_ms=None if exhausted else cursor,
+        state=ScheduleState.EXHAUSTED if exhausted else ScheduleState.ACTIVE,
+        observed_at_ms=observed,
+        skipped=min(skipped, SKIPPED_COUNT_LIMIT),
+        skipped_capped=len(missed) > SKIPPED_COUNT_LIMIT,
+    )
+
+
+def _past_end(claim: ClusterScheduleClaim, occurrence: int) -> bool:
+    end = claim.definition.end_at_ms
+    return end is not None and occurrence > end
+
+
+@_SETTINGS
+@given(scenarios())
+def test_decision_equals_the_naive_model(scenario: Scenario) -> None:
+    """The jumping decision equals the naive one that enumerates every due occurrence."""
+    decision = resolve_cluster_schedule_decision(scenario.claim, scenario.budget)
+    assert decision == model(scenario.claim, scenario.budget)
+
+
+@_SETTINGS
+@given(scenarios())
+def test_decision_is_committable_and_accounts_for_every_due_occurrence(scenario: Scenario) -> None:
+    """A decision passes normalization, never moves the cursor back, and drops nothing silently."""
+    claim, budget = scenario.claim, scenario.budget
+    decision = resolve_cluster_schedule_decision(claim, budget)
+    normalize_commit(claim, decision, budget)
+    assert decision.observed_at_ms == claim.claim_acquired_at_ms
+    assert decision.next_due_at_ms is None or decision.next_due_at_ms >= claim.next_due_at_ms
+    due, _ = due_occurrences(claim)
+    cursor = decision.next_due_at_ms
+    still_due = [t for t in due if cursor is not None and t >= cursor]
+    assert set(decision.occurrences) <= set(due)
+    assert len(decision.occurrences) + decision.skipped + len(still_due) == len(due)
+    if budget == 0:
+        assert decision.occurrences == ()
+        assert cursor in {claim.next_due_at_ms, None}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    schedule=st.sampled_from(SCHEDULES),
+    zone=st.sampled_from(ZONES),
+    anchor=st.sampled_from(ANCHORS),
+    policy=st.sampled_from(list(MisfirePolicy)),
+    grace=st.sampled_from([0, 60_000, 3_600_000]),
+    budget=st.integers(0, 8),
+    fractions=st.lists(st.floats(0, 1), min_size=1, max_size=8),
+)
+def test_cycles_never_move_back_and_admit_each_occurrence_at_most_once(
+    *,
+    schedule: tuple[str, int],
+    zone: str,
+    anchor: int,
+    policy: MisfirePolicy,
+    grace: int,
+    budget: int,
+    fractions: list[float],
+) -> None:
+    """Chained cycles: the cursor is monotone, nothing is admitted twice or lost."""
+    expression, longest = schedule
+    start = next_occurrence_ms(expression, zone, anchor - 1)
+    cursor: int | None = start
+    observed = start
+    admitted: list[int] = []
+    skipped = 0
+    for fraction in fractions:
+        observed += int(fraction * longest / len(fractions))
+        assert cursor is not None
+        claim = make_claim(
+            claim_acquired_at_ms=observed,
+            claim_expires_at_ms=observed + 30_000,
+            next_due_at_ms=cursor,
+            definition={
+                "cron": expression,
+                "timezone": zone,
+                "misfire_policy": policy,
+                "misfire_grace_ms": grace,
+            },
+        )
+        decision = resolve_cluster_schedule_decision(claim, budget)
+        assert decision.next_due_at_ms is not None
+        assert decision.next_due_at_ms >= cursor
+        cursor = decision.next_due_at_ms
+        admitted.extend(decision.occurrences)
+        skipped += decision.skipped
+    assert len(admitted) == len(set(admitted))
+    assert admitted == sorted(admitted)
+    assert cursor is not None
+    final = make_claim(
+        claim_acquired_at_ms=observed,
+        claim_expires_at_ms=observed + 30_000,
+        next_due_at_ms=cursor,
+        definition={"cron": expression, "timezone": zone},
+    )
+    remaining, _ = due_occurrences(final)
+    everything = make_claim(
+        claim_acquired_at_ms=observed,
+        claim_expires_at_ms=observed + 30_000,
+        next_due_at_ms=start,
+        definition={"cron": expression, "timezone": zone},
+    )
+    total, _ = due_occurrences(everything)
+    assert len(admitted) + skipped + len(remaining) == len(total)
