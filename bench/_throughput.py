@@ -41,7 +41,7 @@ TARGET_RN_VS_R1 = 0.9
 
 def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not a flag argument
     if quick:
-        return {"schedules": 500, "warmup_s": 1.5, "window_s": 3.0}
+        return {"schedules": 1000, "warmup_s": 1.5, "window_s": 3.0}
     return {"schedules": 2000, "warmup_s": 3.0, "window_s": 10.0}
 
 
