@@ -7,7 +7,9 @@ A missing server is a failure with a message saying what to install, never a ski
 
 from __future__ import annotations
 
+import functools
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -139,6 +141,26 @@ class Replicas:
         """Return the replica's output so far."""
         return (self.workdir / f"{name}.log").read_text(errors="replace")
 
+    def logged(self, name: str, event: str) -> bool:
+        """Tell whether the replica's JSON log has a record with this `event`."""
+        for line in self.log(name).splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and record.get("event") == event:
+                return True
+        return False
+
+    def wait_ready(self, *names: str, timeout_s: float = 60) -> None:
+        """Wait until each replica logged that it connected (start-up is slow on a busy host)."""
+        for name in names:
+            wait_for(
+                functools.partial(self.logged, name, "service.connected"),
+                timeout_s=timeout_s,
+                what=f"replica {name} connected",
+            )
+
     def terminate(self, name: str, timeout: float = 20) -> int:
         """SIGTERM a replica and return its exit code."""
         process = self.processes[name]
@@ -154,10 +176,10 @@ class Replicas:
     def stop_all(self) -> dict[str, int]:
         """SIGTERM every running replica and wait; returns exit codes of those it stopped."""
         codes: dict[str, int] = {}
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for name, process in self.processes.items():
+        running = {name: p for name, p in self.processes.items() if p.poll() is None}
+        for process in running.values():
+            process.send_signal(signal.SIGTERM)
+        for name, process in running.items():
             try:
                 codes[name] = process.wait(timeout=20)
             except subprocess.TimeoutExpired:
