@@ -1,0 +1,57 @@
+"""Chaos suite configuration: the `scenario` fixture and the docs/EVIDENCE.md writer.
+
+Every scenario records one evidence row (faults injected; expected / admitted / duplicated / early
+/ missing occurrences; 40001 retries; duration; outcome). At the end of the session the rows are
+written to docs/EVIDENCE.md beside the record's own evidence list (SPEC §10), so the document always
+shows the latest run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+from evidence import write_evidence
+from harness import EVIDENCE, Scenario
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Generator, Iterator
+
+
+@pytest.fixture
+def scenario(request: pytest.FixtureRequest) -> Iterator[Callable[[str, str], Scenario]]:
+    """Return a factory of scenarios; everything they started is torn down after the test."""
+    made: list[Scenario] = []
+
+    def make(name: str, items: str) -> Scenario:
+        created = Scenario(name, items)
+        created.evidence.outcome = "running"
+        made.append(created)
+        return created
+
+    yield make
+    report = getattr(request.node, "rep_call", None)
+    for created in made:
+        created.close()
+        if report is None:
+            created.evidence.outcome = "error"
+        else:
+            created.evidence.outcome = "passed" if report.passed else "FAILED"
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(
+    item: pytest.Item,
+    call: pytest.CallInfo[None],  # noqa: ARG001 - part of the hook's signature
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Keep the call-phase report on the item so the fixture can record the outcome."""
+    report = yield
+    if report.when == "call":
+        item.rep_call = report  # type: ignore[attr-defined]  # read back by the fixture
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:  # noqa: ARG001 - hook signature
+    """Write docs/EVIDENCE.md from the scenarios that ran."""
+    if EVIDENCE:
+        write_evidence(EVIDENCE)

@@ -1,0 +1,507 @@
+"""Chaos harness: real PostgreSQL, real `ql3 run` processes, verdicts from the database only.
+
+A `Scenario` owns what one chaos test starts (clusters, replicas, proxies, namespaces) and tears
+it down even when the test fails. It creates schedules through `ScheduleAdmin` with an `end_at_ms`
+so that every scenario has a finite, exactly known set of expected occurrences, waits for
+conditions by polling the database against a monotonic deadline (never sleep-and-hope), and ends
+with `finish()`: stop the replicas gracefully, then check the history (every expected occurrence
+exactly once, none early, 1 run : 1 attempt : 2 events, no claim left at rest) and
+`verify_history`. Rule zero holds here too: every time value comes from the database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from ql3_cluster_postgres import (
+    Ql3Database,
+    ScheduleAdmin,
+    ThrowawayCluster,
+    VerifyReport,
+    prepare_ql3_database,
+    verify_history,
+)
+from ql3_runtime_core import MisfirePolicy, ScheduleDefinition, next_occurrence_ms
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+ROOT = Path(__file__).resolve().parent.parent
+EVERY_SECOND = "* * * * * *"
+NOW_SQL = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+POLL_S = 0.1
+Params = Sequence[object] | Mapping[str, object] | None
+Query = str  # the chaos suite only sends literal SQL text
+
+
+def ql3_executable() -> Path:
+    """Return the `ql3` console script of this environment, or fail saying what to install."""
+    candidate = Path(sys.executable).parent / "ql3"
+    if not candidate.exists():
+        msg = (
+            f"chaos: no `ql3` console script next to {sys.executable}; install the"
+            " ql3-cluster-control wheel into this environment (nox -s chaos does)"
+        )
+        raise AssertionError(msg)
+    return candidate
+
+
+def db_now_ms(dsn: str) -> int:
+    """Read the database clock (the only clock a verdict may use)."""
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+        row = conn.execute(NOW_SQL).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def fetch(dsn: str, query: Query, params: Params = None) -> list[tuple[Any, ...]]:
+    """Run one query on a fresh autocommit connection and return all rows."""
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+        return list(conn.execute(query, params).fetchall())
+
+
+def wait_until(
+    condition: Callable[[], bool],
+    *,
+    timeout_s: float,
+    what: str,
+    interval_s: float = POLL_S,
+) -> float:
+    """Poll `condition` until true; return the seconds waited, or fail naming `what`."""
+    started = time.monotonic()
+    deadline = started + timeout_s
+    while True:
+        with contextlib.suppress(psycopg.OperationalError):
+            if condition():
+                return time.monotonic() - started
+        if time.monotonic() > deadline:
+            msg = f"chaos: timed out after {timeout_s:.0f} s waiting until {what}"
+            raise AssertionError(msg)
+        time.sleep(interval_s)
+
+
+def pause(seconds: float) -> None:
+    """Let a fault act for a fixed span of monotonic time (a fault window, not a wait-for)."""
+    time.sleep(seconds)
+
+
+@dataclass
+class Replica:
+    """One `ql3 run` process with JSON logs in a file."""
+
+    owner_id: str
+    dsn: str
+    log_path: Path
+    lease_ms: int
+    poll_interval_ms: int = 200
+    claim_batch: int = 16
+    env_extra: dict[str, str] = field(default_factory=dict)
+    prefix: tuple[str, ...] = ()
+    process: subprocess.Popen[bytes] | None = None
+    exit_code: int | None = None
+
+    def start(self) -> Replica:
+        """Start the process (the DSN travels in QL3_DSN, not on the command line)."""
+        env = {key: value for key, value in os.environ.items() if not key.startswith("QL3_")}
+        env.update(self.env_extra)
+        env["QL3_DSN"] = self.dsn
+        argv = [
+            *self.prefix,
+            str(ql3_executable()),
+            "run",
+            "--owner-id",
+            self.owner_id,
+            "--lease-ms",
+            str(self.lease_ms),
+            "--poll-interval-ms",
+            str(self.poll_interval_ms),
+            "--claim-batch",
+            str(self.claim_batch),
+            "--log-format",
+            "json",
+        ]
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        return self
+
+    @property
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> int:
+        """SIGKILL the process and return its exit status (-9 proves the kill took effect)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.exit_code = self.process.wait(10)
+        return self.exit_code
+
+    def stop(self, timeout_s: float = 20) -> int:
+        """SIGTERM (graceful: claims released) and return the exit code."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.exit_code = self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.exit_code = self.process.wait(10)
+        else:
+            self.exit_code = self.process.returncode
+        return self.exit_code
+
+    def records(self) -> list[dict[str, Any]]:
+        """Parse the JSON log lines written so far (other lines are ignored)."""
+        records: list[dict[str, Any]] = []
+        if not self.log_path.exists():
+            return records
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict):
+                    records.append(record)
+        return records
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """Log records of one `event` kind (e.g. cycle.summary)."""
+        return [record for record in self.records() if record.get("event") == name]
+
+    def serialization_retries(self) -> int:
+        """Sum of the 40001 retries reported in this replica's cycle summaries."""
+        return sum(int(r.get("serialization_retries", 0)) for r in self.events("cycle.summary"))
+
+    def admitted(self) -> int:
+        """Sum of the admissions reported in this replica's cycle summaries."""
+        return sum(int(r.get("admitted", 0)) for r in self.events("cycle.summary"))
+
+    def wait_ready(self, timeout_s: float = 30) -> None:
+        """Wait until the replica has connected and checked the schema (its log says so)."""
+        try:
+            wait_until(
+                lambda: bool(self.events("service.connected")),
+                timeout_s=timeout_s,
+                what=f"replica {self.owner_id} is connected",
+            )
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.tail()}") from None
+
+    def tail(self, lines: int = 15) -> str:
+        """Return the end of the log, for failure messages."""
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+@dataclass
+class Outcome:
+    """What `finish()` measured; the row of docs/EVIDENCE.md comes from it."""
+
+    expected: int
+    admitted: int
+    duplicated: int
+    early: int
+    missing: int
+    unexpected: int
+    max_lateness_ms: int
+    retries_40001: int
+    report: VerifyReport
+
+
+@dataclass
+class Evidence:
+    """One row of docs/EVIDENCE.md."""
+
+    scenario: str
+    items: str
+    faults: list[str] = field(default_factory=list)
+    expected: int | None = None
+    admitted: int | None = None
+    duplicated: int | None = None
+    early: int | None = None
+    missing: int | None = None
+    retries_40001: int | None = None
+    max_lateness_ms: int | None = None
+    notes: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+    outcome: str = "not run"
+
+
+EVIDENCE: list[Evidence] = []
+
+
+class Scenario:
+    """Everything one chaos test starts, torn down by `close()` (the fixture calls it)."""
+
+    def __init__(self, name: str, items: str) -> None:
+        self.evidence = Evidence(name, items)
+        EVIDENCE.append(self.evidence)
+        self.started = time.monotonic()
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"ql3-chaos-{name}-"))
+        self.replicas: list[Replica] = []
+        self.clusters: list[ThrowawayCluster] = []
+        self._cleanups: list[Callable[[], None]] = []
+        self.db: Ql3Database | None = None
+        self.cluster: ThrowawayCluster | None = None
+        self.schedules: dict[int, tuple[ScheduleDefinition, int]] = {}  # id -> (def, cursor)
+        self._replica_count = 0
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    def start_cluster(self, **options: Any) -> ThrowawayCluster:  # noqa: ANN401 - passed through
+        """Start a throwaway PostgreSQL owned by this scenario."""
+        cluster = ThrowawayCluster(name=f"chaos{len(self.clusters)}", **options).start()
+        self.clusters.append(cluster)
+        return cluster
+
+    def prepare(
+        self,
+        cluster: ThrowawayCluster | None = None,
+        **options: Any,  # noqa: ANN401 - ThrowawayCluster arguments
+    ) -> Ql3Database:
+        """Start a cluster (unless given) and a provisioned, migrated QL3 database on it."""
+        self.cluster = cluster if cluster is not None else self.start_cluster(**options)
+        self.db = prepare_ql3_database(self.cluster, "ql3chaos")
+        return self.db
+
+    def on_close(self, cleanup: Callable[[], None]) -> None:
+        """Run `cleanup` at tear-down (last registered runs first)."""
+        self._cleanups.append(cleanup)
+
+    def fault(self, description: str) -> None:
+        """Record an injected fault for the evidence row."""
+        self.evidence.faults.append(description)
+
+    def note(self, text: str) -> None:
+        """Record a measured fact for the evidence row."""
+        self.evidence.notes.append(text)
+
+    @property
+    def database(self) -> Ql3Database:
+        """The scenario's QL3 database."""
+        assert self.db is not None, "call prepare() first"
+        return self.db
+
+    def dsn(self, role: str = "admin", **params: str) -> str:
+        """Conninfo of the scenario database for a role's login user."""
+        return self.database.dsn(role, **params)
+
+    def now_ms(self) -> int:
+        """Read the database clock."""
+        return db_now_ms(self.dsn())
+
+    def add_schedules(
+        self,
+        count: int,
+        *,
+        window_s: float,
+        cron: str = EVERY_SECOND,
+        policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE,
+        grace_ms: int = 60_000,
+        prefix: str = "s",
+        dsn: str | None = None,
+    ) -> list[int]:
+        """Create `count` schedules ending `window_s` after now (database time)."""
+        ids = []
+        with ScheduleAdmin(dsn or self.dsn("admin")) as admin:
+            end = admin.database_now_ms() + int(window_s * 1000)
+            definition = ScheduleDefinition(
+                cron=cron, misfire_policy=policy, misfire_grace_ms=grace_ms, end_at_ms=end
+            )
+            for index in range(count):
+                record = admin.add_schedule(f"{prefix}{index}-{uuid.uuid4().hex[:6]}", definition)
+                assert record.next_due_at_ms is not None
+                self.schedules[record.schedule_id] = (definition, record.next_due_at_ms)
+                ids.append(record.schedule_id)
+        return ids
+
+    def expected_occurrences(
+        self, schedule_ids: Iterable[int] | None = None
+    ) -> set[tuple[int, int]]:
+        """Every (schedule, occurrence) from each schedule's first cursor to its end_at_ms."""
+        expected: set[tuple[int, int]] = set()
+        for schedule_id in schedule_ids if schedule_ids is not None else self.schedules:
+            definition, at = self.schedules[schedule_id]
+            assert definition.end_at_ms is not None
+            while at <= definition.end_at_ms:
+                expected.add((schedule_id, at))
+                at = next_occurrence_ms(definition.cron, definition.timezone, at)
+        return expected
+
+    def replica(
+        self,
+        *,
+        lease_ms: int = 2_000,
+        dsn: str | None = None,
+        start: bool = True,
+        **options: Any,  # noqa: ANN401 - Replica fields
+    ) -> Replica:
+        """Create (and start) a `ql3 run` replica as the ql3_runtime login."""
+        self._replica_count += 1
+        owner = f"{self.evidence.scenario}-r{self._replica_count}"
+        replica = Replica(
+            owner_id=owner,
+            dsn=dsn or self.dsn("runtime"),
+            log_path=self.workdir / f"{owner}.log",
+            lease_ms=lease_ms,
+            **options,
+        )
+        self.replicas.append(replica)
+        return replica.start() if start else replica
+
+    # -- waiting --------------------------------------------------------------------------------
+
+    def exhausted(self, schedule_ids: Iterable[int] | None = None, dsn: str | None = None) -> bool:
+        """Tell whether every given schedule has passed its end (state exhausted)."""
+        ids = list(schedule_ids if schedule_ids is not None else self.schedules)
+        rows = fetch(
+            dsn or self.dsn(),
+            "SELECT count(*) FROM ql3.trigger_schedules WHERE id = ANY(%s) AND state = 'exhausted'",
+            (ids,),
+        )
+        return int(rows[0][0]) == len(ids)
+
+    def wait_exhausted(self, timeout_s: float, dsn: str | None = None) -> float:
+        """Wait until every schedule of the scenario is exhausted; fail with replica logs."""
+        try:
+            return wait_until(
+                lambda: self.exhausted(dsn=dsn),
+                timeout_s=timeout_s,
+                what="every schedule is exhausted",
+            )
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.logs()}") from None
+
+    def fetch_admin(self, query: Query, params: Params = None) -> list[tuple[Any, ...]]:
+        """Run one read-only query as the ql3_admin login."""
+        return fetch(self.dsn("admin"), query, params)
+
+    def runs_count(self, dsn: str | None = None) -> int:
+        """How many runs exist now."""
+        return int(fetch(dsn or self.dsn(), "SELECT count(*) FROM ql3.runs")[0][0])
+
+    def logs(self) -> str:
+        """Tails of every replica log, for failure messages."""
+        parts = [
+            f"--- {r.owner_id} (alive={r.alive}, exit={r.exit_code}) ---\n{r.tail()}"
+            for r in self.replicas
+        ]
+        return "\n".join(parts)
+
+    # -- verdict --------------------------------------------------------------------------------
+
+    def wait_ready(self) -> None:
+        """Wait until every live replica is connected."""
+        for replica in self.replicas:
+            if replica.alive:
+                replica.wait_ready()
+
+    def stop_replicas(self) -> None:
+        """Stop every live replica gracefully and require exit code 0."""
+        codes = {r.owner_id: r.stop() for r in self.replicas if r.alive}
+        bad = {owner: code for owner, code in codes.items() if code != 0}
+        assert not bad, f"replicas did not stop cleanly: {bad}\n{self.logs()}"
+
+    def retries_40001(self) -> int:
+        """40001 retries reported by every replica of the scenario."""
+        return sum(r.serialization_retries() for r in self.replicas)
+
+    def finish(
+        self,
+        *,
+        expected: set[tuple[int, int]] | None = None,
+        dsn: str | None = None,
+        lateness_bound_ms: int | None = None,
+    ) -> Outcome:
+        """Stop replicas, then check history and claims from the database; record evidence."""
+        self.stop_replicas()
+        dsn = dsn or self.dsn("admin")
+        want = self.expected_occurrences() if expected is None else expected
+        runs = fetch(
+            dsn, "SELECT schedule_id, scheduled_for_ms, created_at_ms FROM ql3.runs ORDER BY id"
+        )
+        seen: dict[tuple[int, int], int] = {}
+        for schedule_id, at, _ in runs:
+            seen[(schedule_id, at)] = seen.get((schedule_id, at), 0) + 1
+        duplicated = sum(count - 1 for count in seen.values())
+        early = sum(1 for _, at, created in runs if created < at)
+        lateness = max((created - at for _, at, created in runs), default=0)
+        missing = want - set(seen)
+        unexpected = set(seen) - want
+        counts = fetch(
+            dsn,
+            "SELECT (SELECT count(*) FROM ql3.runs), (SELECT count(*) FROM ql3.attempts),"
+            " (SELECT count(*) FROM ql3.events),"
+            " (SELECT count(*) FROM ql3.trigger_schedules WHERE claim_owner_id IS NOT NULL)",
+        )[0]
+        report = verify_history(dsn, stale_claim_grace_ms=0)
+        outcome = Outcome(
+            expected=len(want),
+            admitted=len(seen),
+            duplicated=duplicated,
+            early=early,
+            missing=len(missing),
+            unexpected=len(unexpected),
+            max_lateness_ms=int(lateness),
+            retries_40001=self.retries_40001(),
+            report=report,
+        )
+        self._record(outcome)
+        assert report.ok, "verify_history found violations:\n" + "\n".join(report.lines())
+        assert duplicated == 0, f"{duplicated} duplicate admissions"
+        assert early == 0, f"{early} early admissions"
+        assert not missing, f"{len(missing)} expected occurrences missing: {sorted(missing)[:10]}"
+        assert not unexpected, f"{len(unexpected)} unexpected admissions: {sorted(unexpected)[:10]}"
+        runs_n, attempts_n, events_n, claims_n = (int(value) for value in counts)
+        assert (attempts_n, events_n) == (runs_n, 2 * runs_n), (
+            f"rows are not 1:1:2: runs={runs_n} attempts={attempts_n} events={events_n}"
+        )
+        assert claims_n == 0, f"{claims_n} claims left at rest after a graceful stop"
+        if lateness_bound_ms is not None:
+            assert lateness <= lateness_bound_ms, (
+                f"an occurrence was admitted {lateness} ms late, bound {lateness_bound_ms} ms"
+            )
+        return outcome
+
+    def _record(self, outcome: Outcome) -> None:
+        row = self.evidence
+        row.expected = outcome.expected
+        row.admitted = outcome.admitted
+        row.duplicated = outcome.duplicated
+        row.early = outcome.early
+        row.missing = outcome.missing
+        row.retries_40001 = outcome.retries_40001
+        row.max_lateness_ms = outcome.max_lateness_ms
+
+    # -- tear-down ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Kill leftover replicas, run clean-ups, stop clusters; never raises."""
+        for replica in self.replicas:
+            if replica.alive:
+                with contextlib.suppress(Exception):
+                    replica.kill()
+        for cleanup in reversed(self._cleanups):
+            with contextlib.suppress(Exception):
+                cleanup()
+        for cluster in reversed(self.clusters):
+            with contextlib.suppress(Exception):
+                cluster.stop()
+        self.evidence.duration_s = time.monotonic() - self.started
+
+
+def sum_events(replicas: Sequence[Replica], name: str) -> int:
+    """How many log records of kind `name` all the replicas wrote."""
+    return sum(len(r.events(name)) for r in replicas)
