@@ -66,7 +66,7 @@ class Ql3Database:
 
 
 def _execute_admin(cluster: ThrowawayCluster, statement: sql.Composed) -> None:
-    with psycopg.connect(cluster.dsn(), autocommit=True, connect_timeout=10) as conn:
+    with cluster.connect() as conn:
         conn.execute(statement)
 
 
@@ -143,7 +143,7 @@ def drop_database(cluster: ThrowawayCluster, name: str) -> None:
     """
     ident = sql.Identifier(name)
     try:
-        with psycopg.connect(cluster.dsn(), autocommit=True, connect_timeout=10) as conn:
+        with cluster.connect() as conn:
             row = conn.execute(ddl("database_is_template"), {"name": name}).fetchone()
             if row and row[0]:
                 conn.execute(sql.SQL(ddl("database_unmark_template")).format(name=ident))

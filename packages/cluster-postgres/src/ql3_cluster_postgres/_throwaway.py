@@ -10,6 +10,7 @@ started under libfaketime reading its offset from a control file on every clock 
 (`FAKETIME_NO_CACHE=1`), so `set_clock_offset_ms` is seen at once by open connections. The
 monotonic clock stays real (`FAKETIME_DONT_FAKE_MONOTONIC=1`), otherwise PostgreSQL's timeouts and
 latches misbehave; parallel query is off because workers would not share the offset reliably.
+`QL3_LIBFAKETIME` may point at the preload library when it is not in a standard place.
 
 Fencing: `fence()` stops the server immediately and renames `postgresql.conf` to
 `postgresql.conf.fenced`; PostgreSQL then refuses to start from that data dir ("could not access the
@@ -21,40 +22,44 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import pwd
 import secrets
 import shutil
-import signal
-import socket
-import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import psycopg
-from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from . import _replication
 from ._binaries import find_faketime_library, find_postgres_bin_dir
 from ._ddl import ddl
 from ._errors import ThrowawayClusterError
+from ._processes import (
+    HOST,
+    free_port,
+    log_tail,
+    run_as,
+    run_tool,
+    spawn_server,
+    stop_server,
+    tool_env,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    import subprocess
+    from collections.abc import Mapping
     from types import TracebackType
 
 __all__ = ["ThrowawayCluster"]
 
-_HOST = "127.0.0.1"
 _SUPERUSER = "postgres"
 _START_TIMEOUT_S = 60.0
-_STOP_TIMEOUT_S = 30.0
 _PORT_ATTEMPTS = 5
-_LOG_TAIL_LINES = 40
 # Settings every throwaway cluster gets; standbys and failover tests need the replication ones.
 _BASE_SETTINGS: Mapping[str, str] = {
-    "listen_addresses": _HOST,
+    "listen_addresses": HOST,
     "wal_level": "replica",
     "max_wal_senders": "10",
     "max_replication_slots": "10",
@@ -81,17 +86,10 @@ _LIVE: set[ThrowawayCluster] = set()
 
 @atexit.register
 def _stop_all_at_exit() -> None:
-    """Safety net: never leave servers or folders behind, even when a test forgot to stop one."""
+    """Safety net: never leave servers or folders behind, even when a program forgot to stop."""
     for cluster in list(_LIVE):
         with contextlib.suppress(Exception):
             cluster.stop()
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((_HOST, 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _conf_line(key: str, value: str) -> str:
@@ -99,47 +97,13 @@ def _conf_line(key: str, value: str) -> str:
     return f"{key} = '{escaped}'\n"
 
 
-def _children_of(pid: int) -> list[int]:
-    """PIDs whose parent is `pid` (read from /proc, so it also works after the parent died)."""
-    children: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            stat = (entry / "stat").read_text()
-            # Field 4 (ppid) follows the parenthesised command name, which may contain spaces.
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[1]) == pid:
-                children.append(int(entry.name))
-    return children
-
-
-def _alive(pid: int) -> bool:
-    """Tell whether `pid` runs; a zombie (exited, not yet reaped) counts as gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
-
-
-def _wait_gone(pids: list[int], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while any(_alive(pid) for pid in pids):
-        if time.monotonic() > deadline:
-            for pid in pids:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-            deadline = time.monotonic() + timeout_s
-        time.sleep(0.02)
-
-
 class ThrowawayCluster:
     """A private PostgreSQL server in a temporary folder; always stopped and removed after use.
 
     Use as a context manager or call `start()` / `stop()`. See the module docstring for faketime
     and fencing. `durable=False` turns fsync, full_page_writes and synchronous_commit off (fast
-    tests; a crash may lose data, which tests that kill servers must keep in mind).
+    tests; a crash may lose data, which tests that kill servers must keep in mind). `keep=True`
+    leaves the folder for post-mortems. `os_user` runs the server when this process is root.
     """
 
     def __init__(
@@ -157,14 +121,14 @@ class ThrowawayCluster:
         self.faketime = faketime
         self.durable = durable
         self.name = name
+        self.os_user = os_user
         self.keep = keep
-        self.host = _HOST
+        self.host = HOST
         self.superuser = _SUPERUSER
         self.superuser_password = secrets.token_hex(16)
         self._settings = dict(settings or {})
         self._bin_dir = bin_dir
         self._base_parent = base_dir
-        self._os_user = os_user
         self._base: Path | None = None
         self._port: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -172,7 +136,7 @@ class ThrowawayCluster:
         self._standbys: list[ThrowawayCluster] = []
         self._fenced = False
 
-    # -- public properties -------------------------------------------------------------------
+    # -- where and how to reach it -------------------------------------------------------------
 
     @property
     def port(self) -> int:
@@ -217,6 +181,11 @@ class ThrowawayCluster:
             raise ThrowawayClusterError(f"cluster {self.name!r}: no server process")
         return self._proc.pid
 
+    @property
+    def fenced(self) -> bool:
+        """True once `fence()` ran."""
+        return self._fenced
+
     def dsn(
         self,
         dbname: str = "postgres",
@@ -235,6 +204,10 @@ class ThrowawayCluster:
         return make_conninfo(
             "", host=self.host, port=str(self.port), dbname=dbname, user=user, **extra
         )
+
+    def connect(self, dbname: str = "postgres") -> psycopg.Connection[tuple[Any, ...]]:
+        """Open an autocommit superuser connection (provisioning and test set-up only)."""
+        return psycopg.connect(self.dsn(dbname), autocommit=True, connect_timeout=10)
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -266,7 +239,7 @@ class ThrowawayCluster:
         for standby in self._standbys:
             standby.stop()
         self._standbys.clear()
-        self._shutdown_immediate()
+        self._halt()
         if self._base is not None and not self.keep:
             shutil.rmtree(self._base, ignore_errors=True)
         self._base = None
@@ -284,20 +257,12 @@ class ThrowawayCluster:
         self.stop()
 
     def kill(self) -> None:
-        """Crash the server: SIGKILL the postmaster; its backends die as they notice."""
-        if not self.running:
-            return
-        pid = self.pid
-        children = _children_of(pid)
-        os.kill(pid, signal.SIGKILL)
-        assert self._proc is not None  # noqa: S101 - running implies a process
-        self._proc.wait()
-        # Backends exit on postmaster death; wait so a restart finds no stale shared memory.
-        _wait_gone(children, _STOP_TIMEOUT_S)
+        """Crash the server: SIGKILL the postmaster, then wait for its orphaned backends."""
+        self._halt(crash=True)
 
     def restart(self) -> None:
-        """Start the server again on the same port (after `kill()`, or a stop/start cycle)."""
-        self._shutdown_immediate()
+        """Start the server again on the same port (after `kill()`, or to restart it)."""
+        self._halt()
         deadline = time.monotonic() + _START_TIMEOUT_S
         while not self._launch(self.port):
             if time.monotonic() > deadline:
@@ -306,16 +271,11 @@ class ThrowawayCluster:
 
     def fence(self) -> None:
         """Stop the server immediately and make every later start from this data dir fail."""
-        self._shutdown_immediate()
+        self._halt()
         conf = self.data_dir / "postgresql.conf"
         if conf.exists():
             conf.rename(conf.with_name("postgresql.conf.fenced"))
         self._fenced = True
-
-    @property
-    def fenced(self) -> bool:
-        """True once `fence()` ran."""
-        return self._fenced
 
     # -- clock ---------------------------------------------------------------------------------
 
@@ -353,140 +313,74 @@ class ThrowawayCluster:
         this cluster's offset. `synchronous=True` makes it the synchronous standby and turns
         synchronous_commit on here, so commits wait for it. `stop()` here also stops it.
         """
-        index = len(self._standbys) + 1
         standby = ThrowawayCluster(
             faketime=self.faketime,
             settings=self._settings,
             bin_dir=self.bin_dir,
             base_dir=self._base_parent,
             durable=self.durable,
-            name=f"{self.name}_standby{index}",
-            os_user=self._os_user,
+            name=f"{self.name}_standby{len(self._standbys) + 1}",
+            os_user=self.os_user,
             keep=self.keep,
         )
         standby.superuser_password = self.superuser_password
         standby._clock_offset_ms = self._clock_offset_ms
         self._standbys.append(standby)
-        standby._start_from_base_backup(self)
+        standby._create_base_dir()
+        try:
+            _replication.base_backup(self, standby, no_sync=not self.durable)
+            standby._start_on_free_port()
+        except BaseException:
+            standby.stop()
+            raise
         if synchronous:
-            with self._connect() as conn:
-                names = sql.SQL(ddl("cluster_set_synchronous")).format(
-                    names=sql.Literal(standby.name)
-                )
-                conn.execute(names)
-                conn.execute(ddl("cluster_synchronous_commit_on"))
-                conn.execute(ddl("cluster_reload"))
-        self._wait_standby(standby.name, "sync" if synchronous else None)
+            _replication.make_synchronous(self, standby.name)
+        _replication.wait_streaming(self, standby.name, synchronous=synchronous)
         return standby
 
     def promote(self) -> None:
         """Promote this standby (pg_ctl promote) and wait until it accepts writes."""
-        self._run([str(self.bin_dir / "pg_ctl"), "promote", "-w", "-D", str(self.data_dir)])
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while self.in_recovery():
-            if time.monotonic() > deadline:
-                raise self._start_error("promotion did not finish")
-            time.sleep(0.05)
+        _replication.promote(self)
 
     def in_recovery(self) -> bool:
         """Tell whether the server is a standby (in recovery)."""
-        with self._connect() as conn:
-            row = conn.execute(ddl("cluster_in_recovery")).fetchone()
-        return bool(row and row[0])
+        return _replication.in_recovery(self)
 
     def timeline(self) -> int:
         """Read the server's current timeline (1 after initdb, 2 after the first promotion)."""
-        with self._connect() as conn:
-            in_recovery = conn.execute(ddl("cluster_in_recovery")).fetchone()
-            if in_recovery and in_recovery[0]:
-                row = conn.execute(ddl("cluster_timeline_standby")).fetchone()
-                return int(row[0]) if row else 0
-            row = conn.execute(ddl("cluster_timeline_primary")).fetchone()
-        if row is None:
-            raise ThrowawayClusterError(f"cluster {self.name!r}: no WAL file name")
-        return int(str(row[0])[:8], 16)
+        return _replication.timeline(self)
+
+    def standbys(self) -> list[ThrowawayCluster]:
+        """Return the standbys created from this cluster (stopped with it)."""
+        return list(self._standbys)
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _connect(self, dbname: str = "postgres") -> psycopg.Connection[tuple[Any, ...]]:
-        return psycopg.connect(self.dsn(dbname), autocommit=True, connect_timeout=10)
-
-    def _run_as(self) -> tuple[int | None, int | None]:
-        if os.geteuid() != 0:
-            return None, None
-        try:
-            entry = pwd.getpwnam(self._os_user)
-        except KeyError as exc:
-            raise ThrowawayClusterError(
-                f"running as root, PostgreSQL needs an unprivileged OS user; user"
-                f" {self._os_user!r} does not exist (create it: `useradd --system {self._os_user}`)"
-            ) from exc
-        return entry.pw_uid, entry.pw_gid
-
-    def _env(self, *, preload: bool = False) -> dict[str, str]:
-        env = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.startswith(("PG", "LD_PRELOAD", "FAKETIME"))
-        }
-        env["LC_ALL"] = "C"
-        env["HOME"] = str(self.base_dir)
-        if preload and self.faketime:
-            env["LD_PRELOAD"] = str(find_faketime_library())
-            env["FAKETIME_TIMESTAMP_FILE"] = str(self.base_dir / "faketime.rc")
-            env["FAKETIME_NO_CACHE"] = "1"
-            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
-        return env
-
-    def _run(self, argv: list[str], *, env: Mapping[str, str] | None = None) -> str:
-        uid, gid = self._run_as()
-        result = subprocess.run(  # noqa: S603 - argv built from fixed tool names
-            argv,
-            capture_output=True,
-            text=True,
-            cwd=self.base_dir,
-            env=dict(env) if env is not None else self._env(),
-            user=uid,
-            group=gid,
-            extra_groups=[] if uid is not None else None,
-            timeout=_START_TIMEOUT_S * 2,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise ThrowawayClusterError(
-                f"cluster {self.name!r}: {Path(argv[0]).name} failed with exit code"
-                f" {result.returncode}: {(result.stderr or result.stdout).strip()}"
-            )
-        return result.stdout
-
     def _create_base_dir(self) -> None:
-        uid, gid = self._run_as()
+        uid, gid = run_as(self.os_user)
         if self.faketime:
-            find_faketime_library()  # fail early with the install hint
+            find_faketime_library()  # fail early, with the install hint, before creating files
         self._base = Path(tempfile.mkdtemp(prefix=f"{self.name}-pg-", dir=self._base_parent))
         _LIVE.add(self)
-        if uid is not None and gid is not None:
-            os.chown(self._base, uid, gid)
-        self._base.chmod(0o700)
-        (self._base / "socket").mkdir(mode=0o700)
-        if uid is not None and gid is not None:
-            os.chown(self._base / "socket", uid, gid)
+        (self._base / "socket").mkdir()
+        for folder in (self._base, self._base / "socket"):
+            if uid is not None and gid is not None:
+                os.chown(folder, uid, gid)
+            folder.chmod(0o700)
         if self.faketime:
             self._write_clock_file()
 
     def _initdb(self) -> None:
         pwfile = self.base_dir / "pwfile"
         pwfile.write_text(self.superuser_password + "\n")
-        uid, gid = self._run_as()
+        uid, gid = run_as(self.os_user)
         if uid is not None and gid is not None:
             os.chown(pwfile, uid, gid)
         pwfile.chmod(0o600)
         argv = [
             str(self.bin_dir / "initdb"),
-            "-D",
-            str(self.data_dir),
-            "-U",
-            self.superuser,
+            f"--pgdata={self.data_dir}",
+            f"--username={self.superuser}",
             f"--pwfile={pwfile}",
             "--auth-local=scram-sha-256",
             "--auth-host=scram-sha-256",
@@ -497,7 +391,9 @@ class ThrowawayCluster:
         if not self.durable:
             argv.append("--no-sync")
         try:
-            self._run(argv)
+            run_tool(argv, cwd=self.base_dir, os_user=self.os_user)
+        except ThrowawayClusterError as exc:
+            raise ThrowawayClusterError(f"cluster {self.name!r}: {exc}") from exc
         finally:
             pwfile.unlink(missing_ok=True)
 
@@ -512,134 +408,61 @@ class ThrowawayCluster:
             conf.write("\n# --- ql3 throwaway cluster ---\n")
             conf.writelines(_conf_line(key, value) for key, value in settings.items())
 
+    def _server_env(self) -> dict[str, str]:
+        env = tool_env(self.base_dir)
+        if self.faketime:
+            env["LD_PRELOAD"] = str(find_faketime_library())
+            env["FAKETIME_TIMESTAMP_FILE"] = str(self.base_dir / "faketime.rc")
+            env["FAKETIME_NO_CACHE"] = "1"
+            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+        return env
+
     def _start_on_free_port(self) -> None:
         for _ in range(_PORT_ATTEMPTS):
-            port = _free_port()
-            if self._launch(port):
+            if self._launch(free_port()):
                 return
         raise self._start_error(f"no free port after {_PORT_ATTEMPTS} attempts")
 
     def _launch(self, port: int) -> bool:
         """Start the postmaster on `port`; False if it failed for a retryable reason."""
         self._port = port
-        uid, gid = self._run_as()
-        argv = [
-            str(self.bin_dir / "postgres"),
-            "-D",
-            str(self.data_dir),
-            "-p",
-            str(port),
-            "-k",
-            str(self.base_dir / "socket"),
-        ]
-        log: IO[bytes]
-        with self.log_path.open("ab") as log:
-            self._proc = subprocess.Popen(  # noqa: S603 - fixed binary, our own arguments
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.base_dir,
-                env=self._env(preload=True),
-                user=uid,
-                group=gid,
-                extra_groups=[] if uid is not None else None,
-                start_new_session=True,  # a Ctrl-C in pytest must not hit the server first
-            )
-        return self._wait_ready()
+        argv = [str(self.bin_dir / "postgres"), "-D", str(self.data_dir), "-p", str(port)]
+        argv += ["-k", str(self.base_dir / "socket")]
+        self._proc = spawn_server(
+            argv,
+            cwd=self.base_dir,
+            os_user=self.os_user,
+            env=self._server_env(),
+            log_path=self.log_path,
+        )
+        return self._wait_ready(self._proc)
 
-    def _wait_ready(self) -> bool:
+    def _wait_ready(self, proc: subprocess.Popen[bytes]) -> bool:
         deadline = time.monotonic() + _START_TIMEOUT_S
-        assert self._proc is not None  # noqa: S101 - set by _launch
         while True:
-            if self._proc.poll() is not None:
-                tail = self._log_tail()
-                if any(marker in tail for marker in _RETRYABLE_START_ERRORS):
+            if proc.poll() is not None:
+                if any(marker in log_tail(self.log_path) for marker in _RETRYABLE_START_ERRORS):
                     return False
-                raise self._start_error(f"server exited with code {self._proc.returncode}")
-            with contextlib.suppress(psycopg.OperationalError), self._connect() as conn:
+                raise self._start_error(f"server exited with code {proc.returncode}")
+            with contextlib.suppress(psycopg.OperationalError), self.connect() as conn:
                 conn.execute(ddl("cluster_ping"))
                 return True
             if time.monotonic() > deadline:
-                self._shutdown_immediate()
+                self._halt()
                 raise self._start_error(f"server not ready after {_START_TIMEOUT_S:.0f} s")
             time.sleep(0.05)
 
-    def _shutdown_immediate(self) -> None:
+    def _halt(self, *, crash: bool = False) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        children = _children_of(proc.pid)
-        proc.send_signal(signal.SIGQUIT)  # immediate shutdown: no checkpoint, like a crash
-        try:
-            proc.wait(timeout=_STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        _wait_gone(children, _STOP_TIMEOUT_S)
-
-    def _log_tail(self) -> str:
-        try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return "(no server log)"
-        return "\n".join(lines[-_LOG_TAIL_LINES:])
+        if proc is not None:
+            stop_server(proc, crash=crash)
 
     def _start_error(self, reason: str) -> ThrowawayClusterError:
         return ThrowawayClusterError(
-            f"cluster {self.name!r}: {reason}; server log tail ({self._base}):\n{self._log_tail()}"
+            f"cluster {self.name!r}: {reason}; server log tail ({self._base}):\n"
+            f"{log_tail(self.log_path) if self._base else '(no folder)'}"
         )
-
-    def _start_from_base_backup(self, primary: ThrowawayCluster) -> None:
-        self._create_base_dir()
-        try:
-            conninfo = primary.dsn("postgres", application_name=self.name)
-            argv = [
-                str(self.bin_dir / "pg_basebackup"),
-                "-D",
-                str(self.data_dir),
-                "-d",
-                conninfo,
-                "-X",
-                "stream",
-                "-R",
-                "-C",
-                "-S",
-                self.name,
-                "-c",
-                "fast",
-            ]
-            if not self.durable:
-                argv.append("--no-sync")
-            self._run(argv)
-            self._forget_primary_only_settings()
-            self._start_on_free_port()
-        except BaseException:
-            self.stop()
-            raise
-
-    def _forget_primary_only_settings(self) -> None:
-        # A copied synchronous_standby_names would make the promoted standby wait forever.
-        auto = self.data_dir / "postgresql.auto.conf"
-        lines = auto.read_text(encoding="utf-8").splitlines(keepends=True)
-        kept = [line for line in lines if not line.startswith("synchronous_standby_names")]
-        auto.write_text("".join(kept), encoding="utf-8")
-
-    def _wait_standby(self, name: str, sync_state: str | None) -> None:
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        with self._connect() as conn:
-            while True:
-                row = conn.execute(ddl("cluster_standby_state"), {"name": name}).fetchone()
-                if row and row[0] == "streaming" and (sync_state is None or row[1] == sync_state):
-                    return
-                if time.monotonic() > deadline:
-                    raise self._start_error(f"standby {name!r} not streaming (state {row})")
-                time.sleep(0.05)
 
     def __repr__(self) -> str:
         where = f"{self.host}:{self._port}" if self._port else "not started"
         return f"ThrowawayCluster(name={self.name!r}, {where}, faketime={self.faketime})"
-
-    def standbys(self) -> Iterator[ThrowawayCluster]:
-        """Iterate over the standbys created from this cluster (stopped with it)."""
-        return iter(self._standbys)

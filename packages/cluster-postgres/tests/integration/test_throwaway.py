@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -196,3 +197,35 @@ def test_fenced_primary_refuses_to_start() -> None:
         )
         assert result.returncode != 0
         assert not cluster.running
+
+
+_ABANDON_SCRIPT = """
+from ql3_cluster_postgres import ThrowawayCluster
+cluster = ThrowawayCluster(name="abandoned").start()
+print(cluster.base_dir, cluster.pid, flush=True)
+"""
+
+
+def test_interpreter_exit_stops_a_forgotten_cluster() -> None:
+    """A cluster never stopped by its program is stopped and removed when the interpreter exits."""
+    result = subprocess.run(
+        [sys.executable, "-c", _ABANDON_SCRIPT],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    base, pid = result.stdout.split()
+    assert not _pid_alive(int(pid))
+    assert not Path(base).exists()
+
+
+def test_missing_libfaketime_names_the_packages(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without libfaketime a faketime cluster fails at once, saying which packages to install."""
+    monkeypatch.setenv("QL3_LIBFAKETIME", str(tmp_path / "missing" / "libfaketime.so.1"))
+    cluster = ThrowawayCluster(faketime=True, name="nofaketime")
+    with pytest.raises(ThrowawayClusterError, match="apt-get install faketime libfaketime"):
+        cluster.start()
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,179 @@
+"""OS process plumbing for throwaway clusters: run tools as the unprivileged user, spawn, stop.
+
+PostgreSQL refuses to run as root, so when this process is root every tool and the postmaster run
+as an unprivileged OS user (`postgres` by default). PIDs are tracked through /proc so a crashed
+postmaster's orphaned backends can be waited for before a restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ._errors import ThrowawayClusterError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "free_port",
+    "log_tail",
+    "run_as",
+    "run_tool",
+    "spawn_server",
+    "stop_server",
+    "tool_env",
+    "wait_gone",
+]
+
+HOST = "127.0.0.1"
+_TOOL_TIMEOUT_S = 120.0
+_STOP_TIMEOUT_S = 30.0
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that was free a moment ago (the caller retries on races)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((HOST, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def run_as(os_user: str) -> tuple[int | None, int | None]:
+    """Return (uid, gid) of `os_user` when this process is root, else (None, None)."""
+    if os.geteuid() != 0:
+        return None, None
+    try:
+        entry = pwd.getpwnam(os_user)
+    except KeyError as exc:
+        raise ThrowawayClusterError(
+            f"running as root, PostgreSQL needs an unprivileged OS user; user {os_user!r} does"
+            f" not exist (create it: `useradd --system {os_user}`)"
+        ) from exc
+    return entry.pw_uid, entry.pw_gid
+
+
+def tool_env(home: Path) -> dict[str, str]:
+    """Build the environment for PostgreSQL tools: ours minus libpq and preload variables."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PG", "LD_PRELOAD", "FAKETIME"))
+    }
+    env["LC_ALL"] = "C"
+    env["HOME"] = str(home)
+    return env
+
+
+def run_tool(
+    argv: list[str], *, cwd: Path, os_user: str, env: Mapping[str, str] | None = None
+) -> str:
+    """Run a PostgreSQL tool to completion as `os_user`; return stdout or raise with stderr."""
+    uid, gid = run_as(os_user)
+    result = subprocess.run(  # noqa: S603 - argv built from fixed tool names
+        argv,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=dict(env) if env is not None else tool_env(cwd),
+        user=uid,
+        group=gid,
+        extra_groups=[] if uid is not None else None,
+        timeout=_TOOL_TIMEOUT_S,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise ThrowawayClusterError(
+            f"{Path(argv[0]).name} failed with exit code {result.returncode}:"
+            f" {(result.stderr or result.stdout).strip()}"
+        )
+    return result.stdout
+
+
+def spawn_server(
+    argv: list[str], *, cwd: Path, os_user: str, env: Mapping[str, str], log_path: Path
+) -> subprocess.Popen[bytes]:
+    """Start the postmaster in its own session, stdout and stderr appended to `log_path`."""
+    uid, gid = run_as(os_user)
+    with log_path.open("ab") as log:
+        return subprocess.Popen(  # noqa: S603 - fixed binary, our own arguments
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=dict(env),
+            user=uid,
+            group=gid,
+            extra_groups=[] if uid is not None else None,
+            start_new_session=True,  # a Ctrl-C in pytest must not reach the server first
+        )
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name is parenthesised and may contain spaces; fields resume after it.
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def children_of(pid: int) -> list[int]:
+    """PIDs whose parent is `pid`, read from /proc (so it still works after the parent dies)."""
+    children: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields is not None and int(fields[1]) == pid:
+                children.append(int(entry.name))
+    return children
+
+
+def alive(pid: int) -> bool:
+    """Tell whether `pid` runs; a zombie (exited, not yet reaped) counts as gone."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def wait_gone(pids: list[int], timeout_s: float = _STOP_TIMEOUT_S) -> None:
+    """Wait until `pids` have exited; SIGKILL the stragglers after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while any(alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + timeout_s
+        time.sleep(0.02)
+
+
+def stop_server(proc: subprocess.Popen[bytes], *, crash: bool = False) -> None:
+    """Stop a postmaster: SIGQUIT (immediate shutdown) or SIGKILL (`crash`); wait for backends."""
+    if proc.poll() is not None:
+        return
+    children = children_of(proc.pid)
+    proc.send_signal(signal.SIGKILL if crash else signal.SIGQUIT)
+    try:
+        proc.wait(timeout=_STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    # After a crash the backends exit as they notice; a restart must not find their memory.
+    wait_gone(children)
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    """Return the last `lines` lines of a server log."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no server log)"
+    return "\n".join(text.splitlines()[-lines:])
