@@ -229,3 +229,22 @@ def test_missing_libfaketime_names_the_packages(
     with pytest.raises(ThrowawayClusterError, match="apt-get install faketime libfaketime"):
         cluster.start()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_faketime_standby_has_its_own_clock() -> None:
+    """A faketime primary's standby starts at the primary's offset and then moves on its own."""
+    with ThrowawayCluster(name="fakefailover", faketime=True) as primary:
+        primary.set_clock_offset_ms(HOUR_MS)
+        standby = primary.create_standby()
+        assert standby.clock_offset_ms == HOUR_MS
+        with (
+            psycopg.connect(primary.dsn()) as on_primary,
+            psycopg.connect(standby.dsn()) as on_standby,
+        ):
+            start = time.monotonic()
+            skew_before = _now_ms(on_standby) - _now_ms(on_primary)
+            standby.set_clock_offset_ms(-HOUR_MS)
+            skew_after = _now_ms(on_standby) - _now_ms(on_primary)
+            elapsed_ms = (time.monotonic() - start) * 1000
+        assert abs(skew_before) <= elapsed_ms + 5
+        assert abs(skew_after + 2 * HOUR_MS) <= elapsed_ms + 5
