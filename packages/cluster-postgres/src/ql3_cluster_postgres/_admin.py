@@ -9,16 +9,20 @@ transaction (rule zero); every change notifies `ql3_schedule_changed` inside its
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from typing import TYPE_CHECKING, Any, Self
 
 import psycopg
 from psycopg.types.json import Jsonb
 from ql3_runtime_core import (
+    InvalidCronError,
     MisfirePolicy,
     ScheduleDefinition,
     ScheduleState,
+    load_timezone,
     next_occurrence_ms,
+    validate_cron_expression,
 )
 
 from ._connect import ConnectionOptions, close_quietly, connect, wrap_error
@@ -146,7 +150,7 @@ class ScheduleAdmin:
     ) -> list[_Row]:
         if not specs:
             return []
-        cursors = [_initial_cursor(spec.definition, now) for spec in specs]
+        cursors = [_initial_cursor(spec.definition, now) for spec in specs]  # cached per definition
         definitions = [spec.definition for spec in specs]
         params = {
             "names": [spec.name for spec in specs],
@@ -318,16 +322,49 @@ def _changed(record: ScheduleRecord, definition: ScheduleDefinition, now: int) -
 def _initial_cursor(definition: ScheduleDefinition, now: int) -> tuple[int | None, ScheduleState]:
     """First occurrence strictly after max(now, start_at_ms - 1); exhausted past end_at_ms."""
     after = now if definition.start_at_ms is None else max(now, definition.start_at_ms - 1)
-    cursor = next_occurrence_ms(definition.cron, definition.timezone, after)
+    cursor = _next_after(definition.cron, definition.timezone, after)
     if definition.end_at_ms is not None and cursor > definition.end_at_ms:
         return None, ScheduleState.EXHAUSTED
     return cursor, ScheduleState.ACTIVE
 
 
+@functools.lru_cache(maxsize=4096)
+def _next_after(cron: str, timezone: str, after_ms: int) -> int:
+    """Memoised `next_occurrence_ms`: a bulk apply asks it for the same (cron, now) many times."""
+    return next_occurrence_ms(cron, timezone, after_ms)
+
+
 def _validated(spec: ScheduleSpec) -> ScheduleSpec:
-    """Re-validate through runtime-core even if the caller built the model without validation."""
-    definition = ScheduleDefinition.model_validate(spec.definition.model_dump())
-    return ScheduleSpec(name=spec.name, definition=definition)
+    """Re-validate through runtime-core even if the caller built the model without validation.
+
+    Raises `InvalidCronError` / `UnknownTimezoneError` naming the schedule, before any write.
+    """
+    d = spec.definition
+    try:
+        checked = _checked_definition(
+            (d.cron, d.timezone, d.misfire_policy, d.misfire_grace_ms, d.start_at_ms, d.end_at_ms)
+        )
+    except InvalidCronError as exc:
+        raise InvalidCronError(exc.expression, f"schedule {spec.name!r}: {exc.reason}") from exc
+    return ScheduleSpec(name=spec.name, definition=checked)
+
+
+@functools.lru_cache(maxsize=4096)
+def _checked_definition(
+    fields: tuple[str, str, str, int, int | None, int | None],
+) -> ScheduleDefinition:
+    """Validate one distinct definition once; cron parsing dominates bulk applies otherwise."""
+    cron, timezone, policy, grace, start, end = fields
+    validate_cron_expression(cron)
+    load_timezone(timezone)
+    return ScheduleDefinition(
+        cron=cron,
+        timezone=timezone,
+        misfire_policy=MisfirePolicy(policy),
+        misfire_grace_ms=grace,
+        start_at_ms=start,
+        end_at_ms=end,
+    )
 
 
 def _definition_columns(definitions: Sequence[ScheduleDefinition]) -> dict[str, list[Any]]:
@@ -346,14 +383,7 @@ def _record(row: _Row) -> ScheduleRecord:
         schedule_id=row[0],
         task_id=row[1],
         name=row[2],
-        definition=ScheduleDefinition(
-            cron=row[3],
-            timezone=row[4],
-            misfire_policy=MisfirePolicy(row[5]),
-            misfire_grace_ms=row[6],
-            start_at_ms=row[7],
-            end_at_ms=row[8],
-        ),
+        definition=_checked_definition(row[3:9]),
         state=ScheduleState(row[9]),
         next_due_at_ms=row[10],
         claim_owner_id=row[11],
