@@ -1,0 +1,192 @@
+"""Every `ql3` verb end to end as a real process against real PostgreSQL, including error paths."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path  # noqa: TC003  # pytest resolves fixture annotations
+
+from fix_db import clean_env, db_now_ms, run_ql3, sql_rows
+from ql3_cluster_postgres import Ql3Database, ThrowawayCluster, drop_database
+
+
+def _ok(*args: str) -> str:
+    result = run_ql3(*args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _fails(code: int, *args: str, env: dict[str, str] | None = None) -> str:
+    result = run_ql3(*args, env=env)
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    # `ql3 run` also logs to stderr; the error itself is exactly one line.
+    lines = [line for line in result.stderr.splitlines() if line.startswith("ql3: error: ")]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def test_roles_provision_and_migrate_a_fresh_database(pg_cluster: ThrowawayCluster) -> None:
+    """`ql3 roles provision` then `ql3 migrate` make an empty database ready; both idempotent."""
+    name = "cc_cli_fresh"
+    sql_rows(pg_cluster.dsn(), f'CREATE DATABASE "{name}"')
+    try:
+        dsn = pg_cluster.dsn(name)
+        assert "ql3_runtime" in _ok("roles", "provision", "--dsn", dsn)
+        _ok("roles", "provision", "--dsn", dsn)
+        applied = _ok("migrate", "--dsn", dsn)
+        assert "applied 0001_create_schema" in applied
+        assert "up to date" in _ok("migrate", "--dsn", dsn)
+        groups = sql_rows(
+            dsn, "SELECT rolname FROM pg_roles WHERE rolname LIKE 'ql3\\_%' ORDER BY 1"
+        )
+        assert {"ql3_admin", "ql3_owner", "ql3_runtime", "ql3_worker_ingress"} <= {
+            row[0] for row in groups
+        }
+    finally:
+        drop_database(pg_cluster, name)
+
+
+def test_schedule_verbs_end_to_end(ql3_db: Ql3Database) -> None:
+    """Add, list, pause, resume, retire and their error paths, as ql3_admin."""
+    dsn = ql3_db.dsn("admin")
+    out = _ok("schedule", "add", "nightly", "--cron", "30 2 * * *", "--tz", "Europe/Berlin",
+              "--misfire", "skip", "--grace-ms", "5000", "--dsn", dsn)  # fmt: skip
+    assert "added schedule 'nightly'" in out
+    listed = json.loads(_ok("schedule", "list", "--json", "--dsn", dsn))
+    assert [(s["name"], s["state"]) for s in listed] == [("nightly", "active")]
+    assert listed[0]["definition"]["timezone"] == "Europe/Berlin"
+    assert listed[0]["next_due_at_ms"] > db_now_ms(ql3_db.superuser_dsn)
+    assert "nightly" in _ok("schedule", "list", "--dsn", dsn)
+    assert "paused" in _ok("schedule", "pause", "nightly", "--dsn", dsn)
+    assert "active" in _ok("schedule", "resume", "nightly", "--dsn", dsn)
+    assert "retired" in _ok("schedule", "retire", "nightly", "--dsn", dsn)
+    assert "ghost" in _fails(1, "schedule", "pause", "ghost", "--dsn", dsn)
+    _ok("schedule", "add", "dup", "--cron", "* * * * *", "--dsn", dsn)
+    assert "dup" in _fails(1, "schedule", "add", "dup", "--cron", "* * * * *", "--dsn", dsn)
+    assert "'every day'" in _fails(2, "schedule", "add", "x", "--cron", "every day", "--dsn", dsn)
+    assert "Moon/Base" in _fails(
+        2, "schedule", "add", "x", "--cron", "* * * * *", "--tz", "Moon/Base", "--dsn", dsn
+    )
+    assert "sometimes" in _fails(
+        2, "schedule", "add", "x", "--cron", "* * * * *", "--misfire", "sometimes", "--dsn", dsn
+    )
+
+
+def test_schedule_apply_is_idempotent_and_prunes(ql3_db: Ql3Database, tmp_path: Path) -> None:
+    """Apply creates, leaves unchanged, updates and (with --prune) retires, from TOML and JSON."""
+    dsn = ql3_db.dsn("admin")
+    toml = tmp_path / "schedules.toml"
+    toml.write_text(
+        '[[schedule]]\nname = "a"\ncron = "*/5 * * * *"\n\n'
+        '[[schedule]]\nname = "b"\ncron = "0 9 * * 1-5"\ntz = "America/New_York"\n'
+        'misfire = "catch_up"\ngrace_ms = 120000\n\n'
+        '[[schedule]]\nname = "c"\ncron = "0 0 1 * *"\n'
+    )
+    assert "created 3, updated 0, unchanged 0, retired 0" in _ok(
+        "schedule", "apply", str(toml), "--dsn", dsn
+    )
+    assert "created 0, updated 0, unchanged 3, retired 0" in _ok(
+        "schedule", "apply", str(toml), "--dsn", dsn
+    )
+    changed = tmp_path / "schedules.json"
+    changed.write_text(json.dumps([
+        {"name": "a", "cron": "*/10 * * * *"},
+        {"name": "b", "cron": "0 9 * * 1-5", "tz": "America/New_York", "misfire": "catch_up",
+         "grace_ms": 120000},
+    ]))  # fmt: skip
+    report = json.loads(_ok("schedule", "apply", str(changed), "--prune", "--json", "--dsn", dsn))
+    assert report["updated"] == ["a"]
+    assert report["unchanged"] == ["b"]
+    assert report["retired"] == ["c"]
+    states = {
+        s["name"]: s["state"] for s in json.loads(_ok("schedule", "list", "--json", "--dsn", dsn))
+    }
+    assert states == {"a": "active", "b": "active", "c": "retired"}
+
+
+def test_apply_ten_thousand_schedules_in_one_call(ql3_db: Ql3Database, tmp_path: Path) -> None:
+    """10 000 schedules apply in one process and one transaction, and all are there."""
+    path = tmp_path / "many.json"
+    path.write_text(
+        json.dumps([{"name": f"job-{i:05d}", "cron": f"{i % 60} * * * *"} for i in range(10_000)])
+    )
+    out = _ok("schedule", "apply", str(path), "--dsn", ql3_db.dsn("admin"))
+    assert "created 10000" in out
+    count = sql_rows(ql3_db.superuser_dsn, "SELECT count(*) FROM ql3.trigger_schedules")[0][0]
+    assert count == 10_000
+
+
+def test_preview_from_the_database_clock(ql3_db: Ql3Database) -> None:
+    """Without --after, preview starts from the database's time when a DSN is configured."""
+    before = db_now_ms(ql3_db.superuser_dsn)
+    result = run_ql3(
+        "schedule", "preview", "--cron", "* * * * * *", "--count", "3", "--json",
+        env=clean_env(QL3_DSN=ql3_db.dsn("admin")),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    values = json.loads(result.stdout)
+    assert len(values) == 3
+    assert before < values[0] <= before + 60_000
+    assert values[1] - values[0] == 1_000
+
+
+def test_status_shows_database_time_and_schedules(ql3_db: Ql3Database) -> None:
+    """`ql3 status` reports the database time, schedules and claims, as JSON and text."""
+    dsn = ql3_db.dsn("admin")
+    _ok("schedule", "add", "hourly", "--cron", "0 * * * *", "--dsn", dsn)
+    before = db_now_ms(ql3_db.superuser_dsn)
+    status = json.loads(_ok("status", "--json", "--dsn", dsn))
+    assert status["database_now_ms"] >= before
+    assert [s["name"] for s in status["schedules"]] == ["hourly"]
+    assert status["claims_held"] == 0
+    text = _ok("status", "--dsn", dsn)
+    assert "database time" in text
+    assert "hourly" in text
+
+
+def test_verify_clean_then_one_line_per_violation(ql3_db: Ql3Database) -> None:
+    """`ql3 verify` exits 0 on a clean history and 1 with a line per violation otherwise."""
+    dsn = ql3_db.dsn("admin")
+    _ok("schedule", "add", "v", "--cron", "* * * * *", "--dsn", dsn)
+    assert _ok("verify", "--dsn", dsn).startswith("ok:")
+    assert json.loads(_ok("verify", "--json", "--dsn", dsn))["ok"] is True
+    schedule_id = sql_rows(ql3_db.superuser_dsn, "SELECT id, task_id FROM ql3.trigger_schedules")[0]
+    # A run without its attempt and events: a broken 1:1:2 shape.
+    sql_rows(
+        ql3_db.superuser_dsn,
+        "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,"
+        " created_at_ms) VALUES (%s, %s, 60000, 'forger', gen_random_uuid(), 60000)",
+        list(schedule_id),
+    )
+    result = run_ql3("verify", "--dsn", dsn)
+    assert result.returncode == 1
+    lines = result.stdout.strip().splitlines()
+    assert lines
+    assert all("schedule" in line for line in lines)
+
+
+def test_schema_mismatch_exits_3(ql3_db: Ql3Database) -> None:
+    """`ql3 run` against a newer schema exits 3 at start-up with one clear line."""
+    sql_rows(
+        ql3_db.superuser_dsn,
+        "INSERT INTO ql3.schema_migrations (name, version, sha256, applied_at_ms)"
+        " VALUES ('9999_future.sql', 9999, repeat('0', 64), 0)",
+    )
+    line = _fails(3, "run", "--dsn", ql3_db.dsn("runtime"), "--owner-id", "x")
+    assert "9999" in line
+
+
+def test_unreachable_dsn_exits_1_with_one_line() -> None:
+    """A DSN nobody answers is one line naming the host and port, exit 1."""
+    dsn = "host=127.0.0.1 port=1 dbname=nowhere user=nobody connect_timeout=3"
+    line = _fails(1, "status", "--dsn", dsn)
+    assert "127.0.0.1" in line
+    assert "port 1" in line
+
+
+def test_config_errors_exit_2_as_real_processes() -> None:
+    """QL3_CLOCK, --clock, a stray QL3_* variable and a missing DSN all exit 2 naming the cause."""
+    assert "rule zero" in _fails(2, "run", env=clean_env(QL3_CLOCK="node", QL3_DSN="host=x"))
+    assert "rule zero" in _fails(2, "run", "--clock", "node", "--dsn", "host=x")
+    assert "QL3_FOO" in _fails(2, "run", env=clean_env(QL3_FOO="1", QL3_DSN="host=x"))
+    assert "QL3_DSN" in _fails(2, "run")
