@@ -1,0 +1,130 @@
+"""The ScheduleRepository contract (SPEC D1, D3, D4, §10.1) held by the PostgreSQL repository.
+
+Written against the runtime-core protocol only, so the same assertions can run against any
+implementation; here it is the real one, connected as ql3_runtime.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING
+
+import pytest
+from pydantic import ValidationError
+from ql3_cluster_postgres import PostgresScheduleRepository
+from ql3_runtime_core import (
+    ClaimClusterScheduleCommand,
+    ClaimCommit,
+    ClusterScheduleClaim,
+    CommitStatus,
+    InvalidDecisionError,
+    ScheduleRepository,
+    normalize_commit,
+    resolve_cluster_schedule_decision,
+    same_claim,
+)
+from repo_helpers import command, decide, fetch, history_counts, make_schedules
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from ql3_cluster_postgres import Ql3Database
+
+
+@pytest.fixture
+def repository(ql3_db: Ql3Database) -> Iterator[ScheduleRepository]:
+    """Yield the implementation under contract, typed as the protocol it must satisfy."""
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        implementation: ScheduleRepository = repo
+        yield implementation
+
+
+def test_no_repository_method_takes_a_time(repository: ScheduleRepository) -> None:
+    """No protocol method accepts a caller time: claim takes a command and a limit only (D1)."""
+    parameters = inspect.signature(repository.claim_due_schedules).parameters
+    assert list(parameters) == ["command", "limit"]
+    for name in ("commit_decisions", "resolve_uncertain_commit", "release_claims"):
+        names = inspect.signature(getattr(repository, name)).parameters
+        assert not [p for p in names if p.endswith("_ms") or "time" in p or "now" in p]
+    with pytest.raises(ValidationError, match="observedAtMs"):
+        ClaimClusterScheduleCommand.model_validate(
+            {
+                "ownerId": "a",
+                "claimToken": "11111111-2222-3333-4444-555555555555",
+                "observedAtMs": 1,
+            }
+        )
+
+
+def test_granted_claims_match_the_stored_row(
+    repository: ScheduleRepository, ql3_db: Ql3Database
+) -> None:
+    """A granted claim is bounded (1..60 s lease) and is exactly what the row stores (D3)."""
+    make_schedules(ql3_db, 3)
+    claims = repository.claim_due_schedules(command(lease_ms=1000), 16)
+    assert len(claims) == 3
+    rows = {
+        row[0]: row
+        for row in fetch(
+            ql3_db.dsn("runtime"),
+            "SELECT id, claim_owner_id, claim_token, version, updated_at_ms,"
+            " claim_expires_at_ms FROM ql3.trigger_schedules",
+        )
+    }
+    for claim in claims:
+        stored = claim.model_copy(
+            update=dict(
+                zip(
+                    (
+                        "owner_id",
+                        "claim_token",
+                        "version",
+                        "claim_acquired_at_ms",
+                        "claim_expires_at_ms",
+                    ),
+                    rows[claim.schedule_id][1:],
+                    strict=True,
+                )
+            )
+        )
+        assert same_claim(claim, stored)
+        assert claim.claim_expires_at_ms - claim.claim_acquired_at_ms == 1000
+
+
+@pytest.mark.parametrize("field", ["claim_acquired_at_ms", "claim_expires_at_ms", "version"])
+def test_commit_fences_on_the_exact_claim(
+    repository: ScheduleRepository, ql3_db: Ql3Database, field: str
+) -> None:
+    """A claim differing in acquired time, expiry or version does not commit: raced (D3)."""
+    make_schedules(ql3_db, 1)
+    (claim,) = repository.claim_due_schedules(command(), 1)
+    shift = 1 if field == "version" else -1
+    forged = claim.model_copy(update={field: getattr(claim, field) + shift})
+    decision = resolve_cluster_schedule_decision(forged, 256)
+    outcome = repository.commit_decisions([ClaimCommit(claim=forged, decision=decision)])
+    assert outcome.outcomes[0].status is CommitStatus.RACED
+    assert history_counts(ql3_db) == (0, 0, 0)
+    assert repository.commit_decisions([decide(claim)]).outcomes[0].status is (
+        CommitStatus.COMMITTED
+    )
+
+
+def test_decisions_are_bound_to_the_claim_observation(repository: ScheduleRepository) -> None:
+    """A decision observed at any other time than the acquired time never reaches the store (D4)."""
+    claim_fields = {
+        "schedule_id": 1,
+        "task_id": 1,
+        "version": 1,
+        "owner_id": "a",
+        "claim_token": "11111111-2222-3333-4444-555555555555",
+        "claim_acquired_at_ms": 10_000,
+        "claim_expires_at_ms": 40_000,
+        "next_due_at_ms": 0,
+        "definition": {"cron": "* * * * * *"},
+    }
+    claim = ClusterScheduleClaim.model_validate(claim_fields)
+    decision = resolve_cluster_schedule_decision(claim, 4)
+    moved = decision.model_copy(update={"observed_at_ms": decision.observed_at_ms + 1})
+    with pytest.raises(InvalidDecisionError, match="observed_at_ms"):
+        normalize_commit(claim, moved, 4)
+    assert repository.commit_decisions([]).outcomes == ()
