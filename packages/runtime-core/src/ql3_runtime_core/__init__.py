@@ -21,6 +21,7 @@ from ._contracts import (
     same_claim,
 )
 from ._cron import (
+    count_occurrences_ms,
     is_interval_like,
     latest_occurrence_ms,
     load_timezone,
@@ -28,7 +29,7 @@ from ._cron import (
     preview_occurrences,
     validate_cron_expression,
 )
-from ._decision import SKIPPED_COUNT_LIMIT, ScheduleDecision, resolve_cluster_schedule_decision
+from ._decision import ScheduleDecision, resolve_cluster_schedule_decision
 from ._errors import (
     ClockRegressionError,
     InvalidCronError,
@@ -47,7 +48,6 @@ __all__ = [
     "LEASE_MS_MAX",
     "LEASE_MS_MIN",
     "OWNER_ID_MAX_LENGTH",
-    "SKIPPED_COUNT_LIMIT",
     "AdmittedRun",
     "ClaimClusterScheduleCommand",
     "ClaimCommit",
@@ -68,6 +68,7 @@ __all__ = [
     "ScheduleState",
     "UnknownTimezoneError",
     "__version__",
+    "count_occurrences_ms",
     "is_interval_like",
     "latest_occurrence_ms",
     "load_timezone",

@@ -26,6 +26,7 @@ Nothing here reads a clock (rule zero): every instant comes from the caller.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import threading
 from datetime import UTC, datetime, timedelta
@@ -37,6 +38,7 @@ from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, 
 from ._errors import InvalidCronError, UnknownTimezoneError
 
 __all__ = [
+    "count_occurrences_ms",
     "is_interval_like",
     "latest_occurrence_ms",
     "load_timezone",
@@ -112,6 +114,18 @@ def latest_occurrence_ms(
     return None if found is None else found * _MS
 
 
+def count_occurrences_ms(expression: str, timezone: str, first_ms: int, last_ms: int) -> int:
+    """Return how many occurrences lie in `[first_ms, last_ms]`, without enumerating them.
+
+    Within a stretch of constant UTC offset, occurrences and matching wall times correspond one to
+    one, so the count is arithmetic: matching dates (found with croniter, one call per matching
+    date) times the time-of-day combinations, with partial days at the edges. DST changes split
+    the range (interval-like) or merge the wall times of a gap into one instant (fixed-time).
+    """
+    schedule = _compile(expression, timezone)
+    return schedule.count_between(-(-first_ms // _MS), last_ms // _MS)
+
+
 def preview_occurrences(expression: str, timezone: str, after_ms: int, count: int) -> list[int]:
     """Return the next `count` occurrences strictly after `after_ms`, as epoch ms, oldest first.
 
@@ -173,6 +187,8 @@ class _Schedule:
         # building one per call on the hot path).
         self._iter = _new_croniter(expression)
         self._lock = threading.Lock()
+        self._time_of_day = _time_of_day_sets(self._iter)
+        self._every_day = all(list(field) == ["*"] for field in self._iter.expanded[2:5])
 
     def next_wall(self, wall: int) -> int:
         """Return the first matching wall at or after `wall`."""
@@ -266,6 +282,85 @@ class _Schedule:
             return fold0  # unambiguous, or the first instance of a repeated wall
         return self.transition_in(fold1, fold0)  # a skipped wall fires when the gap ends
 
+    def count_between(self, first: int, last: int) -> int:
+        """Return the number of occurrences in `[first, last]` (instants)."""
+        if last < first:
+            return 0
+        if self._time_of_day is None:
+            return self._count_by_walking(first, last)
+        if self.interval_like:
+            total, start = 0, first
+            while True:
+                offset = self.offset(start)
+                transition = self.first_transition(start, last)
+                end = last if transition is None else transition - 1
+                total += self._count_walls(start + offset, end + offset)
+                if transition is None:
+                    return total
+                start = transition
+        total = self._count_walls(
+            self._lowest_fixed_wall(first), self._lowest_fixed_wall(last + 1) - 1
+        )
+        start = first - 1
+        while (transition := self.first_transition(start, last)) is not None:
+            before, after = self.offset(transition - 1), self.offset(transition)
+            if after > before:
+                # The gap's wall times and the wall time ending it all denote the transition.
+                total -= max(self._count_walls(transition + before, transition + after) - 1, 0)
+            start = transition
+        return total
+
+    def _count_by_walking(self, first: int, last: int) -> int:
+        count, current = 0, self.next_at_or_after(first)
+        while current <= last:
+            count += 1
+            current = self.next_at_or_after(current + 1)
+        return count
+
+    def _count_walls(self, low: int, high: int) -> int:
+        """Return the number of matching walls in `[low, high]`."""
+        if high < low or self._time_of_day is None:
+            return 0
+        first_day, last_day = low // _DAY_S, high // _DAY_S
+        low_time, high_time = low % _DAY_S, high % _DAY_S
+        if first_day == last_day:
+            within = self._times_upto(high_time) - self._times_upto(low_time - 1)
+            return within if self._matching_days(first_day, first_day) else 0
+        per_day = self._times_upto(_DAY_S - 1)
+        total = per_day * self._matching_days(first_day + 1, last_day - 1)
+        if self._matching_days(first_day, first_day):
+            total += per_day - self._times_upto(low_time - 1)
+        if self._matching_days(last_day, last_day):
+            total += self._times_upto(high_time)
+        return total
+
+    def _matching_days(self, first_day: int, last_day: int) -> int:
+        """Count matching dates (days since 1970-01-01) in `[first_day, last_day]` via croniter."""
+        if self._every_day:
+            return max(last_day - first_day + 1, 0)
+        count, day = 0, first_day
+        while day <= last_day:
+            day = self.next_wall(day * _DAY_S) // _DAY_S
+            if day > last_day:
+                break
+            count += 1
+            day += 1
+        return count
+
+    def _times_upto(self, time_of_day: int) -> int:
+        """Count matching times of day at or before `time_of_day` seconds after midnight."""
+        if time_of_day < 0 or self._time_of_day is None:
+            return 0
+        hours, minutes, seconds = self._time_of_day
+        hour, rest = divmod(time_of_day, 3600)
+        minute, second = divmod(rest, 60)
+        count = bisect.bisect_left(hours, hour) * len(minutes) * len(seconds)
+        if hour in hours:
+            count += bisect.bisect_left(minutes, minute) * len(seconds)
+            if minute in minutes:
+                count += bisect.bisect_right(seconds, second)
+        return count
+
     def latest_at_or_before(self, end: int, low: int) -> int | None:
         """Return the latest occurrence in `[low, end]` (instants), or None."""
         if low > end or self.next_at_or_after(low) > end:
@@ -286,6 +381,23 @@ class _Schedule:
             else:
                 above = middle
         return self.next_at_or_after(found_from)
+
+
+def _time_of_day_sets(
+    parsed: croniter,
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
+    """Return croniter's sorted hours, minutes and seconds, or None for a form it did not expand."""
+    expanded = parsed.expanded
+    fields = [(expanded[1], 24), (expanded[0], 60), (expanded[5] if len(expanded) > 5 else [0], 60)]  # noqa: PLR2004
+    result: list[tuple[int, ...]] = []
+    for values, size in fields:
+        if list(values) == ["*"]:
+            result.append(tuple(range(size)))
+        elif all(isinstance(value, int) for value in values):
+            result.append(tuple(sorted({int(value) for value in values})))
+        else:
+            return None
+    return result[0], result[1], result[2]
 
 
 _EPOCH_NAIVE: Final = datetime(1970, 1, 1, tzinfo=UTC).replace(tzinfo=None)

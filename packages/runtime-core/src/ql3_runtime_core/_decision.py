@@ -10,33 +10,28 @@ occurrence): an occurrence `t` is *due* when `cursor <= t <= obs` (and `t <= end
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from ._contracts import MisfirePolicy, ScheduleState
-from ._cron import latest_occurrence_ms, next_occurrence_ms
+from ._cron import count_occurrences_ms, latest_occurrence_ms, next_occurrence_ms
 from ._errors import InvalidDecisionError
 
 if TYPE_CHECKING:
     from ._contracts import ClusterScheduleClaim, ScheduleDefinition
 
-__all__ = ["SKIPPED_COUNT_LIMIT", "ScheduleDecision", "resolve_cluster_schedule_decision"]
-
-SKIPPED_COUNT_LIMIT: Final = 1_000
-"""Skipped occurrences are counted one by one up to this many; beyond it `skipped` stays at the
-limit and `skipped_capped` is set, so a week-long outage of an every-second schedule costs a
-bounded amount of work instead of enumerating 600 000 occurrences."""
+__all__ = ["ScheduleDecision", "resolve_cluster_schedule_decision"]
 
 
 class ScheduleDecision(BaseModel):
     """What one claim decided: admitted occurrences (oldest first), new cursor and state.
 
     `observed_at_ms` is always the claim's `claim_acquired_at_ms` (D4); commit normalization
-    refuses anything else. `skipped` counts missed occurrences the policy chose not to admit, so
-    nothing is dropped silently; it is exact unless `skipped_capped` is set, in which case at
-    least `skipped` (= `SKIPPED_COUNT_LIMIT`) were skipped. The cursor `next_due_at_ms` is the
-    first undecided occurrence (None once the schedule is exhausted).
+    refuses anything else. `skipped` counts the missed occurrences the policy chose not to admit,
+    exactly (computed arithmetically, not by enumeration), so nothing is dropped silently. The
+    cursor `next_due_at_ms` is the first undecided occurrence (None once the schedule is
+    exhausted).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -47,7 +42,6 @@ class ScheduleDecision(BaseModel):
     state: ScheduleState
     observed_at_ms: int
     skipped: int = 0
-    skipped_capped: bool = False
 
 
 def resolve_cluster_schedule_decision(
@@ -99,17 +93,16 @@ def _resolve_dropping(
             definition.cron, definition.timezone, missed_high, first
         )
     admitted: list[int] = []
-    skipped, capped = 0, False
+    skipped = 0
     on_time_from = first
     if latest_missed is not None:
-        missed, capped = _count(definition, first, latest_missed)
+        skipped = count_occurrences_ms(definition.cron, definition.timezone, first, latest_missed)
         if definition.misfire_policy is MisfirePolicy.FIRE_ONCE:
             admitted.append(latest_missed)
-            missed -= 0 if capped else 1
-        skipped = missed
+            skipped -= 1
         on_time_from = _next(definition, latest_missed)
     occurrences, following = _take(definition, on_time_from, high, budget, admitted)
-    return _decision(claim, occurrences, following, skipped=skipped, capped=capped)
+    return _decision(claim, occurrences, following, skipped=skipped)
 
 
 def _take(
@@ -130,18 +123,6 @@ def _take(
     return tuple(admitted), current
 
 
-def _count(definition: ScheduleDefinition, first: int, last: int) -> tuple[int, bool]:
-    """Count occurrences in `[first, last]` (both occurrences), capped at the limit."""
-    counted = 1
-    current = first
-    while current < last:
-        if counted >= SKIPPED_COUNT_LIMIT:
-            return SKIPPED_COUNT_LIMIT, True
-        current = _next(definition, current)
-        counted += 1
-    return counted, False
-
-
 def _next(definition: ScheduleDefinition, after_ms: int) -> int:
     return next_occurrence_ms(definition.cron, definition.timezone, after_ms)
 
@@ -156,7 +137,6 @@ def _decision(
     following: int | None,
     *,
     skipped: int = 0,
-    capped: bool = False,
 ) -> ScheduleDecision:
     exhausted = following is None or _past_end(claim.definition, following)
     return ScheduleDecision(
@@ -166,5 +146,4 @@ def _decision(
         state=ScheduleState.EXHAUSTED if exhausted else ScheduleState.ACTIVE,
         observed_at_ms=claim.claim_acquired_at_ms,
         skipped=skipped,
-        skipped_capped=capped,
     )
