@@ -81,7 +81,7 @@ _FAKETIME_SETTINGS: Mapping[str, str] = {"max_parallel_workers_per_gather": "0"}
 # Startup failures worth retrying: a port taken meanwhile, or a crashed predecessor's leftovers.
 _RETRYABLE_START_ERRORS = ("Address already in use", "could not bind", "is still in use")
 
-_LIVE: set[ThrowawayCluster] = set()
+_LIVE: dict[ThrowawayCluster, int] = {}  # started clusters -> PID of the process that owns them
 
 
 @atexit.register
@@ -89,7 +89,7 @@ def _stop_all_at_exit() -> None:
     """Safety net: never leave servers or folders behind, even when a program forgot to stop."""
     for cluster in list(_LIVE):
         with contextlib.suppress(Exception):
-            cluster.stop()
+            cluster.stop()  # a no-op in a forked child, which must spare its parent's clusters
 
 
 def _conf_line(key: str, value: str) -> str:
@@ -103,7 +103,8 @@ class ThrowawayCluster:
     Use as a context manager or call `start()` / `stop()`. See the module docstring for faketime
     and fencing. `durable=False` turns fsync, full_page_writes and synchronous_commit off (fast
     tests; a crash may lose data, which tests that kill servers must keep in mind). `keep=True`
-    leaves the folder for post-mortems. `os_user` runs the server when this process is root.
+    leaves the folder for post-mortems. `os_user` runs the server when this process is root; a
+    `base_dir` must then be traversable by that user (the default, the system temp dir, is).
     """
 
     def __init__(
@@ -234,8 +235,11 @@ class ThrowawayCluster:
     def stop(self) -> None:
         """Stop the server immediately (and standbys made from it) and remove the folder.
 
-        Idempotent; also safe after a failed start, `kill()` or `fence()`.
+        Idempotent; also safe after a failed start, `kill()` or `fence()`. A no-op in a forked
+        child: only the process that started the cluster tears it down.
         """
+        if _LIVE.get(self, os.getpid()) != os.getpid():
+            return
         for standby in self._standbys:
             standby.stop()
         self._standbys.clear()
@@ -243,7 +247,7 @@ class ThrowawayCluster:
         if self._base is not None and not self.keep:
             shutil.rmtree(self._base, ignore_errors=True)
         self._base = None
-        _LIVE.discard(self)
+        _LIVE.pop(self, None)
 
     def __enter__(self) -> Self:
         return self.start()
@@ -361,7 +365,7 @@ class ThrowawayCluster:
         if self.faketime:
             find_faketime_library()  # fail early, with the install hint, before creating files
         self._base = Path(tempfile.mkdtemp(prefix=f"{self.name}-pg-", dir=self._base_parent))
-        _LIVE.add(self)
+        _LIVE[self] = os.getpid()
         (self._base / "socket").mkdir()
         for folder in (self._base, self._base / "socket"):
             if uid is not None and gid is not None:

@@ -248,3 +248,30 @@ def test_faketime_standby_has_its_own_clock() -> None:
             elapsed_ms = (time.monotonic() - start) * 1000
         assert abs(skew_before) <= elapsed_ms + 5
         assert abs(skew_after + 2 * HOUR_MS) <= elapsed_ms + 5
+
+
+_FORK_SCRIPT = """
+import os, sys
+import psycopg
+from ql3_cluster_postgres import ThrowawayCluster
+with ThrowawayCluster(name="forked") as cluster:
+    child = os.fork()
+    if child == 0:
+        sys.exit(0)  # a normal exit runs the child's atexit handlers
+    os.waitpid(child, 0)
+    with psycopg.connect(cluster.dsn()) as conn:
+        print(conn.execute("SELECT 'still up'").fetchone()[0])
+"""
+
+
+def test_forked_child_exit_leaves_the_parents_cluster_alone() -> None:
+    """A forked child's interpreter exit does not stop the clusters its parent started."""
+    result = subprocess.run(
+        [sys.executable, "-c", _FORK_SCRIPT],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "still up"
