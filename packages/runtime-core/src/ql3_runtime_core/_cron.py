@@ -61,6 +61,13 @@ def validate_cron_expression(expression: str) -> str:
     expressions that can never fire (`0 0 30 2 *`).
     """
     normalized = " ".join(expression.split())
+    _check_expression(normalized, expression)
+    return normalized
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _check_expression(normalized: str, expression: str) -> None:
+    """Validate once per expression: every claim revalidates its definition (hot path)."""
     fields = normalized.split(" ") if normalized else []
     if len(fields) not in (5, 6):
         raise InvalidCronError(expression, f"expected 5 or 6 fields, got {len(fields)}")
@@ -74,7 +81,6 @@ def validate_cron_expression(expression: str) -> str:
         _new_croniter(normalized).get_next(float, start_time=_PROBE_WALL_S)
     except (CroniterError, ValueError, OverflowError) as exc:
         raise InvalidCronError(expression, "the expression never fires") from exc
-    return normalized
 
 
 def load_timezone(name: str) -> ZoneInfo:
