@@ -97,6 +97,7 @@ class CoordinatorService:
         self._repository: ServiceRepository | None = None
         self._coordinator: Coordinator | None = None
         self._metrics_server: MetricsServer | None = None
+        self._signal: str | None = None
 
     def request_stop(self) -> None:
         """Ask the loop to finish its cycle, release its claims and return; safe from a signal."""
@@ -106,11 +107,8 @@ class CoordinatorService:
         """Turn SIGTERM and SIGINT into a graceful stop (main thread only)."""
 
         def handler(signum: int, _frame: FrameType | None) -> None:
-            logger.info(
-                "received %s; stopping after this cycle",
-                signal.Signals(signum).name,
-                extra={"event": "service.stopping", "signal": signal.Signals(signum).name},
-            )
+            # No logging here: the handler may interrupt a logging call; the loop reports it.
+            self._signal = signal.Signals(signum).name
             self.request_stop()
 
         signal.signal(signal.SIGTERM, handler)
@@ -240,6 +238,12 @@ class CoordinatorService:
             logger.debug("close failed: %s", exc, extra={"event": "service.close_failed"})
 
     def _shutdown(self) -> None:
+        if self._signal is not None:
+            logger.info(
+                "received %s; cycle finished, stopping",
+                self._signal,
+                extra={"event": "service.stopping", "signal": self._signal},
+            )
         coordinator = self._coordinator
         if coordinator is not None and coordinator.held_claims:
             try:
