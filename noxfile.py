@@ -17,7 +17,14 @@ import nox
 nox.options.default_venv_backend = "uv"
 nox.options.error_on_external_run = True
 nox.options.reuse_existing_virtualenvs = False
-nox.options.sessions = ["lint", "audit", "runtime_core", "cluster_postgres", "cluster_control"]
+nox.options.sessions = [
+    "lint",
+    "audit",
+    "runtime_core",
+    "cluster_postgres",
+    "cluster_control",
+    "chaos",
+]
 
 ROOT = Path(__file__).parent
 PYTHON = "3.11"
@@ -86,6 +93,17 @@ def cluster_postgres(session: nox.Session) -> None:
 def cluster_control(session: nox.Session) -> None:
     """Test ql3-cluster-control against its installed wheel, real PostgreSQL and real processes."""
     _test_package(session, "ql3-cluster-control")
+
+
+@nox.session(python=PYTHON)
+def chaos(session: nox.Session) -> None:
+    """Fault scenarios of SPEC §10 against real PostgreSQL and real `ql3 run` processes (as root)."""
+    _install_wheels(session, "ql3-cluster-control")
+    tests = ROOT / "chaos"
+    session.run(
+        "pytest", str(tests), "-o", f"pythonpath={tests}", "-p", "no:cacheprovider",
+        "-p", "no:randomly", *session.posargs,
+    )
 
 
 def _sync_workspace(session: nox.Session) -> None:
