@@ -49,6 +49,7 @@ class ConnectionOptions:
         keepalives_interval_s: int = 2,
         keepalives_count: int = 3,
         tcp_user_timeout_ms: int = 10_000,
+        server_settings: Mapping[str, str] | None = None,
     ) -> None:
         defaults: dict[str, Any] = {
             "application_name": application_name,
@@ -66,6 +67,10 @@ class ConnectionOptions:
             msg = f"conninfo: cannot parse the connection string: {exc}"
             raise ValueError(msg) from exc
         defaults.update({key: value for key, value in given.items() if value is not None})
+        if server_settings:
+            # Session GUCs travel in the startup packet: no extra round trip per connection.
+            extra = " ".join(f"-c {name}={value}" for name, value in server_settings.items())
+            defaults["options"] = f"{defaults.get('options', '')} {extra}".strip()
         self.conninfo = make_conninfo("", **defaults)
 
 

@@ -61,6 +61,11 @@ _RETRYABLE = frozenset({"40001", "40P01"})
 _CTID_MEMORY = 8192
 _DEFINITION_MEMORY = 4096
 
+# Every statement here has an index or TID path. A sequential scan under SERIALIZABLE takes a
+# relation-wide SIREAD lock, so on a small table (where the planner prefers it) replicas
+# committing different schedules would abort each other; the commit must use its TID scan.
+_SESSION_SETTINGS = {"enable_seqscan": "off"}
+
 _ClaimKey = tuple[int, UUID, int]
 _Row = tuple[Any, ...]
 
@@ -100,6 +105,7 @@ class PostgresScheduleRepository:
             keepalives_interval_s=keepalives_interval_s,
             keepalives_count=keepalives_count,
             tcp_user_timeout_ms=tcp_user_timeout_ms,
+            server_settings=_SESSION_SETTINGS,
         )
         self._max_retries = max_serialization_retries
         self._observer = statement_observer

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from importlib import resources
 from typing import TYPE_CHECKING
 
 import psycopg
@@ -331,3 +332,22 @@ def _wait_for_lock_wait(db: Ql3Database) -> None:
         lambda: bool(fetch(db.dsn("owner"), "SELECT 1 FROM pg_locks WHERE NOT granted")),
         what="commit blocked on the row lock",
     )
+
+
+def test_commit_reaches_schedule_rows_by_tid_only(ql3_db: Ql3Database) -> None:
+    """On a small table too, the commit plan touches trigger_schedules only through a TID scan."""
+    make_schedules(ql3_db, 20)
+    with owner_conn(ql3_db) as conn:
+        conn.execute("ANALYZE ql3.trigger_schedules")
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        commits = [decide(claim) for claim in repo.claim_due_schedules(command(), 16)]
+        params = repo._commit_params(commits)
+        conn = repo._connection()
+        conn.autocommit = False
+        conn.isolation_level = psycopg.IsolationLevel.SERIALIZABLE
+        sql = resources.files("ql3_cluster_postgres").joinpath("sql/commit_decisions.sql")
+        plan = [row[0] for row in conn.execute("EXPLAIN " + sql.read_text(), params).fetchall()]
+        conn.rollback()
+    scans = [line.strip() for line in plan if "Scan" in line and "trigger_schedules" in line]
+    assert scans, plan
+    assert all(line.startswith("->  Tid Scan") for line in scans), scans

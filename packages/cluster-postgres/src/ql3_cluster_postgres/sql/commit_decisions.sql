@@ -42,7 +42,10 @@ fenced AS (
     FROM claims AS c, obs
     WHERE s.ctid = ANY (%(row_ctids)s::tid[])
       AND s.ctid = c.row_ctid
-      AND s.id = c.schedule_id
+      -- `+ 0` keeps the primary key index out of reach: an index scan would take btree-page
+      -- SIREAD locks that other replicas' inserts hit. With enable_seqscan off for this
+      -- session (see _repository.py), the TID scan is the only access path left.
+      AND s.id + 0 = c.schedule_id
       AND s.claim_owner_id = c.owner_id
       AND s.claim_token = c.claim_token
       AND s.version = c.version
