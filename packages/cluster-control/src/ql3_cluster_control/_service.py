@@ -35,6 +35,7 @@ logger = logging.getLogger(__name__)
 # Longest uninterrupted wait: a stop request is noticed at least this often even while the
 # LISTEN wait blocks inside the driver.
 _WAIT_SLICE_S = 0.25
+_MIN_EMPTY_WAIT_S = 0.02
 
 
 class ServiceRepository(ScheduleRepository, Protocol):
@@ -155,7 +156,7 @@ class CoordinatorService:
         result = coordinator.run_cycle()
         if result.work_remaining or self.stop_event.is_set():
             return
-        self._idle(self._repository_or_raise())
+        self._idle(self._repository_or_raise(), claimed=result.summary.claims > 0)
 
     def _connect(self) -> Coordinator:
         if self._coordinator is not None and self._repository is not None:
@@ -196,11 +197,14 @@ class CoordinatorService:
             raise QL3Error(msg)
         return self._repository
 
-    def _idle(self, repository: ServiceRepository) -> None:
+    def _idle(self, repository: ServiceRepository, *, claimed: bool) -> None:
         """Sleep until the next due time by the database, a change notification, or the cap."""
         cap_s = self.settings.poll_interval_ms / 1000
         hint_ms = repository.next_due_in_ms()
         wait_s = cap_s if hint_ms is None else min(max(hint_ms, 0) / 1000, cap_s)
+        if not claimed:
+            # Due but not claimable by us (another replica is committing it): do not spin.
+            wait_s = max(wait_s, _MIN_EMPTY_WAIT_S)
         deadline = time.monotonic() + wait_s
         while not self.stop_event.is_set():
             left = deadline - time.monotonic()

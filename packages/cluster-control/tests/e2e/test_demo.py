@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+from pathlib import Path
 
-from fix_db import run_ql3
+from fix_db import clean_env, ql3_executable, run_ql3, wait_for
 
 
 def test_demo_verdict_is_exact() -> None:
@@ -30,3 +33,71 @@ def test_demo_verdict_is_exact() -> None:
         name: code for name, code in verdict["replica_exit_codes"].items() if name != "replica-1"
     }
     assert set(survivors.values()) == {0}
+
+
+def _processes() -> dict[int, tuple[int, str, str]]:
+    """Return pid -> (parent pid, state, command line) for every live process."""
+    table: dict[int, tuple[int, str, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        table[int(entry.name)] = (int(fields[1]), fields[0], cmdline)
+    return table
+
+
+def _descendants(root: int, table: dict[int, tuple[int, str, str]]) -> set[int]:
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        children = {pid for pid, (ppid, _, _) in table.items() if ppid in frontier}
+        frontier = children - found
+        found |= children
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    table = _processes()
+    return {pid for pid in pids if pid in table and table[pid][1] != "Z"}
+
+
+def test_demo_cleans_up_everything_on_ctrl_c() -> None:
+    """SIGINT to a running demo stops its replicas and its PostgreSQL and exits 130."""
+    demo = subprocess.Popen(
+        [*ql3_executable(), "demo", "--seconds", "120", "--schedules", "2", "--replicas", "2"],
+        env=clean_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        replicas: set[int] = set()
+
+        def replicas_running() -> bool:
+            table = _processes()
+            replicas.update(
+                pid
+                for pid in _descendants(demo.pid, table)
+                if "--owner-id replica-" in table[pid][2]
+            )
+            return len(replicas) == 2
+
+        wait_for(replicas_running, timeout_s=90, what="the demo's replicas")
+        started = _descendants(demo.pid, _processes())
+        servers = {pid for pid, (_, _, cmd) in _processes().items() if "ql3-demo-pg-" in cmd}
+        assert servers, "the demo's PostgreSQL is not visible"
+        demo.send_signal(signal.SIGINT)
+        _, stderr = demo.communicate(timeout=60)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    assert demo.returncode == 130, stderr
+    assert "interrupted" in stderr
+    assert "Traceback" not in stderr
+    wait_for(lambda: not _alive(started | servers), timeout_s=30, what="every demo process gone")
