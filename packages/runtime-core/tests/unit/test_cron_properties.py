@@ -31,10 +31,9 @@ ZONES = (
 _YEAR_2025 = int(datetime(2025, 1, 1, tzinfo=UTC).timestamp())
 _YEAR_2028 = int(datetime(2028, 1, 1, tzinfo=UTC).timestamp())
 _PROPERTY = settings(
-    max_examples=150,
+    max_examples=300,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
-    derandomize=False,
 )
 
 
@@ -185,7 +184,7 @@ def cronsim_agrees_on_fields(expression: str) -> bool:
 CRONSIM_ZONES = tuple(zone for zone in ZONES if zone != "Australia/Lord_Howe")
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     expression=five_field,
     zone_name=st.sampled_from(CRONSIM_ZONES),
@@ -270,7 +269,7 @@ def test_every_zone_has_anchors(zone_name: str) -> None:
     assert has_change is expected
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     expression=st.one_of(five_field, six_field),
     zone_name=st.sampled_from(ZONES),

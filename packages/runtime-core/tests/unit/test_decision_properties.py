@@ -37,7 +37,7 @@ ANCHORS = (
     1_775_313_000_000,
     1_767_225_600_000,
 )
-_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @dataclass(frozen=True)
