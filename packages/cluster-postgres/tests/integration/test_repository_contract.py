@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from pydantic import ValidationError
-from ql3_cluster_postgres import PostgresScheduleRepository
+from ql3_cluster_postgres import SCHEMA_VERSION, PostgresScheduleRepository
 from ql3_runtime_core import (
     ClaimClusterScheduleCommand,
     ClaimCommit,
@@ -128,3 +128,11 @@ def test_decisions_are_bound_to_the_claim_observation(repository: ScheduleReposi
     with pytest.raises(InvalidDecisionError, match="observed_at_ms"):
         normalize_commit(claim, moved, 4)
     assert repository.commit_decisions([]).outcomes == ()
+
+
+def test_schema_check_and_database_clock_as_runtime(ql3_db: Ql3Database) -> None:
+    """The runtime role can check the schema version and read the database clock."""
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        assert repo.check_schema() == SCHEMA_VERSION
+        first = repo.database_now_ms()
+        assert repo.database_now_ms() >= first
