@@ -32,6 +32,7 @@ from ._cron import (
 from ._decision import ScheduleDecision, resolve_cluster_schedule_decision
 from ._errors import (
     ClockRegressionError,
+    InvalidArgumentError,
     InvalidCronError,
     InvalidDecisionError,
     QL3Error,
@@ -57,6 +58,7 @@ __all__ = [
     "CommitOutcome",
     "CommitStatus",
     "CycleSummary",
+    "InvalidArgumentError",
     "InvalidCronError",
     "InvalidDecisionError",
     "MisfirePolicy",

@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
 
-from ._errors import InvalidCronError, UnknownTimezoneError
+from ._errors import InvalidArgumentError, InvalidCronError, UnknownTimezoneError
 
 __all__ = [
     "count_occurrences_ms",
@@ -136,13 +136,12 @@ def preview_occurrences(expression: str, timezone: str, after_ms: int, count: in
     """Return the next `count` occurrences strictly after `after_ms`, as epoch ms, oldest first.
 
     Raises:
-        ValueError: `count` is negative.
+        InvalidArgumentError: `count` is negative.
         InvalidCronError, UnknownTimezoneError: bad expression or zone.
 
     """
     if count < 0:
-        msg = f"count: must be >= 0, got {count}"
-        raise ValueError(msg)
+        raise InvalidArgumentError("count", count, "must be >= 0")
     schedule = _compile(expression, timezone)
     result: list[int] = []
     current_s = after_ms // _MS

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ._contracts import MisfirePolicy, ScheduleState
 from ._cron import count_occurrences_ms, latest_occurrence_ms, next_occurrence_ms
-from ._errors import InvalidDecisionError
+from ._errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from ._contracts import ClusterScheduleClaim, ScheduleDefinition
@@ -56,11 +56,11 @@ def resolve_cluster_schedule_decision(
     beyond the budget stays due for the next cycle. A budget of 0 decides nothing.
 
     Raises:
-        InvalidDecisionError: `budget` is negative.
+        InvalidArgumentError: `budget` is negative.
 
     """
     if budget < 0:
-        raise InvalidDecisionError("budget", f"must be >= 0, got {budget}")
+        raise InvalidArgumentError("budget", budget, "must be >= 0")
     definition = claim.definition
     observed = claim.claim_acquired_at_ms
     cursor = claim.next_due_at_ms

@@ -5,6 +5,7 @@ QL3Error
 ├── InvalidCronError (ValueError)          bad cron expression
 ├── UnknownTimezoneError (ValueError)      not an IANA zone
 ├── InvalidDecisionError (ValueError)      commit normalization refused a decision
+├── InvalidArgumentError (ValueError)      an argument is out of range (a negative count/budget)
 ├── ClockRegressionError                   the database clock went back behind a claim
 └── RepositoryUnavailableError             the store could not be reached (retryable)
 ```
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 __all__ = [
     "ClockRegressionError",
+    "InvalidArgumentError",
     "InvalidCronError",
     "InvalidDecisionError",
     "QL3Error",
@@ -60,6 +62,17 @@ class InvalidDecisionError(QL3Error, ValueError):
         self.field = field
         self.detail = detail
         super().__init__(f"{field}: {detail}")
+
+
+class InvalidArgumentError(QL3Error, ValueError):
+    """Raised when a function argument is out of range; names the argument and its value."""
+
+    __module__ = "ql3_runtime_core"
+
+    def __init__(self, argument: str, value: object, requirement: str) -> None:
+        self.argument = argument
+        self.value = value
+        super().__init__(f"{argument}: {requirement}, got {value!r}")
 
 
 class ClockRegressionError(QL3Error):

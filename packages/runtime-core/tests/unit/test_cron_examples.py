@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from ql3_runtime_core import (
+    InvalidArgumentError,
     InvalidCronError,
     QL3Error,
     UnknownTimezoneError,
@@ -149,9 +150,10 @@ def test_latest_occurrence_finds_the_last_one_before_a_bound() -> None:
 
 
 def test_preview_rejects_a_negative_count() -> None:
-    """A negative preview count is a ValueError naming `count`."""
-    with pytest.raises(ValueError, match="count"):
+    """A negative preview count is an InvalidArgumentError (a ValueError) naming `count`."""
+    with pytest.raises(InvalidArgumentError, match="count: must be >= 0, got -1") as caught:
         preview_occurrences("* * * * *", "UTC", 0, -1)
+    assert isinstance(caught.value, ValueError)
 
 
 def test_preview_of_zero_is_empty() -> None:

@@ -8,7 +8,7 @@ import pytest
 from claims import make_claim
 from ql3_runtime_core import (
     ClusterScheduleClaim,
-    InvalidDecisionError,
+    InvalidArgumentError,
     MisfirePolicy,
     ScheduleState,
     normalize_commit,
@@ -137,7 +137,7 @@ def test_budget_zero_decides_nothing(policy: MisfirePolicy) -> None:
 
 def test_negative_budget_is_refused() -> None:
     """A negative budget is an error naming `budget`."""
-    with pytest.raises(InvalidDecisionError, match="budget"):
+    with pytest.raises(InvalidArgumentError, match="budget: must be >= 0, got -1"):
         resolve_cluster_schedule_decision(claim_at(T0), -1)
 
 
