@@ -1,6 +1,7 @@
 """WorkerIngress: how workers take admitted attempts and report on them, as `ql3_worker_ingress`.
 
-Workers never touch schedules (SPEC §5). Every state change happens at database time, never
+Workers never touch schedules (SPEC §5). Connections come from a small psycopg-pool pool, so
+the threads of one worker process share it. Every state change happens at database time, never
 moves an attempt's `updated_at_ms` backwards, and appends its event in the same statement.
 """
 
@@ -12,9 +13,10 @@ from typing import TYPE_CHECKING, Any, Self
 
 import psycopg
 from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, ConfigDict
 
-from ._connect import ConnectionOptions, close_quietly, connect, wrap_error
+from ._connect import ConnectionOptions, wrap_error
 from ._errors import AttemptStateError
 from ._sql import query
 
@@ -47,16 +49,40 @@ class QueuedAttempt(BaseModel):
 class WorkerIngress:
     """Take queued attempts and record their progress (role `ql3_worker_ingress`)."""
 
-    def __init__(self, conninfo: str, *, application_name: str = "ql3-ingress") -> None:
-        self._options = ConnectionOptions(conninfo, application_name=application_name)
-        self._conn: psycopg.Connection[Any] | None = None
-        self._lock = threading.RLock()
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        application_name: str = "ql3-ingress",
+        max_connections: int = 4,
+        connect_timeout_s: float = 5.0,
+    ) -> None:
+        if max_connections < 1:
+            msg = f"max_connections: must be >= 1, got {max_connections}"
+            raise ValueError(msg)
+        options = ConnectionOptions(
+            conninfo, application_name=application_name, connect_timeout_s=connect_timeout_s
+        )
+        # A worker process usually runs several executor threads; a small pool lets them take
+        # and report attempts concurrently, and replaces connections that broke.
+        self._pool = ConnectionPool(
+            options.conninfo,
+            min_size=1,
+            max_size=max_connections,
+            kwargs={"autocommit": True},
+            open=False,
+            timeout=connect_timeout_s,
+            name=application_name,
+        )
+        self._lock = threading.Lock()
+        self._opened = False
 
     def close(self) -> None:
-        """Close the connection (reopened on next use)."""
+        """Close the pool and its connections."""
         with self._lock:
-            close_quietly(self._conn)
-            self._conn = None
+            if self._opened:
+                self._pool.close()
+                self._opened = False
 
     def __enter__(self) -> Self:
         return self
@@ -72,17 +98,14 @@ class WorkerIngress:
     @contextlib.contextmanager
     def _connection(self, action: str) -> Iterator[psycopg.Connection[Any]]:
         with self._lock:
-            conn = self._conn
-            if conn is None or conn.closed or conn.broken:
-                close_quietly(conn)
-                conn = self._conn = connect(self._options, f"{action}: connect")
-            try:
+            if not self._opened:
+                self._pool.open(wait=False)
+                self._opened = True
+        try:
+            with self._pool.connection() as conn:
                 yield conn
-            except psycopg.Error as exc:
-                if conn.broken:
-                    close_quietly(conn)
-                    self._conn = None
-                raise wrap_error(exc, action) from exc
+        except psycopg.Error as exc:
+            raise wrap_error(exc, action) from exc
 
     def _one(self, name: str, params: Mapping[str, Any], action: str) -> _Row:
         with self._connection(action) as conn:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import psycopg
 import pytest
 from ql3_cluster_postgres import AttemptStateError, PostgresScheduleRepository, WorkerIngress
+from ql3_runtime_core import RepositoryUnavailableError
 from repo_helpers import command, decide, fetch, make_schedules
 
 if TYPE_CHECKING:
@@ -98,3 +99,13 @@ def test_ingress_has_no_schedule_access(ql3_db: Ql3Database) -> None:
         pytest.raises(psycopg.errors.InsufficientPrivilege),
     ):
         conn.execute("SELECT count(*) FROM ql3.trigger_schedules")
+
+
+def test_unreachable_server_is_repository_unavailable(ql3_db: Ql3Database) -> None:
+    """No psycopg or pool class escapes: an unreachable server is RepositoryUnavailableError."""
+    dsn = psycopg.conninfo.make_conninfo(ql3_db.dsn("worker_ingress"), port="1")
+    with (
+        WorkerIngress(dsn, connect_timeout_s=2) as ingress,
+        pytest.raises(RepositoryUnavailableError),
+    ):
+        ingress.take_queued_attempts(1)
