@@ -51,6 +51,8 @@ def login_password(superuser_password: str, role: str) -> str:
 class Ql3Database:
     """A migrated QL3 database on a throwaway cluster, with a login user per role."""
 
+    __module__ = "ql3_cluster_postgres"
+
     name: str
     superuser_dsn: str
 

@@ -107,6 +107,8 @@ class ThrowawayCluster:
     `base_dir` must then be traversable by that user (the default, the system temp dir, is).
     """
 
+    __module__ = "ql3_cluster_postgres"
+
     def __init__(
         self,
         *,
