@@ -83,10 +83,15 @@ def connect(options: ConnectionOptions, action: str) -> psycopg.Connection[Any]:
 
 
 def is_connection_lost(exc: psycopg.Error) -> bool:
-    """Tell whether `exc` means the server's reply never arrived (no SQLSTATE came back)."""
-    return exc.sqlstate is None and isinstance(
-        exc, psycopg.OperationalError | psycopg.InterfaceError
-    )
+    """Tell whether `exc` leaves a COMMIT's fate unknown (SPEC §7: uncertain, not failed).
+
+    No SQLSTATE means the reply never arrived; class 08 (connection exception) and 57 (operator
+    intervention, e.g. a backend terminated around its commit) may follow a durable commit.
+    Anything else is the server saying the transaction did not commit.
+    """
+    if not isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return False
+    return exc.sqlstate is None or exc.sqlstate[:2] in {"08", "57"}
 
 
 def wrap_error(exc: psycopg.Error, action: str) -> QL3Error:
