@@ -77,18 +77,21 @@ def run_tool(
 ) -> str:
     """Run a PostgreSQL tool to completion as `os_user`; return stdout or raise with stderr."""
     uid, gid = run_as(os_user)
-    result = subprocess.run(  # noqa: S603 - argv built from fixed tool names
-        argv,
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=dict(env) if env is not None else tool_env(cwd),
-        user=uid,
-        group=gid,
-        extra_groups=[] if uid is not None else None,
-        timeout=_TOOL_TIMEOUT_S,
-        check=False,
-    )
+    try:
+        result = subprocess.run(  # noqa: S603 - argv built from fixed tool names
+            argv,
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env=dict(env) if env is not None else tool_env(cwd),
+            user=uid,
+            group=gid,
+            extra_groups=[] if uid is not None else None,
+            timeout=_TOOL_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise _exec_error(argv[0], os_user, exc) from exc
     if result.returncode != 0:
         raise ThrowawayClusterError(
             f"{Path(argv[0]).name} failed with exit code {result.returncode}:"
@@ -102,19 +105,30 @@ def spawn_server(
 ) -> subprocess.Popen[bytes]:
     """Start the postmaster in its own session, stdout and stderr appended to `log_path`."""
     uid, gid = run_as(os_user)
-    with log_path.open("ab") as log:
-        return subprocess.Popen(  # noqa: S603 - fixed binary, our own arguments
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=dict(env),
-            user=uid,
-            group=gid,
-            extra_groups=[] if uid is not None else None,
-            start_new_session=True,  # a Ctrl-C in pytest must not reach the server first
-        )
+    try:
+        with log_path.open("ab") as log:
+            return subprocess.Popen(  # noqa: S603 - fixed binary, our own arguments
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=dict(env),
+                user=uid,
+                group=gid,
+                extra_groups=[] if uid is not None else None,
+                start_new_session=True,  # a Ctrl-C in pytest must not reach the server first
+            )
+    except OSError as exc:
+        raise _exec_error(argv[0], os_user, exc) from exc
+
+
+def _exec_error(program: str, os_user: str, exc: BaseException) -> ThrowawayClusterError:
+    who = f"OS user {os_user!r}" if os.geteuid() == 0 else "this user"
+    return ThrowawayClusterError(
+        f"cannot run {program} as {who}: {exc}; every folder on the way to the PostgreSQL"
+        " binaries and the cluster folder must be readable and traversable by that user"
+    )
 
 
 def _stat_fields(pid: int) -> list[str] | None:

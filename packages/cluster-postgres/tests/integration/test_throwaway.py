@@ -275,3 +275,16 @@ def test_forked_child_exit_leaves_the_parents_cluster_alone() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "still up"
+
+
+def test_unusable_binaries_are_a_clear_error(tmp_path: Path) -> None:
+    """Binaries the server's OS user cannot execute raise an error saying so, and leave nothing."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("initdb", "postgres", "pg_ctl", "pg_basebackup"):
+        (bin_dir / tool).write_text("not a program\n")
+        (bin_dir / tool).chmod(0o644)
+    cluster = ThrowawayCluster(name="nobin", bin_dir=bin_dir)
+    with pytest.raises(ThrowawayClusterError, match=r"cannot run .*initdb"):
+        cluster.start()
+    assert not cluster.running
