@@ -5,11 +5,12 @@ the idle ones are bulk-inserted with one INSERT ... SELECT as the superuser, cur
 ahead (`sql/bulk_idle_schedules.sql`), and the table is ANALYZEd. Each sample times one
 `PostgresScheduleRepository.claim_due_schedules(command, 16)` with `time.perf_counter()` (a
 duration, not a time value), then releases the 16 claims untimed, so the same 16 stay due.
-The sizes grow in one database: 1k, then +9k, then +90k idle rows.
+Each size has its own database and the sizes are sampled round-robin.
 """
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 import uuid
@@ -18,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 from ql3_cluster_postgres import PostgresScheduleRepository, ScheduleAdmin
 from ql3_runtime_core import ClaimClusterScheduleCommand, ScheduleDefinition
 
-from ._common import connect, load_sql
+from ._common import connect, load_sql, reset_statement_stats, statement_stats
 
 if TYPE_CHECKING:
+    from ql3_cluster_postgres import Ql3Database
+
     from ._common import BenchContext
 
 __all__ = ["run_claim_scale"]
@@ -33,52 +36,76 @@ OWNER = "bench-claim"
 def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not a flag argument
     if quick:
         return {"sizes": (1_000, 10_000), "samples": 100, "warmup": 20}
-    return {"sizes": (1_000, 10_000, 100_000), "samples": 400, "warmup": 50}
+    return {"sizes": (1_000, 10_000, 100_000), "samples": 300, "warmup": 30}
 
 
-def _sample(repo: PostgresScheduleRepository, samples: int) -> list[float]:
-    durations: list[float] = []
-    for _ in range(samples):
-        command = ClaimClusterScheduleCommand(owner_id=OWNER, claim_token=uuid.uuid4())
-        started = time.perf_counter()
-        claims = repo.claim_due_schedules(command, DUE)
-        durations.append((time.perf_counter() - started) * 1000)
-        if len(claims) != DUE:
-            msg = f"claim returned {len(claims)} schedules, expected the {DUE} due ones"
-            raise RuntimeError(msg)
-        repo.release_claims(claims)
-    return durations
+def _claim_once(repo: PostgresScheduleRepository) -> float:
+    """Time one claim of the 16 due schedules (ms), then release them untimed."""
+    command = ClaimClusterScheduleCommand(owner_id=OWNER, claim_token=uuid.uuid4())
+    started = time.perf_counter()
+    claims = repo.claim_due_schedules(command, DUE)
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    if len(claims) != DUE:
+        msg = f"claim returned {len(claims)} schedules, expected the {DUE} due ones"
+        raise RuntimeError(msg)
+    repo.release_claims(claims)
+    return elapsed_ms
+
+
+def _prepare(ctx: BenchContext, size: int) -> Ql3Database:
+    """Create a database with 16 due schedules (ScheduleAdmin) and `size - 16` idle ones (SQL)."""
+    db = ctx.database(f"claim{size}")
+    with ScheduleAdmin(db.dsn("admin")) as admin:
+        for index in range(DUE):
+            admin.add_schedule(f"due-{index:02d}", ScheduleDefinition(cron="* * * * * *"))
+    with connect(db.superuser_dsn) as su:
+        su.execute(load_sql("set_due"), {"prefix": "due-"})
+        su.execute(load_sql("bulk_idle_schedules"), {"first": DUE, "last": size - 1})
+        su.execute(load_sql("analyze"))
+    return db
 
 
 def run_claim_scale(ctx: BenchContext) -> list[dict[str, Any]]:
-    """Time the claim at each table size; emit one line per size and a ratio summary."""
+    """Time the claim at each table size; emit one line per size and a ratio summary.
+
+    One database per size, sampled round-robin (1k, 10k, 100k, 1k, ...), so background load on
+    the shared machine hits every size alike instead of biasing the ratio.
+    """
     params = _params(ctx.quick)
-    db = ctx.database("claim")
-    cells: list[dict[str, Any]] = []
+    sizes: tuple[int, ...] = params["sizes"]
+    databases: dict[int, Ql3Database] = {}
+    durations: dict[int, list[float]] = {size: [] for size in sizes}
+    server: dict[int, list[dict[str, Any]]] = {}
     try:
-        with ScheduleAdmin(db.dsn("admin")) as admin:
-            for index in range(DUE):
-                admin.add_schedule(f"due-{index:02d}", ScheduleDefinition(cron="* * * * * *"))
-        with (
-            connect(db.superuser_dsn) as su,
-            PostgresScheduleRepository(db.dsn("runtime"), application_name=OWNER) as repo,
-        ):
-            su.execute(load_sql("set_due"), {"prefix": "due-"})
-            present = DUE
-            for size in params["sizes"]:
-                su.execute(load_sql("bulk_idle_schedules"), {"first": present, "last": size - 1})
-                su.execute(load_sql("analyze"))
-                present = size
-                _sample(repo, params["warmup"])
-                durations = _sample(repo, params["samples"])
+        for size in sizes:
+            databases[size] = _prepare(ctx, size)
+        with contextlib.ExitStack() as stack:
+            repos = {
+                size: stack.enter_context(
+                    PostgresScheduleRepository(db.dsn("runtime"), application_name=OWNER)
+                )
+                for size, db in databases.items()
+            }
+            for _ in range(params["warmup"]):
+                for repo in repos.values():
+                    _claim_once(repo)
+            for db in databases.values():
+                with connect(db.superuser_dsn) as su:
+                    reset_statement_stats(su)
+            for _ in range(params["samples"]):
+                for size, repo in repos.items():
+                    durations[size].append(_claim_once(repo))
+        for size, db in databases.items():
+            with connect(db.superuser_dsn) as su:
+                server[size] = statement_stats(su, limit=2)
                 ctx.refresh_machine(su)
-                cells.append(_emit_cell(ctx, size, durations))
     finally:
-        ctx.drop(db)
-    by_size = {c["schedules"]: c for c in cells}
-    smallest, largest = min(by_size), max(by_size)
-    ratio = by_size[largest]["p50_ms"] / by_size[smallest]["p50_ms"]
-    ratio_p99 = by_size[largest]["p99_ms"] / by_size[smallest]["p99_ms"]
+        for db in databases.values():
+            ctx.drop(db)
+    cells = [_emit_cell(ctx, size, durations[size], server[size]) for size in sizes]
+    smallest, largest = min(sizes), max(sizes)
+    ratio = statistics.median(durations[largest]) / statistics.median(durations[smallest])
+    ratio_p99 = cells[-1]["p99_ms"] / cells[0]["p99_ms"]
     summary = ctx.emit(
         "claim_scale_summary",
         {
@@ -92,7 +119,9 @@ def run_claim_scale(ctx: BenchContext) -> list[dict[str, Any]]:
     return [*cells, summary]
 
 
-def _emit_cell(ctx: BenchContext, size: int, durations: list[float]) -> dict[str, Any]:
+def _emit_cell(
+    ctx: BenchContext, size: int, durations: list[float], server: list[dict[str, Any]]
+) -> dict[str, Any]:
     percentiles = statistics.quantiles(durations, n=100, method="inclusive")
     return ctx.emit(
         "claim_scale",
@@ -106,5 +135,6 @@ def _emit_cell(ctx: BenchContext, size: int, durations: list[float]) -> dict[str
             "max_ms": round(max(durations), 3),
             "mean_ms": round(statistics.fmean(durations), 3),
             "timed": "PostgresScheduleRepository.claim_due_schedules (client round trip)",
+            "server_statements": server,
         },
     )

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from ql3_cluster_postgres import (
     ScheduleAdmin,
@@ -42,22 +43,32 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BenchContext",
+    "CpuMeter",
     "ReplicaSet",
     "connect",
+    "cpu_seconds",
     "db_now_ms",
     "load_sql",
+    "login_user",
     "machine_facts",
     "new_work_dir",
     "ql3_executable",
     "ql3_replicas",
     "repo_root",
+    "reset_statement_stats",
     "start_cluster",
+    "statement_stats",
     "wait_until",
 ]
 
 # Settings for the benchmark cluster on top of ThrowawayCluster(durable=False) (fsync,
-# full_page_writes and synchronous_commit off): enough connections for 4 replicas and the harness.
-CLUSTER_SETTINGS: Mapping[str, str] = {"max_connections": "60"}
+# full_page_writes and synchronous_commit off): enough connections for 4 replicas and the harness,
+# and pg_stat_statements so each cell can say which statement its server time went to.
+CLUSTER_SETTINGS: Mapping[str, str] = {
+    "max_connections": "60",
+    "shared_preload_libraries": "pg_stat_statements",
+    "pg_stat_statements.track_planning": "on",
+}
 
 
 def connect(dsn: str) -> psycopg.Connection[dict[str, Any]]:
@@ -70,6 +81,75 @@ def db_now_ms(conn: psycopg.Connection[dict[str, Any]]) -> int:
     row = conn.execute(load_sql("db_now")).fetchone()
     assert row is not None  # noqa: S101 - a SELECT without FROM always returns one row
     return int(row["now_ms"])
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """Sum the user + system CPU time of processes (from /proc; a vanished pid counts 0)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime (fields 14, 15)
+    return total
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds spent by worker processes and by their PostgreSQL backends over a span.
+
+    Backends are found by the workers' login user in `pg_stat_activity` (same machine). Dividing
+    by the admissions of the span gives the CPU cost of one admission on each side.
+    """
+
+    su: psycopg.Connection[dict[str, Any]]
+    user: str
+    worker_pids: Sequence[int]
+    _start: tuple[float, float] = (0.0, 0.0)
+    _backends: list[int] = field(default_factory=list)
+
+    def backend_pids(self) -> list[int]:
+        """Return the pids of the backends serving the workers' login user now."""
+        rows = self.su.execute(load_sql("backend_pids"), {"user": self.user}).fetchall()
+        return [int(row["pid"]) for row in rows]
+
+    def start(self) -> None:
+        """Take the first reading."""
+        self._backends = self.backend_pids()
+        self._start = (cpu_seconds(self.worker_pids), cpu_seconds(self._backends))
+
+    def stop(self, admissions: int) -> dict[str, float | None]:
+        """Take the second reading; CPU ms per admission on the worker and database sides."""
+        workers = cpu_seconds(self.worker_pids) - self._start[0]
+        backends = cpu_seconds(self._backends) - self._start[1]
+
+        def per(seconds: float) -> float | None:
+            return round(seconds * 1000 / admissions, 4) if admissions else None
+
+        return {
+            "worker_cpu_s": round(workers, 3),
+            "backend_cpu_s": round(backends, 3),
+            "worker_cpu_ms_per_admission": per(workers),
+            "backend_cpu_ms_per_admission": per(backends),
+        }
+
+
+def login_user(dsn: str) -> str:
+    """Return the login user named in a conninfo string."""
+    return str(conninfo_to_dict(dsn).get("user"))
+
+
+def reset_statement_stats(su: psycopg.Connection[dict[str, Any]]) -> None:
+    """Install pg_stat_statements in this database if needed and zero its counters."""
+    su.execute(load_sql("statement_stats_install"))
+    su.execute(load_sql("statement_stats_reset"))
+
+
+def statement_stats(su: psycopg.Connection[dict[str, Any]], limit: int = 4) -> list[dict[str, Any]]:
+    """Return the statements of this database with the most server time since the reset."""
+    return [dict(row) for row in su.execute(load_sql("statement_stats"), {"limit": limit})]
 
 
 def wait_until(predicate: Callable[[], bool], *, timeout_s: float, interval_s: float = 0.2) -> bool:

@@ -14,9 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from psycopg.conninfo import conninfo_to_dict
-
-from ._common import connect, load_sql, ql3_replicas
+from ._common import connect, load_sql, login_user, ql3_replicas
 
 if TYPE_CHECKING:
     from ._common import BenchContext
@@ -50,7 +48,7 @@ def run_footprint(ctx: BenchContext) -> list[dict[str, Any]]:
     db = ctx.schedules_database("foot", crons)
     log_dir = ctx.work_dir / db.name
     log_dir.mkdir(parents=True, exist_ok=True)
-    user = str(conninfo_to_dict(db.dsn("runtime")).get("user"))
+    user = login_user(db.dsn("runtime"))
     peak_kb = last_kb = 0
     connections_max = 0
     names: set[str] = set()

@@ -14,7 +14,17 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ._common import connect, db_now_ms, load_sql, ql3_replicas, wait_until
+from ._common import (
+    CpuMeter,
+    connect,
+    db_now_ms,
+    load_sql,
+    login_user,
+    ql3_replicas,
+    reset_statement_stats,
+    statement_stats,
+    wait_until,
+)
 
 if TYPE_CHECKING:
     from ql3_cluster_postgres import Ql3Database
@@ -63,6 +73,9 @@ def _measure_cell(
                 w1 = w0 + params["window_s"] * 1000
                 window = {"w0_ms": w0, "w1_ms": w1}
                 expected = size * params["window_s"]
+                meter = CpuMeter(su, login_user(db.dsn("runtime")), workers.pids)
+                meter.start()
+                reset_statement_stats(su)
                 # Sleep (monotonic) for the span the database clock still has to cover, then
                 # poll the database until the window is complete.
                 time.sleep(max(0.0, (w1 - now) / 1000))
@@ -74,6 +87,13 @@ def _measure_cell(
                     return bool(row and row["runs"] >= expected)
 
                 settled = wait_until(complete, timeout_s=SETTLE_TIMEOUT_S, interval_s=0.1)
+                span = {"since_ms": now, "until_ms": db_now_ms(su)}
+                admitted = sum(
+                    int(row["admissions"])
+                    for row in su.execute(load_sql("window_admissions"), span)
+                )
+                cpu = meter.stop(admitted)
+                statements = statement_stats(su)
                 exit_codes = workers.stop()
             verdict = su.execute(load_sql("lateness_verdict"), window).fetchone() or {}
             lateness = su.execute(load_sql("lateness_percentiles"), window).fetchone() or {}
@@ -98,6 +118,7 @@ def _measure_cell(
             "max_ms": lateness.get("max_ms"),
             "mean_ms": lateness.get("mean_ms"),
             "target_p99_ms": target,
+            **cpu,
             "met": {
                 "clean": clean,
                 **(
@@ -110,6 +131,7 @@ def _measure_cell(
                 since_ms=None, until_ms=None
             ),
             "exit_codes": exit_codes,
+            "server_statements": statements,
         },
     )
 
