@@ -1,0 +1,152 @@
+"""The behaviours the Coordinator relies on, run against the fake AND the PostgreSQL repository.
+
+Written once and parametrised, so the in-memory fake used by the unit tests cannot drift from
+the real repository (STYLE §8).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator  # noqa: TC003  # pytest resolves fixture annotations
+from dataclasses import dataclass
+from typing import Protocol
+
+import pytest
+from fake_repository import FakeRepository
+from fix_db import db_now_ms, wait_for
+from history import add_schedules
+from ql3_cluster_postgres import PostgresScheduleRepository, Ql3Database
+from ql3_runtime_core import (
+    ClaimClusterScheduleCommand,
+    ClusterScheduleClaim,
+    CommitStatus,
+    ScheduleRepository,
+    normalize_commit,
+    resolve_cluster_schedule_decision,
+)
+
+
+class Harness(Protocol):
+    """A repository plus a way to make schedules due and to let database time pass."""
+
+    @property
+    def repo(self) -> ScheduleRepository:
+        """The repository under test."""
+        ...
+
+    def add_due(self, count: int) -> list[int]:
+        """Add `count` every-second schedules and wait until they are due."""
+        ...
+
+    def now_ms(self) -> int:
+        """Read the store's clock."""
+        ...
+
+    def pass_time_until(self, at_ms: int) -> None:
+        """Let the store's clock reach `at_ms`."""
+        ...
+
+
+@dataclass
+class FakeHarness:
+    """The in-memory fake; time passes by moving its clock."""
+
+    repo: FakeRepository
+
+    def add_due(self, count: int) -> list[int]:
+        """Add schedules due now."""
+        return [self.repo.add(first_due_ms=self.repo.now_ms).schedule_id for _ in range(count)]
+
+    def now_ms(self) -> int:
+        """Read the fake clock."""
+        return self.repo.now_ms
+
+    def pass_time_until(self, at_ms: int) -> None:
+        """Move the fake clock forward."""
+        self.repo.now_ms = max(self.repo.now_ms, at_ms)
+
+
+@dataclass
+class PostgresHarness:
+    """The real repository; time passes by waiting for the database clock."""
+
+    repo: PostgresScheduleRepository
+    db: Ql3Database
+
+    def add_due(self, count: int) -> list[int]:
+        """Add schedules and wait until the database clock reaches their first cursor."""
+        first = add_schedules(self.db.dsn("admin"), count, prefix=f"c{uuid.uuid4().hex[:6]}")
+        self.pass_time_until(max(first.values()))
+        return list(first)
+
+    def now_ms(self) -> int:
+        """Read the database clock."""
+        return db_now_ms(self.db.superuser_dsn)
+
+    def pass_time_until(self, at_ms: int) -> None:
+        """Wait (monotonic deadline) until the database clock reaches `at_ms`."""
+        wait_for(lambda: self.now_ms() >= at_ms, timeout_s=10, what="database time to pass")
+
+
+@pytest.fixture(params=["fake", "postgres"])
+def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    """Each contract test runs once against the fake and once against PostgreSQL."""
+    if request.param == "fake":
+        yield FakeHarness(FakeRepository())
+        return
+    db: Ql3Database = request.getfixturevalue("ql3_db")
+    with PostgresScheduleRepository(db.dsn("runtime")) as repo:
+        yield PostgresHarness(repo, db)
+
+
+def _claim(harness: Harness, owner: str, lease_ms: int = 5_000) -> list[ClusterScheduleClaim]:
+    command = ClaimClusterScheduleCommand(
+        owner_id=owner, claim_token=uuid.uuid4(), lease_ms=lease_ms
+    )
+    return harness.repo.claim_due_schedules(command, 16)
+
+
+def test_claim_stamps_one_store_observation_and_the_lease(harness: Harness) -> None:
+    """A claim round carries one acquired time from the store and expiry = acquired + lease."""
+    harness.add_due(2)
+    before = harness.now_ms()
+    claims = _claim(harness, "a", lease_ms=7_000)
+    assert len(claims) == 2
+    assert len({claim.claim_acquired_at_ms for claim in claims}) == 1
+    assert all(c.claim_expires_at_ms - c.claim_acquired_at_ms == 7_000 for c in claims)
+    assert claims[0].claim_acquired_at_ms >= before
+    assert _claim(harness, "b") == []
+
+
+def test_commit_after_takeover_is_raced_and_writes_nothing(harness: Harness) -> None:
+    """A claim taken over after expiry cannot commit; the new holder can, exactly once."""
+    harness.add_due(1)
+    stale = _claim(harness, "stale", lease_ms=1_000)
+    harness.pass_time_until(stale[0].claim_expires_at_ms)
+    fresh = _claim(harness, "fresh")
+    assert len(fresh) == 1
+
+    def commit(claims: list[ClusterScheduleClaim]) -> list[CommitStatus]:
+        commits = [
+            normalize_commit(c, resolve_cluster_schedule_decision(c, 256), 256) for c in claims
+        ]
+        return [outcome.status for outcome in harness.repo.commit_decisions(commits).outcomes]
+
+    assert commit(stale) == [CommitStatus.RACED]
+    assert commit(fresh) == [CommitStatus.COMMITTED]
+
+
+def test_release_is_exact_and_frees_the_row_at_once(harness: Harness) -> None:
+    """Releasing a standing claim frees it immediately; releasing it again does nothing."""
+    harness.add_due(1)
+    claims = _claim(harness, "a", lease_ms=60_000)
+    assert harness.repo.release_claims(claims) == 1
+    assert harness.repo.release_claims(claims) == 0
+    assert len(_claim(harness, "b")) == 1
+
+
+def test_next_due_hint_is_zero_when_due_and_none_when_empty(harness: Harness) -> None:
+    """The sleep hint is None with no schedules and 0 once one is due."""
+    assert harness.repo.next_due_in_ms() is None
+    harness.add_due(1)
+    assert harness.repo.next_due_in_ms() == 0
