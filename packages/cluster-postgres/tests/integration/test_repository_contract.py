@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING
 
+import psycopg
 import pytest
 from pydantic import ValidationError
 from ql3_cluster_postgres import SCHEMA_VERSION, PostgresScheduleRepository
@@ -136,3 +137,20 @@ def test_schema_check_and_database_clock_as_runtime(ql3_db: Ql3Database) -> None
         assert repo.check_schema() == SCHEMA_VERSION
         first = repo.database_now_ms()
         assert repo.database_now_ms() >= first
+
+
+def test_connections_carry_keepalives_timeouts_and_the_callers_settings(
+    ql3_db: Ql3Database,
+) -> None:
+    """Keepalives, tcp_user_timeout and connect_timeout are set; the caller's DSN keys win."""
+    dsn = psycopg.conninfo.make_conninfo(ql3_db.dsn("runtime"), application_name="mine")
+    with PostgresScheduleRepository(dsn, keepalives_idle_s=7, tcp_user_timeout_ms=9000) as repo:
+        conn = repo._connection()
+        params = conn.info.get_parameters()
+        assert params["keepalives"] == "1"
+        assert params["keepalives_idle"] == "7"
+        assert params["tcp_user_timeout"] == "9000"
+        assert params["connect_timeout"] == "5"
+        assert params["application_name"] == "mine"
+        row = conn.execute("SELECT current_setting('enable_seqscan')").fetchone()
+        assert row == ("off",)
