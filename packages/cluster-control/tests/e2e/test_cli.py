@@ -25,6 +25,11 @@ def _fails(code: int, *args: str, env: dict[str, str] | None = None) -> str:
     return lines[0]
 
 
+def ql3_runtime_dsn(cluster: ThrowawayCluster, dbname: str) -> str:
+    """Return the DSN of the cluster-wide runtime login user on `dbname`."""
+    return Ql3Database(name=dbname, superuser_dsn=cluster.dsn(dbname)).dsn("runtime")
+
+
 def test_roles_provision_and_migrate_a_fresh_database(pg_cluster: ThrowawayCluster) -> None:
     """`ql3 roles provision` then `ql3 migrate` make an empty database ready; both idempotent."""
     name = "cc_cli_fresh"
@@ -36,6 +41,8 @@ def test_roles_provision_and_migrate_a_fresh_database(pg_cluster: ThrowawayClust
         applied = _ok("migrate", "--dsn", dsn)
         assert "applied 0001_create_schema" in applied
         assert "up to date" in _ok("migrate", "--dsn", dsn)
+        # Provisioning needs a role that may create roles; the runtime login may not.
+        _fails(1, "roles", "provision", "--dsn", ql3_runtime_dsn(pg_cluster, name))
         groups = sql_rows(
             dsn, "SELECT rolname FROM pg_roles WHERE rolname LIKE 'ql3\\_%' ORDER BY 1"
         )
@@ -59,6 +66,8 @@ def test_schedule_verbs_end_to_end(ql3_db: Ql3Database) -> None:
     assert "nightly" in _ok("schedule", "list", "--dsn", dsn)
     assert "paused" in _ok("schedule", "pause", "nightly", "--dsn", dsn)
     assert "active" in _ok("schedule", "resume", "nightly", "--dsn", dsn)
+    assert "ghost" in _fails(1, "schedule", "resume", "ghost", "--dsn", dsn)
+    assert "ghost" in _fails(1, "schedule", "retire", "ghost", "--dsn", dsn)
     assert "retired" in _ok("schedule", "retire", "nightly", "--dsn", dsn)
     assert "ghost" in _fails(1, "schedule", "pause", "ghost", "--dsn", dsn)
     _ok("schedule", "add", "dup", "--cron", "* * * * *", "--dsn", dsn)
@@ -163,6 +172,19 @@ def test_verify_clean_then_one_line_per_violation(ql3_db: Ql3Database) -> None:
     lines = result.stdout.strip().splitlines()
     assert lines
     assert all("schedule" in line for line in lines)
+    # Occurrences before --since-ms are out of scope: the forged run at 60 000 ms is not judged.
+    since = str(db_now_ms(ql3_db.superuser_dsn))
+    assert _ok("verify", "--since-ms", since, "--dsn", dsn).startswith("ok:")
+
+
+def test_missing_schedule_file_and_bad_demo_flags_exit_2(tmp_path: Path) -> None:
+    """A schedule file that does not exist, or a demo with zero replicas, is a usage error."""
+    assert "missing.toml" in _fails(
+        2, "schedule", "apply", str(tmp_path / "missing.toml"), "--dsn", "host=203.0.113.1"
+    )
+    result = run_ql3("demo", "--replicas", "0")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
 
 
 def test_schema_mismatch_exits_3(ql3_db: Ql3Database) -> None:
