@@ -44,8 +44,17 @@ def _export(session: nox.Session, *args: str) -> str:
     """Write a requirements file exported from uv.lock and return its path."""
     target = Path(tempfile.mkdtemp(prefix="ql3-nox-")) / "requirements.txt"
     session.run(
-        "uv", "export", "--frozen", "--no-hashes", "--no-header", "--no-annotate",
-        "--no-emit-workspace", "-q", "-o", str(target), *args,
+        "uv",
+        "export",
+        "--frozen",
+        "--no-hashes",
+        "--no-header",
+        "--no-annotate",
+        "--no-emit-workspace",
+        "-q",
+        "-o",
+        str(target),
+        *args,
         external=True,
     )
     return str(target)
@@ -57,8 +66,16 @@ def _install_wheels(session: nox.Session, distribution: str, *extra_groups: str)
     dist_dir = Path(tempfile.mkdtemp(prefix="ql3-wheels-"))
     for name in (*deps, distribution):
         session.run(
-            "uv", "build", "--package", name, "--wheel", "--no-sources", "-q",
-            "-o", str(dist_dir), external=True,
+            "uv",
+            "build",
+            "--package",
+            name,
+            "--wheel",
+            "--no-sources",
+            "-q",
+            "-o",
+            str(dist_dir),
+            external=True,
         )
     wheels = sorted(str(path) for path in dist_dir.glob("*.whl"))
     constraints = _export(session, "--all-packages", "--all-extras")
@@ -72,7 +89,12 @@ def _test_package(session: nox.Session, distribution: str, *extra_groups: str) -
     _install_wheels(session, distribution, *extra_groups)
     tests = ROOT / folder / "tests"
     session.run(
-        "pytest", str(tests), "-o", f"pythonpath={tests}", "-p", "no:cacheprovider",
+        "pytest",
+        str(tests),
+        "-o",
+        f"pythonpath={tests}",
+        "-p",
+        "no:cacheprovider",
         *session.posargs,
     )
 
@@ -101,15 +123,27 @@ def chaos(session: nox.Session) -> None:
     _install_wheels(session, "ql3-cluster-control")
     tests = ROOT / "chaos"
     session.run(
-        "pytest", str(tests), "-o", f"pythonpath={tests}", "-p", "no:cacheprovider",
-        "-p", "no:randomly", *session.posargs,
+        "pytest",
+        str(tests),
+        "-o",
+        f"pythonpath={tests}",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        *session.posargs,
     )
 
 
 def _sync_workspace(session: nox.Session) -> None:
     """Install the whole workspace (editable) and the dev group into the session's venv."""
     session.run_install(
-        "uv", "sync", "--frozen", "--all-packages", "--group", "dev",
+        "uv",
+        "sync",
+        "--frozen",
+        "--all-packages",
+        "--group",
+        "dev",
         env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location},
         external=True,
     )
