@@ -119,7 +119,7 @@ def cluster_control(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def chaos(session: nox.Session) -> None:
-    """Fault scenarios of SPEC §10 against real PostgreSQL and real `ql3 run` processes (as root)."""
+    """Fault scenarios of SPEC §10 against real PostgreSQL and real `ql3 run` replicas (root)."""
     _install_wheels(session, "ql3-cluster-control")
     tests = ROOT / "chaos"
     session.run(
