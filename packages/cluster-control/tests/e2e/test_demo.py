@@ -7,7 +7,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from fix_db import clean_env, ql3_executable, run_ql3, wait_for
+from fix_db import clean_env, ql3_executable, run_ql3, sql_rows, wait_for
+from ql3_cluster_postgres import Ql3Database  # noqa: TC002  # pytest resolves fixture annotations
 
 
 def test_demo_verdict_is_exact() -> None:
@@ -101,3 +102,20 @@ def test_demo_cleans_up_everything_on_ctrl_c() -> None:
     assert "interrupted" in stderr
     assert "Traceback" not in stderr
     wait_for(lambda: not _alive(started | servers), timeout_s=30, what="every demo process gone")
+
+
+def test_demo_against_a_given_database(ql3_db: Ql3Database) -> None:
+    """With --dsn the demo uses that database instead of a private one, and judges it the same."""
+    result = run_ql3(
+        "demo", "--json", "--seconds", "4", "--schedules", "2", "--replicas", "2",
+        "--dsn", ql3_db.superuser_dsn, timeout=240,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    verdict = json.loads(result.stdout)
+    assert verdict["ok"] is True
+    assert verdict["missing"] == 0
+    assert verdict["duplicates"] == 0
+    names = sql_rows(
+        ql3_db.superuser_dsn, "SELECT count(*) FROM ql3.tasks WHERE name LIKE 'demo-%'"
+    )
+    assert names == [(2,)]
