@@ -388,6 +388,10 @@ class Scenario:
         """Run one read-only query as the ql3_admin login."""
         return fetch(self.dsn("admin"), query, params)
 
+    def fetch_superuser(self, query: Query, params: Params = None) -> list[tuple[Any, ...]]:
+        """Run one query as the cluster's superuser (server views, configuration reloads)."""
+        return fetch(self.database.superuser_dsn, query, params)
+
     def runs_count(self, dsn: str | None = None) -> int:
         """How many runs exist now."""
         return int(fetch(dsn or self.dsn(), "SELECT count(*) FROM ql3.runs")[0][0])
