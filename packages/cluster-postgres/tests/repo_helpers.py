@@ -55,7 +55,7 @@ def make_schedules(
     shift_back_ms: int = 3000,
     prefix: str = "s",
 ) -> list[int]:
-    """Create `count` schedules as admin and move their cursors `shift_back_ms` into the past."""
+    """Create `count` schedules as admin, then move them `shift_back_ms` into the past."""
     definition = ScheduleDefinition(cron=cron, misfire_policy=policy)
     specs = [ScheduleSpec(name=f"{prefix}{i:05d}", definition=definition) for i in range(count)]
     with ScheduleAdmin(db.dsn("admin")) as admin:
@@ -65,9 +65,11 @@ def make_schedules(
     if shift_back_ms:
         with psycopg.connect(db.dsn("owner"), autocommit=True) as conn:
             conn.execute(
-                "UPDATE ql3.trigger_schedules SET next_due_at_ms = next_due_at_ms - %s"
-                " WHERE id = ANY(%s)",
-                (shift_back_ms, ids),
+                # As if created `shift_back_ms` earlier: history checks stay consistent.
+                "UPDATE ql3.trigger_schedules SET next_due_at_ms = next_due_at_ms - %(shift)s,"
+                " created_at_ms = created_at_ms - %(shift)s,"
+                " updated_at_ms = updated_at_ms - %(shift)s WHERE id = ANY(%(ids)s)",
+                {"shift": shift_back_ms, "ids": ids},
             )
     return sorted(ids)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pytest
-from ql3_cluster_postgres import PostgresScheduleRepository
+from ql3_cluster_postgres import PostgresScheduleRepository, verify_history
 from ql3_runtime_core import ClusterScheduleClaim, CommitStatus
 from repo_helpers import command, decide, fetch, make_schedules
 
@@ -109,6 +109,9 @@ def test_racing_repositories_admit_each_occurrence_exactly_once(
         else:
             assert after.claim_acquired_at_ms >= committed_at
     assert takeovers > 0
+
+    report = verify_history(ql3_db.dsn("admin"))
+    assert report.ok, report.violations
 
     commits = sum(log.commits for log in logs)
     retries = sum(log.retries for log in logs)
