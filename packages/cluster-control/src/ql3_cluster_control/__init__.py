@@ -18,7 +18,8 @@ from ._config import (
     load_settings,
 )
 from ._coordinator import AdmissionCallback, Coordinator, CycleOverlapError, CycleResult
-from ._demo import DemoOptions, DemoVerdict, run_demo
+from ._demo import DemoOptions, run_demo
+from ._demo_verdict import DemoVerdict
 from ._logs import configure_logging
 from ._metrics import CoordinatorMetrics, HealthState, MetricsServer, metrics_wsgi_app
 from ._service import CoordinatorService, ServiceRepository, postgres_repository_factory

@@ -16,25 +16,24 @@ import json
 import logging
 import sys
 from pathlib import Path  # noqa: TC003  # typer reads annotations at runtime
-from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from ql3_cluster_postgres import (
     ScheduleAdmin,
     SchemaMismatchError,
-    StatusReport,
     migrate,
     provision_roles,
     verify_history,
 )
 from ql3_runtime_core import QL3Error, preview_occurrences
 from rich.console import Console
-from rich.table import Table
 
 from ._config import ConfigurationError, LogFormat, check_environment, load_settings
 from ._demo import DemoOptions, run_demo
 from ._logs import configure_logging
+from ._render import record_json, records_table, status_text
 from ._schedules import format_ms, load_schedule_file, parse_after, schedule_definition
 from ._service import CoordinatorService
 
@@ -165,29 +164,6 @@ def roles_provision(dsn: Dsn = None) -> None:
     typer.echo("provisioned roles ql3_owner, ql3_admin, ql3_runtime, ql3_worker_ingress")
 
 
-def _record_json(record: BaseModel) -> dict[str, Any]:
-    return record.model_dump(mode="json")
-
-
-def _records_table(records: list[Any]) -> Table:
-    table = Table(box=None, pad_edge=False)
-    for column in ("name", "state", "cron", "tz", "misfire", "grace_ms", "next due", "claimed by"):
-        table.add_column(column)
-    for record in records:
-        definition = record.definition
-        table.add_row(
-            record.name,
-            str(record.state),
-            definition.cron,
-            definition.timezone,
-            str(definition.misfire_policy),
-            str(definition.misfire_grace_ms),
-            format_ms(record.next_due_at_ms, definition.timezone),
-            record.claim_owner_id or "-",
-        )
-    return table
-
-
 @schedule_app.command("add")
 @_guarded
 def schedule_add(
@@ -217,9 +193,9 @@ def schedule_list(as_json: AsJson = False, dsn: Dsn = None) -> None:
     with ScheduleAdmin(_require_dsn(dsn)) as admin:
         records = admin.list_schedules()
     if as_json:
-        _print_json([_record_json(record) for record in records])
+        _print_json([record_json(record) for record in records])
     else:
-        Console(width=200).print(_records_table(records))
+        Console(width=200).print(records_table(records))
 
 
 def _change(action: str, name: str, dsn: str | None) -> None:
@@ -353,37 +329,6 @@ def run_command(  # one flag per setting
     raise typer.Exit(code)
 
 
-def _status_text(report: StatusReport) -> None:
-    console = Console(width=200)
-    now = report.database_now_ms
-    console.print(
-        f"database time {format_ms(now)} ({now}); {len(report.schedules)} schedules,"
-        f" {report.claims_held} claims held, next due in {_in_ms(report.next_due_in_ms)}"
-    )
-    table = Table(box=None, pad_edge=False)
-    for column in (
-        "name", "state", "next due (UTC)", "due in", "claimed by", "claim expires in",
-        "runs", "last admitted (UTC)",
-    ):  # fmt: skip
-        table.add_column(column)
-    for item in report.schedules:
-        table.add_row(
-            item.name,
-            str(item.state),
-            format_ms(item.next_due_at_ms),
-            _in_ms(item.next_due_in_ms),
-            item.claim_owner_id or "-",
-            _in_ms(item.claim_expires_in_ms),
-            str(item.runs_admitted),
-            format_ms(item.last_admitted_at_ms),
-        )
-    console.print(table)
-
-
-def _in_ms(value: int | None) -> str:
-    return "-" if value is None else f"{value} ms"
-
-
 @app.command("status")
 @_guarded
 def status_command(as_json: AsJson = False, dsn: Dsn = None) -> None:
@@ -393,7 +338,7 @@ def status_command(as_json: AsJson = False, dsn: Dsn = None) -> None:
     if as_json:
         _print_json(report.model_dump(mode="json"))
     else:
-        _status_text(report)
+        status_text(report)
 
 
 @app.command("verify")

@@ -193,14 +193,34 @@ class Coordinator:
 
     def _round(self, state: _CycleState) -> bool:
         """One claim round: claim, decide, commit in one transaction. False when nothing was due."""
+        claims = self._claim(state)
+        if not claims:
+            return False
+        commits = self._decide(claims, state)
+        batch = self.repository.commit_decisions(commits)
+        state.serialization_retries += batch.serialization_retries
+        by_schedule = {commit.claim.schedule_id: commit for commit in commits}
+        settled = [
+            self._settle_uncertain(by_schedule[outcome.schedule_id], state)
+            if outcome.status is CommitStatus.UNCERTAIN
+            else outcome
+            for outcome in batch.outcomes
+        ]
+        self._set_held([])
+        state.outcomes.extend(settled)
+        for outcome in settled:
+            if outcome.status is CommitStatus.COMMITTED:
+                self._admitted(outcome.runs, state)
+        _raise_if_regressed(settled, by_schedule)
+        return True
+
+    def _claim(self, state: _CycleState) -> list[ClusterScheduleClaim]:
         command = ClaimClusterScheduleCommand(
             owner_id=self.owner_id, claim_token=uuid.uuid4(), lease_ms=self.lease_ms
         )
         claims = self.repository.claim_due_schedules(
             command, min(self.claim_batch, state.remaining)
         )
-        if not claims:
-            return False
         self._set_held(claims)
         state.claims.extend(claims)
         for claim in claims:
@@ -213,38 +233,22 @@ class Coordinator:
                     "claim_acquired_at_ms": claim.claim_acquired_at_ms,
                 },
             )
+        return claims
+
+    @staticmethod
+    def _decide(claims: Sequence[ClusterScheduleClaim], state: _CycleState) -> list[ClaimCommit]:
+        """Decide each claim from its own acquired time (D4) within the remaining budget."""
         commits = []
         for claim in claims:
             decision = resolve_cluster_schedule_decision(claim, state.remaining)
             commits.append(normalize_commit(claim, decision, state.remaining))
             state.remaining -= len(decision.occurrences)
             state.skipped += decision.skipped
-        batch = self.repository.commit_decisions(commits)
-        state.serialization_retries += batch.serialization_retries
-        by_schedule = {commit.claim.schedule_id: commit for commit in commits}
-        settled: list[CommitOutcome] = []
-        for outcome in batch.outcomes:
-            if outcome.status is CommitStatus.UNCERTAIN:
-                state.uncertain += 1
-                settled.append(self._settle(by_schedule[outcome.schedule_id]))
-            else:
-                settled.append(outcome)
-        self._set_held([])
-        state.outcomes.extend(settled)
-        for outcome in settled:
-            if outcome.status is CommitStatus.COMMITTED:
-                self._admitted(outcome.runs, state)
-        regressed = [o for o in settled if o.status is CommitStatus.CLOCK_REGRESSED]
-        if regressed:
-            claim = by_schedule[regressed[0].schedule_id].claim
-            raise _RegressedOutcomeError(
-                ClockRegressionError(
-                    claim.schedule_id,
-                    regressed[0].committed_at_ms or claim.claim_acquired_at_ms,
-                    claim.claim_acquired_at_ms,
-                )
-            )
-        return True
+        return commits
+
+    def _settle_uncertain(self, commit: ClaimCommit, state: _CycleState) -> CommitOutcome:
+        state.uncertain += 1
+        return self._settle(commit)
 
     def _admitted(self, runs: Sequence[AdmittedRun], state: _CycleState) -> None:
         # Only outcomes that passed the fence reach here (SPEC §7): raced or uncertain-unsettled
@@ -344,6 +348,23 @@ class Coordinator:
                 "duration_ms": round(duration_s * 1000, 3),
             },
         )
+
+
+def _raise_if_regressed(
+    outcomes: Sequence[CommitOutcome], by_schedule: dict[int, ClaimCommit]
+) -> None:
+    """Turn a CLOCK_REGRESSED outcome into the cycle-abandoning error (already counted)."""
+    regressed = [o for o in outcomes if o.status is CommitStatus.CLOCK_REGRESSED]
+    if not regressed:
+        return
+    claim = by_schedule[regressed[0].schedule_id].claim
+    raise _RegressedOutcomeError(
+        ClockRegressionError(
+            claim.schedule_id,
+            regressed[0].committed_at_ms or claim.claim_acquired_at_ms,
+            claim.claim_acquired_at_ms,
+        )
+    )
 
 
 class _RegressedOutcomeError(Exception):

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, LiteralString
 
 import psycopg
-from pydantic import BaseModel, ConfigDict
 from ql3_cluster_postgres import (
     ScheduleAdmin,
     ThrowawayCluster,
@@ -39,6 +38,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from ._demo_verdict import DemoVerdict, RunRow, count_history, show_verdict
 from ._schedules import schedule_definition
 
 if TYPE_CHECKING:
@@ -52,39 +52,11 @@ DEMO_LEASE_MS = 3_000  # short, so the crashed replica's claims expire quickly b
 DEMO_POLL_MS = 1_000
 SETTLE_MS = 1_500  # occurrences this close to the end are not judged: they may be in flight
 STOP_TIMEOUT_S = 15.0
-EVENTS_PER_RUN = 2  # run.admitted and attempt.queued
 
 
 def _sql(name: str) -> LiteralString:
     # Shipped files, not user input: literal SQL (mypy does not enforce LiteralString).
     return files(__package__).joinpath("sql", f"{name}.sql").read_text(encoding="utf-8")
-
-
-class DemoVerdict(BaseModel):
-    """The demo's judgement, read from the database after every replica stopped."""
-
-    model_config = ConfigDict(frozen=True)
-
-    ok: bool
-    replicas: int
-    killed_replica: str | None
-    schedules: int
-    window_start_ms: int
-    window_end_ms: int
-    expected: int
-    admitted: int
-    duplicates: int
-    early: int
-    missing: int
-    unexpected: int
-    lateness_p50_ms: int | None
-    lateness_p99_ms: int | None
-    rows_per_admission: str
-    claims_at_rest: int
-    verify_ok: bool
-    violations: list[str]
-    admissions_by_replica: dict[str, int]
-    replica_exit_codes: dict[str, int | None]
 
 
 @dataclass(frozen=True)
@@ -283,14 +255,6 @@ def _stop_replicas(replicas: Sequence[_Replica]) -> None:
                 replica.state = f"stopped ({replica.process.returncode})"
 
 
-def _percentile(values: Sequence[int], fraction: float) -> int | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(int(-(-fraction * len(ordered) // 1)) - 1, 0)  # nearest rank
-    return ordered[min(rank, len(ordered) - 1)]
-
-
 def _verdict(
     env: _Environment,
     schedules: dict[int, tuple[str, int]],
@@ -300,83 +264,34 @@ def _verdict(
 ) -> DemoVerdict:
     start_ms, end_ms = window
     ids = list(schedules)
-    rows = _query(env.superuser_dsn, "demo_runs", {"schedule_ids": ids})
-    judged = [row for row in rows if row[1] <= end_ms]
-    keys = [(row[0], row[1]) for row in judged]
-    expected = _expected(schedules, end_ms)
-    lateness = [row[2] - row[1] for row in judged]
-    rows_ok = all(row[4] == 1 and row[5] == EVENTS_PER_RUN for row in rows)
-    by_replica: dict[str, int] = {}
-    for row in rows:
-        by_replica[row[3]] = by_replica.get(row[3], 0) + 1
+    rows = [RunRow(*row) for row in _query(env.superuser_dsn, "demo_runs", {"schedule_ids": ids})]
+    counts = count_history(rows, _expected(schedules, end_ms), end_ms)
     report = verify_history(env.admin_dsn, since_ms=start_ms if options.dsn else None)
     at_rest = int(_query(env.superuser_dsn, "demo_claims_at_rest", {"schedule_ids": ids})[0][0])
-    duplicates = len(keys) - len(set(keys))
-    early = sum(1 for row in rows if row[2] < row[1])
-    missing = len(expected - set(keys))
-    unexpected = len(set(keys) - expected)
     exits = {replica.name: replica.process.returncode for replica in env.replicas}
     graceful = all(code == 0 for name, code in exits.items() if name != killed)
-    ok = (
-        duplicates == 0
-        and early == 0
-        and missing == 0
-        and unexpected == 0
-        and rows_ok
-        and at_rest == 0
-        and report.ok
-        and graceful
-        and bool(expected)
-    )
     return DemoVerdict(
-        ok=ok,
+        ok=counts.exact and at_rest == 0 and report.ok and graceful,
         replicas=options.replicas,
         killed_replica=killed,
         schedules=len(schedules),
         window_start_ms=start_ms,
         window_end_ms=end_ms,
-        expected=len(expected),
-        admitted=len(set(keys)),
-        duplicates=duplicates,
-        early=early,
-        missing=missing,
-        unexpected=unexpected,
-        lateness_p50_ms=_percentile(lateness, 0.50),
-        lateness_p99_ms=_percentile(lateness, 0.99),
-        rows_per_admission="1:1:2" if rows_ok else "NOT 1:1:2",
+        expected=counts.expected,
+        admitted=counts.admitted,
+        duplicates=counts.duplicates,
+        early=counts.early,
+        missing=counts.missing,
+        unexpected=counts.unexpected,
+        lateness_p50_ms=counts.lateness_p50_ms,
+        lateness_p99_ms=counts.lateness_p99_ms,
+        rows_per_admission="1:1:2" if counts.rows_ok else "NOT 1:1:2",
         claims_at_rest=at_rest,
         verify_ok=report.ok,
         violations=[f"{v.rule}: schedule {v.schedule_id}: {v.detail}" for v in report.violations],
-        admissions_by_replica=dict(sorted(by_replica.items())),
+        admissions_by_replica=counts.by_owner,
         replica_exit_codes=exits,
     )
-
-
-def _show(verdict: DemoVerdict, console: Console) -> None:
-    table = Table(title="verdict (read from the database)", show_header=False)
-    table.add_column("what")
-    table.add_column("value", justify="right")
-    for label, value in (
-        ("replicas (SIGKILLed)", f"{verdict.replicas} ({verdict.killed_replica or 'none'})"),
-        ("schedules", verdict.schedules),
-        ("occurrences expected", verdict.expected),
-        ("admitted", verdict.admitted),
-        ("duplicates", verdict.duplicates),
-        ("early (before their time by DB clock)", verdict.early),
-        ("missing", verdict.missing),
-        (
-            "lateness p50 / p99 (ms, DB time)",
-            f"{verdict.lateness_p50_ms} / {verdict.lateness_p99_ms}",
-        ),
-        ("rows per admission (run:attempt:events)", verdict.rows_per_admission),
-        ("claims left at rest", verdict.claims_at_rest),
-        ("ql3 verify", "clean" if verdict.verify_ok else f"{len(verdict.violations)} violations"),
-    ):
-        table.add_row(label, str(value))
-    console.print(table)
-    for violation in verdict.violations:
-        console.print(f"  violation: {violation}")
-    console.print("PASS: every occurrence exactly once, none early" if verdict.ok else "FAIL")
 
 
 def run_demo(options: DemoOptions) -> DemoVerdict:
@@ -403,7 +318,7 @@ def run_demo(options: DemoOptions) -> DemoVerdict:
     if options.as_json:
         sys.stdout.write(verdict.model_dump_json() + "\n")
     else:
-        _show(verdict, console)
+        show_verdict(verdict, console)
     return verdict
 
 

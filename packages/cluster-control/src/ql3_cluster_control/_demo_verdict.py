@@ -1,0 +1,152 @@
+"""The demo's verdict: counting a history read from the database, and showing the result.
+
+Pure functions over rows the demo read back (no I/O, no clock), so the arithmetic that decides
+PASS or FAIL is unit-tested on its own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from rich.console import Console
+
+__all__ = ["DemoVerdict", "HistoryCounts", "RunRow", "count_history", "percentile", "show_verdict"]
+
+EVENTS_PER_RUN = 2  # run.admitted and attempt.queued
+
+
+class DemoVerdict(BaseModel):
+    """The demo's judgement, read from the database after every replica stopped."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    replicas: int
+    killed_replica: str | None
+    schedules: int
+    window_start_ms: int
+    window_end_ms: int
+    expected: int
+    admitted: int
+    duplicates: int
+    early: int
+    missing: int
+    unexpected: int
+    lateness_p50_ms: int | None
+    lateness_p99_ms: int | None
+    rows_per_admission: str
+    claims_at_rest: int
+    verify_ok: bool
+    violations: list[str]
+    admissions_by_replica: dict[str, int]
+    replica_exit_codes: dict[str, int | None]
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run with its attempt and event counts, as read from the database."""
+
+    schedule_id: int
+    scheduled_for_ms: int
+    created_at_ms: int
+    owner_id: str
+    attempts: int
+    events: int
+
+
+@dataclass(frozen=True)
+class HistoryCounts:
+    """What a history holds against the occurrences expected up to the window's end."""
+
+    expected: int
+    admitted: int
+    duplicates: int
+    early: int
+    missing: int
+    unexpected: int
+    lateness_p50_ms: int | None
+    lateness_p99_ms: int | None
+    rows_ok: bool
+    by_owner: dict[str, int]
+
+    @property
+    def exact(self) -> bool:
+        """Every expected occurrence once, nothing else, none early, 1:1:2 rows."""
+        return (
+            self.expected > 0
+            and self.duplicates == self.early == self.missing == self.unexpected == 0
+            and self.rows_ok
+        )
+
+
+def percentile(values: Sequence[int], fraction: float) -> int | None:
+    """Nearest-rank percentile (`fraction` in 0..1) of `values`; None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(math.ceil(fraction * len(ordered)) - 1, 0)
+    return ordered[min(rank, len(ordered) - 1)]
+
+
+def count_history(
+    rows: Sequence[RunRow], expected: set[tuple[int, int]], end_ms: int
+) -> HistoryCounts:
+    """Count duplicates, early, missing and unexpected admissions up to `end_ms`.
+
+    Runs after `end_ms` may still be in flight when the window closes: they are not judged for
+    completeness, but every run counts for duplicates, earliness and the 1:1:2 shape.
+    """
+    keys = [(row.schedule_id, row.scheduled_for_ms) for row in rows]
+    judged = {key for key in keys if key[1] <= end_ms}
+    lateness = [
+        row.created_at_ms - row.scheduled_for_ms for row in rows if row.scheduled_for_ms <= end_ms
+    ]
+    return HistoryCounts(
+        expected=len(expected),
+        admitted=len(judged & expected),
+        duplicates=sum(count - 1 for count in Counter(keys).values()),
+        early=sum(1 for row in rows if row.created_at_ms < row.scheduled_for_ms),
+        missing=len(expected - judged),
+        unexpected=len(judged - expected),
+        lateness_p50_ms=percentile(lateness, 0.50),
+        lateness_p99_ms=percentile(lateness, 0.99),
+        rows_ok=all(row.attempts == 1 and row.events == EVENTS_PER_RUN for row in rows),
+        by_owner=dict(sorted(Counter(row.owner_id for row in rows).items())),
+    )
+
+
+def show_verdict(verdict: DemoVerdict, console: Console) -> None:
+    """Print the verdict as a table, then PASS or FAIL."""
+    table = Table(title="verdict (read from the database)", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for label, value in (
+        ("replicas (SIGKILLed)", f"{verdict.replicas} ({verdict.killed_replica or 'none'})"),
+        ("schedules", verdict.schedules),
+        ("occurrences expected", verdict.expected),
+        ("admitted", verdict.admitted),
+        ("duplicates", verdict.duplicates),
+        ("early (before their time by DB clock)", verdict.early),
+        ("missing", verdict.missing),
+        (
+            "lateness p50 / p99 (ms, DB time)",
+            f"{verdict.lateness_p50_ms} / {verdict.lateness_p99_ms}",
+        ),
+        ("rows per admission (run:attempt:events)", verdict.rows_per_admission),
+        ("claims left at rest", verdict.claims_at_rest),
+        ("ql3 verify", "clean" if verdict.verify_ok else f"{len(verdict.violations)} violations"),
+    ):
+        table.add_row(label, str(value))
+    console.print(table)
+    for violation in verdict.violations:
+        console.print(f"  violation: {violation}")
+    console.print("PASS: every occurrence exactly once, none early" if verdict.ok else "FAIL")

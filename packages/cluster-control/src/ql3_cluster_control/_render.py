@@ -1,0 +1,77 @@
+"""Tables the `ql3` command line prints for people (scripts use `--json`).
+
+Every time shown is a database time (epoch ms from `clock_timestamp()`), rendered in ISO 8601.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ._schedules import format_ms
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+    from ql3_cluster_postgres import ScheduleRecord, StatusReport
+
+__all__ = ["in_ms", "record_json", "records_table", "status_text"]
+
+
+def record_json(record: BaseModel) -> dict[str, Any]:
+    """Return a record as plain JSON values."""
+    return record.model_dump(mode="json")
+
+
+def records_table(records: list[ScheduleRecord]) -> Table:
+    """Build the `ql3 schedule list` table; next due in each schedule's own zone."""
+    table = Table(box=None, pad_edge=False)
+    for column in ("name", "state", "cron", "tz", "misfire", "grace_ms", "next due", "claimed by"):
+        table.add_column(column)
+    for record in records:
+        definition = record.definition
+        table.add_row(
+            record.name,
+            str(record.state),
+            definition.cron,
+            definition.timezone,
+            str(definition.misfire_policy),
+            str(definition.misfire_grace_ms),
+            format_ms(record.next_due_at_ms, definition.timezone),
+            record.claim_owner_id or "-",
+        )
+    return table
+
+
+def status_text(report: StatusReport) -> None:
+    """Print `ql3 status` for people: the database time, then one row per schedule."""
+    console = Console(width=200)
+    now = report.database_now_ms
+    console.print(
+        f"database time {format_ms(now)} ({now}); {len(report.schedules)} schedules,"
+        f" {report.claims_held} claims held, next due in {in_ms(report.next_due_in_ms)}"
+    )
+    table = Table(box=None, pad_edge=False)
+    for column in (
+        "name", "state", "next due (UTC)", "due in", "claimed by", "claim expires in",
+        "runs", "last admitted (UTC)",
+    ):  # fmt: skip
+        table.add_column(column)
+    for item in report.schedules:
+        table.add_row(
+            item.name,
+            str(item.state),
+            format_ms(item.next_due_at_ms),
+            in_ms(item.next_due_in_ms),
+            item.claim_owner_id or "-",
+            in_ms(item.claim_expires_in_ms),
+            str(item.runs_admitted),
+            format_ms(item.last_admitted_at_ms),
+        )
+    console.print(table)
+
+
+def in_ms(value: int | None) -> str:
+    """Render a duration in database milliseconds, '-' for none."""
+    return "-" if value is None else f"{value} ms"

@@ -1,0 +1,50 @@
+"""The demo's verdict arithmetic: duplicates, early, missing, unexpected, lateness, 1:1:2."""
+
+from __future__ import annotations
+
+from ql3_cluster_control._demo_verdict import RunRow, count_history, percentile
+
+
+def _row(schedule: int, at: int, created: int, *, events: int = 2) -> RunRow:
+    return RunRow(schedule, at, created, "r", 1, events)
+
+
+def test_exact_history_passes() -> None:
+    """Every expected occurrence once, on time, 1:1:2: exact, with lateness percentiles."""
+    rows = [_row(1, 1_000, 1_010), _row(1, 2_000, 2_030), _row(2, 1_000, 1_005)]
+    counts = count_history(rows, {(1, 1_000), (1, 2_000), (2, 1_000)}, end_ms=2_000)
+    assert counts.exact
+    assert counts.admitted == 3
+    assert counts.lateness_p50_ms == 10
+    assert counts.lateness_p99_ms == 30
+
+
+def test_each_defect_is_counted_and_fails_the_verdict() -> None:
+    """A duplicate, an early run, a missing and an unexpected occurrence each break exactness."""
+    rows = [
+        _row(1, 1_000, 1_010),
+        _row(1, 1_000, 1_020),  # duplicate
+        _row(1, 3_000, 2_990),  # early (and beyond the window: still judged for earliness)
+        _row(2, 1_500, 1_600),  # unexpected
+    ]
+    counts = count_history(rows, {(1, 1_000), (1, 2_000)}, end_ms=2_000)
+    assert counts.duplicates == 1
+    assert counts.early == 1
+    assert counts.missing == 1
+    assert counts.unexpected == 1
+    assert not counts.exact
+
+
+def test_wrong_row_shape_and_empty_expectation_fail() -> None:
+    """A run with one event, or a window that expected nothing, is not a passing history."""
+    assert not count_history([_row(1, 1_000, 1_000, events=1)], {(1, 1_000)}, 1_000).exact
+    assert not count_history([], set(), 1_000).exact
+
+
+def test_percentile_is_nearest_rank() -> None:
+    """p50 and p99 follow the nearest-rank definition; empty input has none."""
+    values = list(range(1, 101))
+    assert percentile(values, 0.50) == 50
+    assert percentile(values, 0.99) == 99
+    assert percentile([7], 0.99) == 7
+    assert percentile([], 0.5) is None
