@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from psycopg import pq
@@ -12,6 +12,7 @@ from ql3_cluster_postgres import PostgresScheduleRepository
 from repo_helpers import command, db_now_ms, fetch, make_schedules, owner_conn, wait_until
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
     from ql3_cluster_postgres import Ql3Database
@@ -154,3 +155,39 @@ _CLAIM_COLUMNS = (
     "SELECT id, claim_owner_id, claim_token, claim_expires_at_ms, version, updated_at_ms"
     " FROM ql3.trigger_schedules"
 )
+
+
+def _due_scan_rows(db: Ql3Database) -> int:
+    """Rows the claim's scan of trigger_schedules visits (EXPLAIN ANALYZE, rolled back)."""
+    sql = resources.files("ql3_cluster_postgres").joinpath("sql/claim_due_schedules.sql")
+    params = {"owner_id": "x", "claim_token": TOKEN, "lease_ms": 1000, "batch_limit": 16}
+    with owner_conn(db) as owner:
+        owner.execute("ANALYZE ql3.trigger_schedules")
+    with PostgresScheduleRepository(db.dsn("runtime")) as repo:
+        conn = repo._connection()  # the repository's own session settings apply
+        conn.execute("BEGIN")
+        row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql.read_text(), params).fetchone()
+        conn.execute("ROLLBACK")
+    assert row is not None
+    scans = list(_scans_of(row[0][0]["Plan"], "s"))
+    assert len(scans) == 1, scans
+    (scan,) = scans
+    indexes = {scan.get("Index Name")} | {c.get("Index Name") for c in scan.get("Plans", [])}
+    assert "trigger_schedules_due" in indexes, scan
+    return int(scan["Actual Rows"]) + int(scan.get("Rows Removed by Filter", 0))
+
+
+def _scans_of(node: dict[str, Any], alias: str) -> Iterator[dict[str, Any]]:
+    if node.get("Alias") == alias and "Scan" in node["Node Type"]:
+        yield node
+    for child in node.get("Plans", []):
+        yield from _scans_of(child, alias)
+
+
+def test_idle_schedules_cost_the_claim_nothing(make_ql3_db: Callable[..., Ql3Database]) -> None:
+    """With 16 due schedules among 100 or 4 000 idle ones, the claim's scan visits 16 rows."""
+    for idle in (100, 4000):
+        db = make_ql3_db()
+        make_schedules(db, 16, prefix="due")
+        make_schedules(db, idle, prefix="idle", shift_back_ms=0, cron="0 0 1 1 *")
+        assert _due_scan_rows(db) == 16, idle
