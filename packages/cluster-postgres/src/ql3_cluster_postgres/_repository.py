@@ -21,7 +21,6 @@ from uuid import UUID
 import psycopg
 from psycopg import IsolationLevel
 from ql3_runtime_core import (
-    AdmittedRun,
     ClaimCommit,
     ClockRegressionError,
     ClusterScheduleClaim,
@@ -41,7 +40,14 @@ from ._connect import (
     is_connection_lost,
     wrap_error,
 )
-from ._resolve import committed_outcome, decision_landed
+from ._migrations import check_schema_version
+from ._outcomes import (
+    claim_stands,
+    committed_batch,
+    committed_outcome,
+    decision_landed,
+    uncertain_batch,
+)
 from ._sql import query
 
 if TYPE_CHECKING:
@@ -183,8 +189,6 @@ class PostgresScheduleRepository:
 
     def check_schema(self) -> int:
         """Return the schema version, or raise `SchemaMismatchError` when it is not this build's."""
-        from ._migrations import check_schema_version  # noqa: PLC0415 - owned by the migrations module
-
         with self._lock:
             try:
                 return int(check_schema_version(self._connection()))
@@ -372,9 +376,9 @@ class PostgresScheduleRepository:
             # COMMIT was sent and its reply lost: the fenced claims may or may not be durable.
             self._discard_on_failure()
             logger.warning("commit reply lost; %d fenced claims are uncertain", len(fenced))
-            return _uncertain_batch(commits, fenced, retries)
+            return uncertain_batch(commits, fenced, retries)
         conn.autocommit = True
-        return _committed_batch(commits, row, retries)
+        return committed_batch(commits, row, retries)
 
     # -- uncertainty (§7) -------------------------------------------------------------------
 
@@ -387,7 +391,7 @@ class PostgresScheduleRepository:
         """
         claim = commit.claim
         state = self._schedule_row(claim.schedule_id)
-        if state is not None and _claim_stands(claim, state):
+        if state is not None and claim_stands(claim, state):
             outcome = self.commit_decisions([commit]).outcomes[0]
             if outcome.status is not CommitStatus.RACED:
                 return outcome
@@ -457,63 +461,3 @@ class PostgresScheduleRepository:
                 self._listen_conn = None
             raise wrap_error(exc, "repository: wait for schedule changes") from exc
         return False
-
-
-def _claim_stands(claim: ClusterScheduleClaim, row: _Row) -> bool:
-    """Compare a stored row (read_schedule_row) with the exact claim (D3)."""
-    _, _, owner, token, expires, version, updated = row
-    return bool(
-        owner == claim.owner_id
-        and token == claim.claim_token
-        and expires == claim.claim_expires_at_ms
-        and version == claim.version
-        and updated == claim.claim_acquired_at_ms
-    )
-
-
-def _committed_batch(commits: Sequence[ClaimCommit], row: _Row, retries: int) -> CommitBatch:
-    observed = int(row[0])
-    fenced = set(row[3])
-    runs: dict[int, list[AdmittedRun]] = {}
-    owners = {commit.claim.schedule_id: commit.claim for commit in commits}
-    for run_id, attempt_id, schedule_id, task_id, scheduled_for in zip(
-        row[4], row[5], row[6], row[7], row[8], strict=True
-    ):
-        claim = owners[schedule_id]
-        runs.setdefault(schedule_id, []).append(
-            AdmittedRun(
-                run_id=run_id,
-                attempt_id=attempt_id,
-                schedule_id=schedule_id,
-                task_id=task_id,
-                scheduled_for_ms=scheduled_for,
-                created_at_ms=observed,
-                owner_id=claim.owner_id,
-                claim_token=claim.claim_token,
-            )
-        )
-    outcomes = tuple(
-        CommitOutcome(
-            schedule_id=commit.claim.schedule_id,
-            status=CommitStatus.COMMITTED,
-            committed_at_ms=observed,
-            runs=tuple(runs.get(commit.claim.schedule_id, ())),
-        )
-        if commit.claim.schedule_id in fenced
-        else CommitOutcome(schedule_id=commit.claim.schedule_id, status=CommitStatus.RACED)
-        for commit in commits
-    )
-    return CommitBatch(outcomes=outcomes, serialization_retries=retries)
-
-
-def _uncertain_batch(commits: Sequence[ClaimCommit], fenced: set[int], retries: int) -> CommitBatch:
-    outcomes = tuple(
-        CommitOutcome(
-            schedule_id=commit.claim.schedule_id,
-            status=CommitStatus.UNCERTAIN
-            if commit.claim.schedule_id in fenced
-            else CommitStatus.RACED,
-        )
-        for commit in commits
-    )
-    return CommitBatch(outcomes=outcomes, serialization_retries=retries)

@@ -1,0 +1,142 @@
+"""Commit outcomes: built from the commit statement's row, or from durable facts (SPEC §7).
+
+`committed_batch` / `uncertain_batch` turn the one row the commit statement returns into typed
+outcomes. A commit whose COMMIT reply was lost either landed completely or not at all; the other
+helpers look at what it would have left behind, without writing anything: the runs its claim
+token admitted (the first admitted occurrence is the witness, UNIQUE makes it unambiguous), or,
+for a decision admitting nothing, the schedule row moved exactly as that commit moves it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ql3_runtime_core import AdmittedRun, CommitBatch, CommitOutcome, CommitStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ql3_runtime_core import ClaimCommit, ClusterScheduleClaim
+
+_Row = tuple[Any, ...]
+
+__all__ = [
+    "claim_stands",
+    "committed_batch",
+    "committed_outcome",
+    "decision_landed",
+    "uncertain_batch",
+]
+
+
+def committed_outcome(commit: ClaimCommit, rows: Sequence[tuple[Any, ...]]) -> CommitOutcome | None:
+    """Rebuild the COMMITTED outcome from `find_committed_runs` rows, or None if it never landed."""
+    claim = commit.claim
+    mine = [row for row in rows if row[7] == claim.claim_token and row[6] == claim.owner_id]
+    first = commit.decision.occurrences[0]
+    if not any(row[4] == first for row in mine):
+        return None
+    runs = tuple(
+        AdmittedRun(
+            run_id=row[0],
+            attempt_id=row[1],
+            schedule_id=row[2],
+            task_id=row[3],
+            scheduled_for_ms=row[4],
+            created_at_ms=row[5],
+            owner_id=row[6],
+            claim_token=row[7],
+        )
+        for row in mine
+    )
+    return CommitOutcome(
+        schedule_id=claim.schedule_id,
+        status=CommitStatus.COMMITTED,
+        committed_at_ms=runs[0].created_at_ms,
+        runs=runs,
+    )
+
+
+def decision_landed(commit: ClaimCommit, row: tuple[Any, ...] | None) -> CommitOutcome | None:
+    """Tell whether the schedule row moved exactly as a commit admitting nothing moves it.
+
+    The commit clears the claim, bumps the version by one and writes the decided cursor and state
+    at a time no earlier than the acquired time. Anything else means it did not land (or the row
+    moved on since, in which case there is nothing left to do for this claim either).
+    """
+    if row is None:
+        return None
+    state, next_due, owner, _, _, version, updated = row
+    claim, decision = commit.claim, commit.decision
+    landed = (
+        owner is None
+        and version == claim.version + 1
+        and next_due == decision.next_due_at_ms
+        and state == decision.state.value
+        and updated >= claim.claim_acquired_at_ms
+    )
+    if not landed:
+        return None
+    return CommitOutcome(
+        schedule_id=claim.schedule_id, status=CommitStatus.COMMITTED, committed_at_ms=updated
+    )
+
+
+def claim_stands(claim: ClusterScheduleClaim, row: _Row) -> bool:
+    """Compare a stored row (read_schedule_row) with the exact claim (D3)."""
+    _, _, owner, token, expires, version, updated = row
+    return bool(
+        owner == claim.owner_id
+        and token == claim.claim_token
+        and expires == claim.claim_expires_at_ms
+        and version == claim.version
+        and updated == claim.claim_acquired_at_ms
+    )
+
+
+def committed_batch(commits: Sequence[ClaimCommit], row: _Row, retries: int) -> CommitBatch:
+    observed = int(row[0])
+    fenced = set(row[3])
+    runs: dict[int, list[AdmittedRun]] = {}
+    owners = {commit.claim.schedule_id: commit.claim for commit in commits}
+    for run_id, attempt_id, schedule_id, task_id, scheduled_for in zip(
+        row[4], row[5], row[6], row[7], row[8], strict=True
+    ):
+        claim = owners[schedule_id]
+        runs.setdefault(schedule_id, []).append(
+            AdmittedRun(
+                run_id=run_id,
+                attempt_id=attempt_id,
+                schedule_id=schedule_id,
+                task_id=task_id,
+                scheduled_for_ms=scheduled_for,
+                created_at_ms=observed,
+                owner_id=claim.owner_id,
+                claim_token=claim.claim_token,
+            )
+        )
+    outcomes = tuple(
+        CommitOutcome(
+            schedule_id=commit.claim.schedule_id,
+            status=CommitStatus.COMMITTED,
+            committed_at_ms=observed,
+            runs=tuple(runs.get(commit.claim.schedule_id, ())),
+        )
+        if commit.claim.schedule_id in fenced
+        else CommitOutcome(schedule_id=commit.claim.schedule_id, status=CommitStatus.RACED)
+        for commit in commits
+    )
+    return CommitBatch(outcomes=outcomes, serialization_retries=retries)
+
+
+def uncertain_batch(commits: Sequence[ClaimCommit], fenced: set[int], retries: int) -> CommitBatch:
+    outcomes = tuple(
+        CommitOutcome(
+            schedule_id=commit.claim.schedule_id,
+            status=CommitStatus.UNCERTAIN
+            if commit.claim.schedule_id in fenced
+            else CommitStatus.RACED,
+        )
+        for commit in commits
+    )
+    return CommitBatch(outcomes=outcomes, serialization_retries=retries)
