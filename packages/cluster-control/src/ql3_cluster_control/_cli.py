@@ -144,7 +144,7 @@ def _root() -> None:
 @app.command("migrate")
 @_guarded
 def migrate_command(dsn: Dsn = None) -> None:
-    """Apply pending schema migrations (run as the schema owner, e.g. a ql3_owner login)."""
+    """Apply pending schema migrations; run it as the schema owner (a ql3_owner login)."""
     applied = migrate(_require_dsn(dsn))
     if applied:
         for name in applied:
@@ -395,5 +395,26 @@ def demo_command(
 
 
 def main() -> None:
-    """Entry point of the `ql3` console script."""
-    app()
+    """Entry point of the `ql3` console script: every error is one `ql3: error:` line."""
+    try:
+        code = app(standalone_mode=False)
+    except Exception as exc:  # noqa: BLE001  # the promise: one line, never a traceback
+        sys.exit(_report_unhandled(exc))
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _report_unhandled(exc: Exception) -> int:
+    """Print a usage error (click's, re-raised by typer) or an unexpected error as one line."""
+    exit_code = getattr(exc, "exit_code", None)
+    format_message = getattr(exc, "format_message", None)
+    if isinstance(exit_code, int) and callable(format_message):
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            # A command group without a sub-command: show its help, as click would.
+            sys.stderr.write(f"{format_message()}\n")
+            return exit_code
+        # Usage errors: bad flag, bad choice, missing argument (click's UsageError, exit 2).
+        _fail(exit_code, f"{format_message()} (see `ql3 --help`)")
+        return exit_code
+    logger.debug("unexpected error", exc_info=exc)
+    _fail(EXIT_FAILURE, f"unexpected {type(exc).__name__}: {exc}")
+    return EXIT_FAILURE

@@ -212,3 +212,5 @@ def test_config_errors_exit_2_as_real_processes() -> None:
     assert "rule zero" in _fails(2, "run", "--clock", "node", "--dsn", "host=x")
     assert "QL3_FOO" in _fails(2, "run", env=clean_env(QL3_FOO="1", QL3_DSN="host=x"))
     assert "QL3_DSN" in _fails(2, "run")
+    assert "'xml'" in _fails(2, "run", "--log-format", "xml")
+    assert "--bogus" in _fails(2, "status", "--bogus")
