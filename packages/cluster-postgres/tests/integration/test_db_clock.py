@@ -158,3 +158,22 @@ def test_next_due_hint_moves_with_the_database_clock(
         moved = repo.next_due_in_ms()
     assert moved is not None
     assert base - 600_000 - 5_000 <= moved <= base - 600_000 + 1_000
+
+
+def test_one_transaction_fences_each_claim_on_the_same_sample(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """A 20 s clock jump expires the 10 s claim but not the 60 s one: raced and committed."""
+    make_schedules(faketime_db, 2)
+    dsn = faketime_db.dsn("runtime")
+    with PostgresScheduleRepository(dsn) as repo:
+        (short,) = repo.claim_due_schedules(command(lease_ms=10_000), 1)
+        (long,) = repo.claim_due_schedules(command(lease_ms=60_000), 1)
+        faketime_cluster.set_clock_offset_ms(20_000)
+        batch = repo.commit_decisions([decide(short), decide(long)])
+    raced, committed = batch.outcomes
+    assert (raced.status, committed.status) == (CommitStatus.RACED, CommitStatus.COMMITTED)
+    assert committed.committed_at_ms is not None
+    assert short.claim_expires_at_ms <= committed.committed_at_ms < long.claim_expires_at_ms
+    assert {run.schedule_id for run in committed.runs} == {long.schedule_id}
+    assert fetch(dsn, "SELECT DISTINCT schedule_id FROM ql3.runs") == [(long.schedule_id,)]
