@@ -41,7 +41,13 @@ def _has_admitted(db: Ql3Database, owner: str, count: int) -> bool:
     return _admitted_by(db, owner) >= count
 
 
-def _drain_and_check(db: Ql3Database, first: dict[int, int], replicas: Replicas) -> None:
+def _drain_and_check(
+    db: Ql3Database,
+    first: dict[int, int],
+    replicas: Replicas,
+    *,
+    max_lateness_ms: int | None = None,
+) -> None:
     """Judge up to now minus a settle margin once everything due is in, then stop and check."""
     end_ms = db_now_ms(db.superuser_dsn) - SETTLE_MS
     expected = expected_occurrences(first, end_ms)
@@ -53,9 +59,8 @@ def _drain_and_check(db: Ql3Database, first: dict[int, int], replicas: Replicas)
     codes = replicas.stop_all()
     assert set(codes.values()) <= {0}, codes
     history = assert_exact_history(db.superuser_dsn, first, end_ms)
-    lateness = [row[2] - row[1] for row in history.runs]
-    # An hour of node skew would show as an hour; database time keeps it to start-up latency.
-    assert max(lateness) < 15_000
+    if max_lateness_ms is not None:
+        assert max(row[2] - row[1] for row in history.runs) < max_lateness_ms
     report = verify_history(db.dsn("admin"))
     assert report.ok, report.violations
 
@@ -66,22 +71,30 @@ def test_skewed_node_clocks_admit_exactly_the_normal_history(
     """Replicas at +1 h / -1 h node clocks, alone and racing a normal one: each occurrence once."""
     assert abs(_node_clock_skew_s("+1h", ql3_db) - 3600) < 120, "libfaketime +1h had no effect"
     assert abs(_node_clock_skew_s("-1h", ql3_db) + 3600) < 120, "libfaketime -1h had no effect"
-    first = add_schedules(ql3_db.dsn("admin"), 3)
     dsn = ql3_db.dsn("runtime")
     lease = ("--lease-ms", "4000", "--poll-interval-ms", "1000")
-    for name, offset in (("plus1h", "+1h"), ("minus1h", "-1h")):
-        # Alone first: the skewed replica must do all the work by itself, on time by DB clock.
-        replicas.start(name, dsn, *lease, preload=_faketime_env(offset))
-        replicas.wait_ready(name)
-        wait_for(partial(_has_admitted, ql3_db, name, 15), timeout_s=30, what=f"{name} admits")
-        assert replicas.terminate(name) == 0
+    # Each phase's replicas are connected before the previous one leaves (SIGTERM releases its
+    # claims), so no occurrence waits for a process start-up on a busy host.
+    replicas.start("plus1h", dsn, *lease, preload=_faketime_env("+1h"))
+    replicas.wait_ready("plus1h")
+    first = add_schedules(ql3_db.dsn("admin"), 3)
+    # Alone: the +1 h replica does all the work by itself, on time by the database clock.
+    wait_for(partial(_has_admitted, ql3_db, "plus1h", 15), timeout_s=30, what="plus1h admits")
+    replicas.start("minus1h", dsn, *lease, preload=_faketime_env("-1h"))
+    replicas.wait_ready("minus1h")
+    assert replicas.terminate("plus1h") == 0
+    # Alone: the -1 h replica.
+    wait_for(partial(_has_admitted, ql3_db, "minus1h", 15), timeout_s=30, what="minus1h admits")
     replicas.start("normal", dsn, *lease)
     replicas.start("plus1h-b", dsn, *lease, preload=_faketime_env("+1h"))
     replicas.start("minus1h-b", dsn, *lease, preload=_faketime_env("-1h"))
     replicas.wait_ready("normal", "plus1h-b", "minus1h-b")
+    assert replicas.terminate("minus1h") == 0
+    # Racing: a normal replica against one at +1 h and one at -1 h.
     start = db_now_ms(ql3_db.superuser_dsn)
     wait_for(lambda: db_now_ms(ql3_db.superuser_dsn) >= start + 4_000, timeout_s=20, what="racing")
-    _drain_and_check(ql3_db, first, replicas)
+    # An hour of node skew would show as an hour of lateness; by database time it is prompt.
+    _drain_and_check(ql3_db, first, replicas, max_lateness_ms=10_000)
     owners = read_history(ql3_db.superuser_dsn, list(first)).by_owner()
     assert owners["plus1h"] >= 15
     assert owners["minus1h"] >= 15
