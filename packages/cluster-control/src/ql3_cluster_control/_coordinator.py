@@ -119,6 +119,13 @@ class Coordinator:
         if self.metrics is not None:
             self.metrics.claims_held.set(len(self._held))
 
+    def adopt_claims(self, claims: Sequence[ClusterScheduleClaim]) -> None:
+        """Take over claims a previous Coordinator of this replica still held (after a fault).
+
+        The next cycle releases them first (exact match), so nothing waits for their lease.
+        """
+        self._set_held([*self._held, *claims])
+
     def release_held_claims(self) -> int:
         """Release the claims still held (exact match, database time); returns how many."""
         if not self._held:

@@ -183,7 +183,7 @@ class CoordinatorService:
         )
         # Claims granted before a fault still stand until they expire; the new Coordinator
         # releases them first thing (exact match), so nothing waits for the lease needlessly.
-        self._coordinator._set_held(held)  # noqa: SLF001  # same package, hand-over on reconnect
+        self._coordinator.adopt_claims(held)
         logger.info(
             "connected; schema version %d",
             version,
