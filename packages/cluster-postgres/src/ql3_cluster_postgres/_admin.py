@@ -8,10 +8,10 @@ transaction (rule zero); every change notifies `ql3_schedule_changed` inside its
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
-from typing import TYPE_CHECKING, Any, Self
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -26,17 +26,35 @@ from ql3_runtime_core import (
 )
 
 from ._connect import ConnectionOptions, close_quietly, connect, wrap_error
-from ._errors import DuplicateScheduleError, ScheduleNotFoundError, ScheduleStateError
+from ._errors import (
+    DatabaseError,
+    DuplicateScheduleError,
+    ScheduleNotFoundError,
+    ScheduleStateError,
+)
 from ._records import ApplyReport, ScheduleRecord, ScheduleSpec, ScheduleStatus, StatusReport
 from ._sql import query
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from types import TracebackType
 
 __all__ = ["ScheduleAdmin"]
 
 _Row = tuple[Any, ...]
+T = TypeVar("T")
+
+# Deadlock / serialization failure: rerun the admin transaction (bounded).
+_RETRYABLE = frozenset({"40001", "40P01"})
+_RETRIES = 3
+
+
+def _database_now(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute(query("database_now_ms")).fetchone()
+    if row is None:  # pragma: no cover - the statement always returns one row
+        msg = "admin: the database clock statement returned no row"
+        raise DatabaseError(msg)
+    return int(row[0])
 
 
 class ScheduleAdmin:
@@ -64,22 +82,29 @@ class ScheduleAdmin:
     ) -> None:
         self.close()
 
-    @contextlib.contextmanager
-    def _transaction(self, action: str) -> Iterator[psycopg.Connection[Any]]:
-        """One admin transaction; psycopg errors become QL3 errors naming `action`."""
-        with self._lock:
-            conn = self._conn
-            if conn is None or conn.closed or conn.broken:
-                close_quietly(conn)
-                conn = self._conn = connect(self._options, f"{action}: connect")
-            try:
-                with conn.transaction():
-                    yield conn
-            except psycopg.Error as exc:
-                if conn.broken:
+    def _in_transaction(self, action: str, body: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """Run `body` in one admin transaction; psycopg errors become QL3 errors naming `action`.
+
+        A deadlock or serialization failure (an admin change meeting a runtime commit on the
+        same rows) runs the whole transaction again, a few times, before giving up.
+        """
+        for attempt in range(_RETRIES + 1):
+            with self._lock:
+                conn = self._conn
+                if conn is None or conn.closed or conn.broken:
                     close_quietly(conn)
-                    self._conn = None
-                raise wrap_error(exc, action) from exc
+                    conn = self._conn = connect(self._options, f"{action}: connect")
+                try:
+                    with conn.transaction():
+                        return body(conn)
+                except psycopg.Error as exc:
+                    if conn.broken:
+                        close_quietly(conn)
+                        self._conn = None
+                    if exc.sqlstate in _RETRYABLE and attempt < _RETRIES:
+                        continue
+                    raise wrap_error(exc, action) from exc
+        raise AssertionError  # pragma: no cover - the loop returns or raises
 
     @staticmethod
     def _rows(conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any]) -> list[_Row]:
@@ -87,8 +112,7 @@ class ScheduleAdmin:
 
     def database_now_ms(self) -> int:
         """Return the database clock in epoch milliseconds."""
-        with self._transaction("admin: read database clock") as conn:
-            return int(self._rows(conn, "database_now_ms", {})[0][0])
+        return self._in_transaction("admin: read database clock", _database_now)
 
     # -- create and reconcile -------------------------------------------------------------------
 
@@ -105,12 +129,16 @@ class ScheduleAdmin:
         start_at_ms - 1). Raises `DuplicateScheduleError` when the name is taken.
         """
         spec = _validated(ScheduleSpec(name=name, definition=definition))
-        with self._transaction(f"admin: add schedule {name!r}") as conn:
-            now = int(self._rows(conn, "database_now_ms", {})[0][0])
-            rows = self._create(conn, [spec], now, [dict(payload_template or {})])
+        payload = dict(payload_template or {})
+
+        def add(conn: psycopg.Connection[Any]) -> list[_Row]:
+            rows = self._create(conn, [spec], _database_now(conn), [payload])
             if not rows:
                 raise DuplicateScheduleError(name)
             self._rows(conn, "notify_schedule_changed", {"reason": "created"})
+            return rows
+
+        rows = self._in_transaction(f"admin: add schedule {name!r}", add)
         return _record(rows[0])
 
     def apply_schedules(self, specs: Sequence[ScheduleSpec], *, prune: bool = False) -> ApplyReport:
@@ -121,25 +149,30 @@ class ScheduleAdmin:
         stored schedules not named in `specs` are retired.
         """
         names = [spec.name for spec in specs]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
+        duplicates = sorted(name for name, count in Counter(names).items() if count > 1)
         if duplicates:
             msg = f"specs: schedule names appear more than once: {duplicates}"
             raise ValueError(msg)
         checked = [_validated(spec) for spec in specs]
-        with self._transaction("admin: apply schedules") as conn:
-            now = int(self._rows(conn, "database_now_ms", {})[0][0])
+        lock_names = None if prune else names
+
+        def apply(conn: psycopg.Connection[Any]) -> ApplyReport:
+            now = _database_now(conn)
             stored = {
                 row[2]: _record(row)
-                for row in self._rows(conn, "lock_schedules", {"names": None if prune else names})
+                for row in self._rows(conn, "lock_schedules", {"names": lock_names})
             }
             plan = _plan(checked, stored, now, prune=prune)
             created = self._create(conn, plan.creates, now, [{} for _ in plan.creates])
-            if len(created) != len(plan.creates):  # pragma: no cover - names were locked/read
-                raise DuplicateScheduleError(plan.creates[0].name)
+            if len(created) != len(plan.creates):  # a concurrent admin created one of them
+                taken = {spec.name for spec in plan.creates} - {row[2] for row in created}
+                raise DuplicateScheduleError(min(taken))
             self._update(conn, plan.updates)
             if plan.creates or plan.updates:
                 self._rows(conn, "notify_schedule_changed", {"reason": "applied"})
-        return plan.report
+            return plan.report
+
+        return self._in_transaction("admin: apply schedules", apply)
 
     def _create(
         self,
@@ -193,7 +226,7 @@ class ScheduleAdmin:
     def _set_state(
         self, name: str, action: str, target: ScheduleState, allowed: set[ScheduleState]
     ) -> ScheduleRecord:
-        with self._transaction(f"admin: {action} schedule {name!r}") as conn:
+        def change(conn: psycopg.Connection[Any]) -> ScheduleRecord:
             rows = self._rows(conn, "lock_schedules", {"names": [name]})
             if not rows:
                 raise ScheduleNotFoundError(name)
@@ -207,25 +240,33 @@ class ScheduleAdmin:
             self._rows(conn, "notify_schedule_changed", {"reason": action})
             return _record(self._rows(conn, "read_schedules", {"names": [name]})[0])
 
+        return self._in_transaction(f"admin: {action} schedule {name!r}", change)
+
     # -- reading --------------------------------------------------------------------------------
 
     def list_schedules(self) -> list[ScheduleRecord]:
         """Return every schedule (all states), ordered by name."""
-        with self._transaction("admin: list schedules") as conn:
-            return [_record(row) for row in self._rows(conn, "read_schedules", {"names": None})]
+        rows = self._in_transaction(
+            "admin: list schedules",
+            lambda conn: self._rows(conn, "read_schedules", {"names": None}),
+        )
+        return [_record(row) for row in rows]
 
     def get_schedule(self, name: str) -> ScheduleRecord:
         """Return the schedule called `name`, or raise `ScheduleNotFoundError`."""
-        with self._transaction(f"admin: read schedule {name!r}") as conn:
-            rows = self._rows(conn, "read_schedules", {"names": [name]})
+        rows = self._in_transaction(
+            f"admin: read schedule {name!r}",
+            lambda conn: self._rows(conn, "read_schedules", {"names": [name]}),
+        )
         if not rows:
             raise ScheduleNotFoundError(name)
         return _record(rows[0])
 
     def status(self) -> StatusReport:
         """Every schedule at one database instant: due in, claim holder and expiry, runs."""
-        with self._transaction("admin: status") as conn:
-            rows = self._rows(conn, "schedule_status", {})
+        rows = self._in_transaction(
+            "admin: status", lambda conn: self._rows(conn, "schedule_status", {})
+        )
         return _status(rows)
 
 
