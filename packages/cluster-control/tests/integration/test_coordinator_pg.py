@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Sequence  # noqa: TC003  # used in runtime-checked signatures
+from collections.abc import Callable, Sequence  # noqa: TC003  # used in runtime-checked signatures
+from functools import partial
 from typing import Any
 
 import psycopg
 import pytest
 from fix_db import db_now_ms, sql_rows, wait_for
-from history import add_schedules
+from history import add_schedules, assert_exact_history
 from ql3_cluster_control import Coordinator, CoordinatorService, load_settings
 from ql3_cluster_postgres import (
     PostgresScheduleRepository,
@@ -233,3 +234,44 @@ def test_idle_service_is_woken_by_a_schedule_change(ql3_db: Ql3Database) -> None
         service.request_stop()
         worker.join(20)
     assert not worker.is_alive()
+
+
+def _at_least(read: Callable[[], float], value: float) -> bool:
+    return read() >= value
+
+
+def test_database_faults_never_stop_the_loop(ql3_db: Ql3Database) -> None:
+    """Killed connections are logged, backed off and reconnected; admissions go on exactly once."""
+    first = add_schedules(ql3_db.dsn("admin"), 2)
+    settings = load_settings(
+        dsn=ql3_db.dsn("runtime"), owner_id="sturdy", lease_ms=3_000, retry_max_ms=500
+    )
+    service = CoordinatorService(settings)
+    worker = threading.Thread(target=service.run)
+    worker.start()
+
+    def runs() -> int:
+        return int(sql_rows(ql3_db.superuser_dsn, "SELECT count(*) FROM ql3.runs")[0][0])
+
+    def faults() -> float:
+        return service.metrics.registry.get_sample_value("ql3_database_faults_total") or 0.0
+
+    try:
+        wait_for(lambda: runs() > 0, timeout_s=20, what="first admissions")
+        for round_ in range(1, 3):
+            killed = sql_rows(
+                ql3_db.superuser_dsn,
+                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND application_name = 'ql3-coordinator'",
+            )[0][0]
+            assert killed >= 1
+            wait_for(partial(_at_least, faults, round_), timeout_s=20, what="the fault noticed")
+            more = runs() + 1
+            wait_for(partial(_at_least, runs, more), timeout_s=20, what="admissions after it")
+        assert worker.is_alive()
+        end_ms = db_now_ms(ql3_db.superuser_dsn) - 1_500
+    finally:
+        service.request_stop()
+        worker.join(20)
+    assert not worker.is_alive()
+    assert_exact_history(ql3_db.superuser_dsn, first, end_ms)
