@@ -351,3 +351,24 @@ def test_commit_reaches_schedule_rows_by_tid_only(ql3_db: Ql3Database) -> None:
     scans = [line.strip() for line in plan if "Scan" in line and "trigger_schedules" in line]
     assert scans, plan
     assert all(line.startswith("->  Tid Scan") for line in scans), scans
+
+
+def test_commit_of_the_last_occurrence_exhausts_the_schedule(ql3_db: Ql3Database) -> None:
+    """A decision past end_at_ms clears the cursor and marks the schedule exhausted for good."""
+    (sid,) = make_schedules(ql3_db, 1)
+    with owner_conn(ql3_db) as conn:
+        conn.execute(
+            "UPDATE ql3.trigger_schedules SET end_at_ms = next_due_at_ms WHERE id = %s", (sid,)
+        )
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        commit = decide(claim)
+        assert commit.decision.state is ScheduleState.EXHAUSTED
+        outcome = repo.commit_decisions([commit]).outcomes[0]
+        assert outcome.status is CommitStatus.COMMITTED
+        assert len(outcome.runs) == 1
+        assert repo.claim_due_schedules(command(), 1) == []
+        assert repo.next_due_in_ms() is None
+    assert fetch(
+        ql3_db.dsn("runtime"), "SELECT state, next_due_at_ms FROM ql3.trigger_schedules"
+    ) == [("exhausted", None)]
