@@ -159,7 +159,24 @@ def is_interval_like(expression: str) -> bool:
 
 
 def _new_croniter(expression: str) -> croniter:
-    # implement_cron_bug: Vixie's AND of day-of-month and day-of-week when one starts with `*`.
+    """Build croniter with Vixie's day rule.
+
+    implement_cron_bug gives Vixie's AND of day-of-month and day-of-week when one starts with
+    `*`. croniter also folds a full-range spelling (`0-6`, `1-31`) into `*` and then ANDs, where
+    Vixie ORs (every day matches): such an expression is rebuilt with both day fields `*`.
+    """
+    parsed = _plain_croniter(expression)
+    fields = expression.split(" ")
+    dom_at, dow_at = (3, 5) if len(fields) == 6 else (2, 4)  # noqa: PLR2004
+    either_starred = fields[dom_at].startswith("*") or fields[dow_at].startswith("*")
+    folded = ["*"] in (list(parsed.expanded[2]), list(parsed.expanded[4]))
+    if either_starred or not folded:
+        return parsed
+    fields[dom_at] = fields[dow_at] = "*"
+    return _plain_croniter(" ".join(fields))
+
+
+def _plain_croniter(expression: str) -> croniter:
     return croniter(
         expression,
         0.0,

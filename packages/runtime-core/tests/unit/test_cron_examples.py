@@ -224,3 +224,20 @@ def test_unknown_timezone_rejected_by_preview() -> None:
 def test_interval_like_classification(expression: str, *, expected: bool) -> None:
     """Interval-like means the seconds, minutes or hours field starts with `*`."""
     assert is_interval_like(expression) is expected
+
+
+@pytest.mark.parametrize(
+    ("expression", "days"),
+    [
+        ("0 0 2-31 * 0-6", [1, 2, 3, 4, 5]),  # OR with a full weekday range: every day
+        ("0 0 1,15 * 1-7", [1, 2, 3, 4, 5]),
+        ("0 0 */2 * 0-6", [1, 3, 5, 7, 9]),  # `*`-led day-of-month: AND
+        ("0 0 1 * 1", [1, 5, 12, 19, 26]),  # both restricted: OR
+        ("0 0 * * 1", [5, 12, 19, 26, 2]),  # `*` day-of-month: weekday only
+    ],
+)
+def test_day_fields_follow_vixie_cron(expression: str, days: list[int]) -> None:
+    """Day-of-month and day-of-week are OR-ed unless one starts with `*` (Vixie): January 2026."""
+    start = ms("UTC", 2026, 1, 1, 0, 0)
+    found = preview_occurrences(expression, "UTC", start - 1, 5)
+    assert [datetime.fromtimestamp(t / 1000, ZoneInfo("UTC")).day for t in found] == days
