@@ -76,6 +76,7 @@ def run_claim_scale(ctx: BenchContext) -> list[dict[str, Any]]:
     databases: dict[int, Ql3Database] = {}
     durations: dict[int, list[float]] = {size: [] for size in sizes}
     server: dict[int, list[dict[str, Any]]] = {}
+    claim_stats: dict[int, dict[str, Any]] = {}
     try:
         for size in sizes:
             databases[size] = _prepare(ctx, size)
@@ -98,11 +99,16 @@ def run_claim_scale(ctx: BenchContext) -> list[dict[str, Any]]:
         for size, db in databases.items():
             with connect(db.superuser_dsn) as su:
                 server[size] = statement_stats(su, limit=2)
+                claim_stats[size] = dict(
+                    su.execute(load_sql("claim_statement_stats")).fetchone() or {}
+                )
                 ctx.refresh_machine(su)
     finally:
         for db in databases.values():
             ctx.drop(db)
-    cells = [_emit_cell(ctx, size, durations[size], server[size]) for size in sizes]
+    cells = [
+        _emit_cell(ctx, size, durations[size], server[size], claim_stats[size]) for size in sizes
+    ]
     smallest, largest = min(sizes), max(sizes)
     ratio = statistics.median(durations[largest]) / statistics.median(durations[smallest])
     ratio_p99 = cells[-1]["p99_ms"] / cells[0]["p99_ms"]
@@ -112,6 +118,8 @@ def run_claim_scale(ctx: BenchContext) -> list[dict[str, Any]]:
             "ratio_of": f"{largest}:{smallest}",
             "ratio_p50": round(ratio, 3),
             "ratio_p99": round(ratio_p99, 3),
+            "server_exec_ratio": _server_ratio(claim_stats[largest], claim_stats[smallest]),
+            "server_replanned": {size: claim_stats[size].get("plans") for size in sizes},
             "target_ratio": f"<= {TARGET_RATIO}",
             "met": {"ratio_p50": ratio <= TARGET_RATIO},
         },
@@ -119,8 +127,18 @@ def run_claim_scale(ctx: BenchContext) -> list[dict[str, Any]]:
     return [*cells, summary]
 
 
+def _server_ratio(largest: dict[str, Any], smallest: dict[str, Any]) -> float | None:
+    """Ratio of the claim statement's mean execution time in the server (pg_stat_statements)."""
+    big, small = largest.get("mean_exec_ms"), smallest.get("mean_exec_ms")
+    return round(big / small, 3) if big and small else None
+
+
 def _emit_cell(
-    ctx: BenchContext, size: int, durations: list[float], server: list[dict[str, Any]]
+    ctx: BenchContext,
+    size: int,
+    durations: list[float],
+    server: list[dict[str, Any]],
+    claim: dict[str, Any],
 ) -> dict[str, Any]:
     percentiles = statistics.quantiles(durations, n=100, method="inclusive")
     return ctx.emit(
@@ -135,6 +153,7 @@ def _emit_cell(
             "max_ms": round(max(durations), 3),
             "mean_ms": round(statistics.fmean(durations), 3),
             "timed": "PostgresScheduleRepository.claim_due_schedules (client round trip)",
+            "server_claim": claim,
             "server_statements": server,
         },
     )

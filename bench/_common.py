@@ -7,6 +7,7 @@ database with `clock_timestamp()`.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -16,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from importlib import resources
@@ -45,6 +47,7 @@ __all__ = [
     "BenchContext",
     "CpuMeter",
     "ReplicaSet",
+    "WaitSampler",
     "connect",
     "cpu_seconds",
     "db_now_ms",
@@ -96,6 +99,16 @@ def cpu_seconds(pids: Sequence[int]) -> float:
     return total
 
 
+def machine_ticks() -> tuple[int, int]:
+    """Return (busy, total) CPU ticks of the whole machine since boot, from /proc/stat."""
+    fields = [
+        int(v) for v in Path("/proc/stat").read_text(encoding="ascii").split("\n")[0].split()[1:]
+    ]
+    idle = fields[3] + fields[4]  # idle + iowait
+    total = sum(fields[:8])  # user nice system idle iowait irq softirq steal
+    return total - idle, total
+
+
 @dataclass
 class CpuMeter:
     """CPU seconds spent by worker processes and by their PostgreSQL backends over a span.
@@ -108,6 +121,7 @@ class CpuMeter:
     user: str
     worker_pids: Sequence[int]
     _start: tuple[float, float] = (0.0, 0.0)
+    _machine: tuple[int, int] = (0, 0)
     _backends: list[int] = field(default_factory=list)
 
     def backend_pids(self) -> list[int]:
@@ -119,11 +133,18 @@ class CpuMeter:
         """Take the first reading."""
         self._backends = self.backend_pids()
         self._start = (cpu_seconds(self.worker_pids), cpu_seconds(self._backends))
+        self._machine = machine_ticks()
 
     def stop(self, admissions: int) -> dict[str, float | None]:
         """Take the second reading; CPU ms per admission on the worker and database sides."""
         workers = cpu_seconds(self.worker_pids) - self._start[0]
         backends = cpu_seconds(self._backends) - self._start[1]
+        busy, total = (now - then for now, then in zip(machine_ticks(), self._machine, strict=True))
+        cores = os.cpu_count() or 1
+        # Span length in CPU-seconds of one core, from the machine's own tick counters.
+        span_s = total / os.sysconf("SC_CLK_TCK") / cores if total else 0.0
+        machine_busy = busy / total * cores if total else 0.0
+        ours = (workers + backends) / span_s if span_s else 0.0
 
         def per(seconds: float) -> float | None:
             return round(seconds * 1000 / admissions, 4) if admissions else None
@@ -133,6 +154,8 @@ class CpuMeter:
             "backend_cpu_s": round(backends, 3),
             "worker_cpu_ms_per_admission": per(workers),
             "backend_cpu_ms_per_admission": per(backends),
+            "cores_busy_ours": round(ours, 2),
+            "cores_busy_others": round(max(machine_busy - ours, 0.0), 2),
         }
 
 
@@ -150,6 +173,38 @@ def reset_statement_stats(su: psycopg.Connection[dict[str, Any]]) -> None:
 def statement_stats(su: psycopg.Connection[dict[str, Any]], limit: int = 4) -> list[dict[str, Any]]:
     """Return the statements of this database with the most server time since the reset."""
     return [dict(row) for row in su.execute(load_sql("statement_stats"), {"limit": limit})]
+
+
+class WaitSampler:
+    """Sample what the workers' backends wait on (pg_stat_activity) from a background thread.
+
+    Counts `wait_event_type:wait_event` (or `CPU`) over active backends every `interval_s`.
+    """
+
+    def __init__(self, dsn: str, user: str, interval_s: float = 0.05) -> None:
+        self._dsn, self._user, self._interval_s = dsn, user, interval_s
+        self._counts: collections.Counter[str] = collections.Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="wait-sampler", daemon=True)
+        self.samples = 0
+
+    def _run(self) -> None:
+        with connect(self._dsn) as conn:
+            query, params = load_sql("wait_events"), {"user": self._user}
+            while not self._stop.wait(self._interval_s):
+                self.samples += 1
+                self._counts.update(row["what"] for row in conn.execute(query, params))
+
+    def start(self) -> None:
+        """Start sampling."""
+        self._thread.start()
+
+    def stop(self, top: int = 6) -> dict[str, float]:
+        """Stop; return the most frequent states as the mean number of backends in each."""
+        self._stop.set()
+        self._thread.join()
+        samples = max(self.samples, 1)
+        return {what: round(n / samples, 3) for what, n in self._counts.most_common(top)}
 
 
 def wait_until(predicate: Callable[[], bool], *, timeout_s: float, interval_s: float = 0.2) -> bool:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._common import (
     CpuMeter,
+    WaitSampler,
     connect,
     db_now_ms,
     load_sql,
@@ -75,6 +76,8 @@ def _measure_cell(
                 expected = size * params["window_s"]
                 meter = CpuMeter(su, login_user(db.dsn("runtime")), workers.pids)
                 meter.start()
+                waits = WaitSampler(db.superuser_dsn, login_user(db.dsn("runtime")))
+                waits.start()
                 reset_statement_stats(su)
                 # Sleep (monotonic) for the span the database clock still has to cover, then
                 # poll the database until the window is complete.
@@ -94,6 +97,7 @@ def _measure_cell(
                 )
                 cpu = meter.stop(admitted)
                 statements = statement_stats(su)
+                backend_states = waits.stop()
                 exit_codes = workers.stop()
             verdict = su.execute(load_sql("lateness_verdict"), window).fetchone() or {}
             lateness = su.execute(load_sql("lateness_percentiles"), window).fetchone() or {}
@@ -132,6 +136,7 @@ def _measure_cell(
             ),
             "exit_codes": exit_codes,
             "server_statements": statements,
+            "backend_states": backend_states,
         },
     )
 

@@ -114,31 +114,57 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]
     return [*lines, ""]
 
 
+def _cpu(c: dict[str, Any]) -> str:
+    worker, backend = c.get("worker_cpu_ms_per_admission"), c.get("backend_cpu_ms_per_admission")
+    return "-" if worker is None or backend is None else f"{worker:.3f} + {backend:.3f}"
+
+
+def _cores(c: dict[str, Any]) -> str:
+    ours, others = c.get("cores_busy_ours"), c.get("cores_busy_others")
+    return "-" if ours is None else f"{ours} / {others}"
+
+
+def _states(c: dict[str, Any]) -> str:
+    states = c.get("backend_states") or {}
+    return ", ".join(f"{k} {v}" for k, v in list(states.items())[:3]) or "-"
+
+
+def _claim_server(c: dict[str, Any]) -> tuple[object, str]:
+    server = c.get("server_claim") or {}
+    return server.get(
+        "mean_exec_ms", "-"
+    ), f"{server.get('plans', '-')} / {server.get('calls', '-')}"
+
+
 def _detail_tables(results: Sequence[dict[str, Any]]) -> list[str]:
     out = ["## 1. Throughput (backlog drain)", ""]
     out += _table(
         [
             "variant",
             "R",
-            "schedules",
             "window ms",
             "admissions",
             "per s",
             "dup",
             "40001 (window)",
             "behind at end",
+            "CPU ms/admission (worker + db)",
+            "cores ours / others",
+            "db backends (mean)",
         ],
         [
             (
                 c["variant"],
                 c["replicas"],
-                c["schedules"],
                 c["window_ms"],
                 c["admissions"],
                 c["rate_per_s"],
                 c["duplicates"],
                 c["serialization_retries_window"],
                 c["behind_at_end"],
+                _cpu(c),
+                _cores(c),
+                _states(c),
             )
             for c in _pick(results, "throughput")
         ],
@@ -157,6 +183,8 @@ def _detail_tables(results: Sequence[dict[str, Any]]) -> list[str]:
             "p99 ms",
             "max ms",
             "target p99",
+            "CPU ms/admission (worker + db)",
+            "cores ours / others",
         ],
         [
             (
@@ -171,15 +199,34 @@ def _detail_tables(results: Sequence[dict[str, Any]]) -> list[str]:
                 c["p99_ms"],
                 c["max_ms"],
                 c["target_p99_ms"] or "-",
+                _cpu(c),
+                _cores(c),
             )
             for c in _pick(results, "lateness")
         ],
     )
     out += ["## 3. Scale of the claim (16 due)", ""]
     out += _table(
-        ["schedules", "samples", "p50 ms", "p99 ms", "max ms"],
         [
-            (c["schedules"], c["samples"], c["p50_ms"], c["p99_ms"], c["max_ms"])
+            "schedules",
+            "samples",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "server exec ms",
+            "server plans / calls",
+        ],
+        [
+            (
+                c["schedules"],
+                c["samples"],
+                c["p50_ms"],
+                c["p99_ms"],
+                c["max_ms"],
+                (c.get("server_claim") or {}).get("mean_exec_ms", "-"),
+                f"{(c.get('server_claim') or {}).get('plans', '-')} / "
+                f"{(c.get('server_claim') or {}).get('calls', '-')}",
+            )
             for c in _pick(results, "claim_scale")
         ],
     )

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ._common import (
     CpuMeter,
     ReplicaSet,
+    WaitSampler,
     connect,
     db_now_ms,
     load_sql,
@@ -85,6 +86,8 @@ def _measure_cell(
                 time.sleep(params["warmup_s"])
                 meter = CpuMeter(su, login_user(db.dsn("runtime")), workers.pids)
                 meter.start()
+                waits = WaitSampler(db.superuser_dsn, login_user(db.dsn("runtime")))
+                waits.start()
                 reset_statement_stats(su)
                 t0 = db_now_ms(su)
                 time.sleep(params["window_s"])
@@ -96,6 +99,7 @@ def _measure_cell(
                 }
                 cpu = meter.stop(sum(per_owner.values()))
                 statements = statement_stats(su)
+                backend_states = waits.stop()
                 backlog = su.execute(load_sql("backlog"), {"at_ms": t1}).fetchone() or {}
                 exit_codes = workers.stop()
             history = su.execute(load_sql("history_check")).fetchone() or {}
@@ -130,6 +134,7 @@ def _measure_cell(
             ),
             "exit_codes": exit_codes,
             "server_statements": statements,
+            "backend_states": backend_states,
         },
     )
 
