@@ -223,9 +223,7 @@ def _detail_tables(results: Sequence[dict[str, Any]]) -> list[str]:
                 c["p50_ms"],
                 c["p99_ms"],
                 c["max_ms"],
-                (c.get("server_claim") or {}).get("mean_exec_ms", "-"),
-                f"{(c.get('server_claim') or {}).get('plans', '-')} / "
-                f"{(c.get('server_claim') or {}).get('calls', '-')}",
+                *_claim_server(c),
             )
             for c in _pick(results, "claim_scale")
         ],
@@ -281,7 +279,7 @@ def _plot(results: Sequence[dict[str, Any]], target: Path) -> None:
     for size, limit in ((100, 20), (1000, 300)):
         ax.axhline(limit, color="grey", linestyle=":", linewidth=1)
         ax.annotate(f"target S={size}", (1, limit), fontsize=7)
-    ax.set_yscale("symlog")
+    ax.set_yscale("log")
     ax.set_xlabel("replicas")
     ax.set_ylabel("lateness ms")
     ax.set_title("2. Lateness (every-second schedules)")
