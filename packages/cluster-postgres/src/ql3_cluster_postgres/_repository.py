@@ -70,7 +70,9 @@ _DEFINITION_MEMORY = 4096
 # Every statement here has an index or TID path. A sequential scan under SERIALIZABLE takes a
 # relation-wide SIREAD lock, so on a small table (where the planner prefers it) replicas
 # committing different schedules would abort each other; the commit must use its TID scan.
-_SESSION_SETTINGS = {"enable_seqscan": "off"}
+# The plans depend on no parameter value (the claim's time bound is its own observation, not a
+# parameter), so prepared statements keep their generic plan instead of replanning per call.
+_SESSION_SETTINGS = {"enable_seqscan": "off", "plan_cache_mode": "force_generic_plan"}
 
 _ClaimKey = tuple[int, UUID, int]
 _Row = tuple[Any, ...]
