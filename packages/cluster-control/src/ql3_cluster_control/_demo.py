@@ -52,6 +52,7 @@ DEMO_LEASE_MS = 3_000  # short, so the crashed replica's claims expire quickly b
 DEMO_POLL_MS = 1_000
 SETTLE_MS = 1_500  # occurrences this close to the end are not judged: they may be in flight
 STOP_TIMEOUT_S = 15.0
+READY_TIMEOUT_S = 60.0
 
 
 def _sql(name: str) -> LiteralString:
@@ -162,6 +163,8 @@ def _start_replica(env: _Environment, index: int) -> _Replica:
         "--owner-id", name,
         "--lease-ms", str(DEMO_LEASE_MS),
         "--poll-interval-ms", str(DEMO_POLL_MS),
+        # One schedule per claim round, so the replicas visibly race for each occurrence.
+        "--claim-batch", "1",
         "--log-format", "json",
     ]  # fmt: skip
     log = (env.workdir / f"{name}.log").open("wb")
@@ -170,21 +173,46 @@ def _start_replica(env: _Environment, index: int) -> _Replica:
         command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=environ
     )
     log.close()
-    return _Replica(name, process)
+    return _Replica(name, process, state="starting")
+
+
+def _connected(env: _Environment, replica: _Replica) -> bool:
+    """Tell whether the replica logged that it connected (its JSON log has the event)."""
+    log = (env.workdir / f"{replica.name}.log").read_text(encoding="utf-8", errors="replace")
+    return '"service.connected"' in log
+
+
+def _wait_connected(env: _Environment, live: Live | None, options: DemoOptions) -> None:
+    """Wait until every replica connected, so the run (and the kill) starts with all of them."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while any(replica.state == "starting" for replica in env.replicas):
+        for replica in env.replicas:
+            if replica.state == "starting" and _connected(env, replica):
+                replica.state = "running"
+            elif replica.process.poll() is not None:
+                tail = (env.workdir / f"{replica.name}.log").read_text(errors="replace")[-500:]
+                msg = f"demo: {replica.name} exited with {replica.process.returncode}: {tail}"
+                raise QL3Error(msg)
+        if time.monotonic() > deadline:
+            msg = f"demo: replicas did not connect within {READY_TIMEOUT_S:g} s"
+            raise QL3Error(msg)
+        if live is not None:
+            live.update(_progress_table(env, 0.0, options))
+        time.sleep(0.2)
 
 
 def _progress_table(env: _Environment, elapsed: float, options: DemoOptions) -> Table:
     counts = dict(_query(env.superuser_dsn, "demo_admissions_by_owner"))
     table = Table(
         title=f"QL3 demo: {elapsed:4.1f} s of {options.seconds:g} s",
-        caption="admissions read from ql3.runs (database time decides everything)",
+        caption="admissions per replica, read from ql3.runs",
     )
     table.add_column("replica")
     table.add_column("pid", justify="right")
     table.add_column("state")
     table.add_column("admissions", justify="right")
     for replica in env.replicas:
-        if replica.state == "running" and replica.process.poll() is not None:
+        if replica.state in {"starting", "running"} and replica.process.poll() is not None:
             replica.state = f"exited ({replica.process.returncode})"
         table.add_row(
             replica.name,
@@ -201,9 +229,10 @@ def _run_replicas(env: _Environment, options: DemoOptions, console: Console) -> 
     env.replicas.extend(_start_replica(env, index + 1) for index in range(options.replicas))
     victim = env.replicas[0] if options.replicas > 1 else None
     kill_at = options.seconds * 0.4
-    started = time.monotonic()
     live = Live(console=console, refresh_per_second=4, transient=False)
     with live if not options.as_json else contextlib.nullcontext():
+        _wait_connected(env, None if options.as_json else live, options)
+        started = time.monotonic()
         while (elapsed := time.monotonic() - started) < options.seconds:
             if victim is not None and victim.state == "running" and elapsed >= kill_at:
                 victim.process.send_signal(signal.SIGKILL)

@@ -126,6 +126,7 @@ def count_history(
 
 def show_verdict(verdict: DemoVerdict, console: Console) -> None:
     """Print the verdict as a table, then PASS or FAIL."""
+    console.print()
     table = Table(title="verdict (read from the database)", show_header=False)
     table.add_column("what")
     table.add_column("value", justify="right")
