@@ -12,7 +12,12 @@ import psycopg
 import pytest
 from fix_db import db_now_ms, sql_rows, wait_for
 from history import add_schedules, assert_exact_history
-from ql3_cluster_control import Coordinator, CoordinatorService, load_settings
+from ql3_cluster_control import (
+    Coordinator,
+    CoordinatorService,
+    load_settings,
+    postgres_repository_factory,
+)
 from ql3_cluster_postgres import (
     PostgresScheduleRepository,
     Ql3Database,
@@ -275,3 +280,28 @@ def test_database_faults_never_stop_the_loop(ql3_db: Ql3Database) -> None:
         worker.join(20)
     assert not worker.is_alive()
     assert_exact_history(ql3_db.superuser_dsn, first, end_ms)
+
+
+def test_connections_carry_keepalives_and_tcp_user_timeout(ql3_db: Ql3Database) -> None:
+    """The settings' keepalive and tcp_user_timeout values reach the live libpq connection."""
+    settings = load_settings(
+        dsn=ql3_db.dsn("runtime"),
+        keepalives_idle_s=7,
+        keepalives_interval_s=3,
+        keepalives_count=4,
+        tcp_user_timeout_ms=9_000,
+        application_name="ql3-keepalive-check",
+    )
+    repository = postgres_repository_factory(settings)()
+    try:
+        repository.check_schema()
+        conn = repository._conn  # type: ignore[attr-defined]  # the live connection, inspected
+        parameters = conn.info.get_parameters()
+    finally:
+        repository.close()
+    assert parameters["keepalives"] == "1"
+    assert parameters["keepalives_idle"] == "7"
+    assert parameters["keepalives_interval"] == "3"
+    assert parameters["keepalives_count"] == "4"
+    assert parameters["tcp_user_timeout"] == "9000"
+    assert parameters["application_name"] == "ql3-keepalive-check"
