@@ -99,6 +99,9 @@ def committed_batch(commits: Sequence[ClaimCommit], row: _Row, retries: int) -> 
     fenced = set(row[3])
     runs: dict[int, list[AdmittedRun]] = {}
     owners = {commit.claim.schedule_id: commit.claim for commit in commits}
+    if row[4] != row[9]:  # pragma: no cover - one attempt per run, both ordered by run id
+        msg = f"commit: runs {row[4]} and attempts of runs {row[9]} do not pair up"
+        raise RuntimeError(msg)
     for run_id, attempt_id, schedule_id, task_id, scheduled_for in zip(
         row[4], row[5], row[6], row[7], row[8], strict=True
     ):

@@ -88,23 +88,21 @@ new_events AS (
     ORDER BY a.run_id, k.position
     RETURNING id
 ),
-admitted AS (
-    SELECT r.id AS run_id, a.id AS attempt_id, r.schedule_id, r.task_id, r.scheduled_for_ms
-    FROM new_runs AS r
-    JOIN new_attempts AS a ON a.run_id = r.id
-),
 notified AS (
-    SELECT pg_notify('ql3_run_admitted', run_id::text) FROM admitted
+    SELECT pg_notify('ql3_run_admitted', id::text) FROM new_runs
 )
+-- Runs and attempts come back as parallel arrays, both ordered by run id (one attempt per run),
+-- and are paired by the caller: joining two CTE scans here would be a nested loop.
 SELECT
     (SELECT now_ms FROM obs) AS observed_at_ms,
     (SELECT schedule_id FROM regressed) AS regressed_schedule_id,
     (SELECT acquired_ms FROM regressed) AS regressed_acquired_ms,
     ARRAY(SELECT id FROM fenced) AS fenced_schedule_ids,
-    ARRAY(SELECT run_id FROM admitted ORDER BY run_id) AS run_ids,
-    ARRAY(SELECT attempt_id FROM admitted ORDER BY run_id) AS attempt_ids,
-    ARRAY(SELECT schedule_id FROM admitted ORDER BY run_id) AS run_schedule_ids,
-    ARRAY(SELECT task_id FROM admitted ORDER BY run_id) AS run_task_ids,
-    ARRAY(SELECT scheduled_for_ms FROM admitted ORDER BY run_id) AS run_scheduled_for_ms,
+    ARRAY(SELECT id FROM new_runs ORDER BY id) AS run_ids,
+    ARRAY(SELECT id FROM new_attempts ORDER BY run_id) AS attempt_ids,
+    ARRAY(SELECT schedule_id FROM new_runs ORDER BY id) AS run_schedule_ids,
+    ARRAY(SELECT task_id FROM new_runs ORDER BY id) AS run_task_ids,
+    ARRAY(SELECT scheduled_for_ms FROM new_runs ORDER BY id) AS run_scheduled_for_ms,
+    ARRAY(SELECT run_id FROM new_attempts ORDER BY run_id) AS attempt_run_ids,
     (SELECT count(*) FROM new_events) AS events_written,
     (SELECT count(*) FROM notified) AS notifications
