@@ -103,7 +103,7 @@ def find_postgres_bin_dir() -> Path:
 
 def find_faketime_library() -> Path:
     """Return the libfaketime preload library, or raise saying how to install it."""
-    override = os.environ.get("QL3_LIBFAKETIME")
+    override = os.environ.get("LIBFAKETIME_PATH")
     candidates = [Path(override)] if override else list(_FAKETIME_CANDIDATES)
     for candidate in candidates:
         if candidate.is_file():

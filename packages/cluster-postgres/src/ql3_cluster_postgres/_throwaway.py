@@ -10,7 +10,7 @@ started under libfaketime reading its offset from a control file on every clock 
 (`FAKETIME_NO_CACHE=1`), so `set_clock_offset_ms` is seen at once by open connections. The
 monotonic clock stays real (`FAKETIME_DONT_FAKE_MONOTONIC=1`), otherwise PostgreSQL's timeouts and
 latches misbehave; parallel query is off because workers would not share the offset reliably.
-`QL3_LIBFAKETIME` may point at the preload library when it is not in a standard place.
+`LIBFAKETIME_PATH` may point at the preload library when it is not in a standard place.
 
 Fencing: `fence()` stops the server immediately and renames `postgresql.conf` to
 `postgresql.conf.fenced`; PostgreSQL then refuses to start from that data dir ("could not access the

@@ -224,7 +224,7 @@ def test_missing_libfaketime_names_the_packages(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Without libfaketime a faketime cluster fails at once, saying which packages to install."""
-    monkeypatch.setenv("QL3_LIBFAKETIME", str(tmp_path / "missing" / "libfaketime.so.1"))
+    monkeypatch.setenv("LIBFAKETIME_PATH", str(tmp_path / "missing" / "libfaketime.so.1"))
     cluster = ThrowawayCluster(faketime=True, name="nofaketime")
     with pytest.raises(ThrowawayClusterError, match="apt-get install faketime libfaketime"):
         cluster.start()
