@@ -273,7 +273,8 @@ class Scenario:
     ) -> Ql3Database:
         """Start a cluster (unless given) and a provisioned, migrated QL3 database on it."""
         self.cluster = cluster if cluster is not None else self.start_cluster(**options)
-        self.db = prepare_ql3_database(self.cluster, "ql3chaos")
+        name = "ql3_" + "".join(c if c.isalnum() else "_" for c in self.evidence.scenario)
+        self.db = prepare_ql3_database(self.cluster, name)
         return self.db
 
     def on_close(self, cleanup: Callable[[], None]) -> None:
