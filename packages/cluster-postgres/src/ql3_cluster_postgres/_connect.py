@@ -98,9 +98,19 @@ def wrap_error(exc: psycopg.Error, action: str) -> QL3Error:
     """Return the QL3 error for a psycopg error raised while doing `action` (chain it with from)."""
     code = exc.sqlstate or "no sqlstate"
     text = f"{action}: {type(exc).__name__} ({code}): {str(exc).strip()}"
-    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) or _transient(code):
         return RepositoryUnavailableError(text)
     return DatabaseError(text)
+
+
+# SQLSTATE classes worth retrying after a reconnect: connection exception, transaction rollback,
+# insufficient resources, operator intervention, system error; and a session the server ended
+# for idling inside a transaction.
+_TRANSIENT_CLASSES = frozenset({"08", "40", "53", "57", "58"})
+
+
+def _transient(code: str) -> bool:
+    return code[:2] in _TRANSIENT_CLASSES or code == "25P03"
 
 
 def close_quietly(conn: psycopg.Connection[Any] | None) -> None:

@@ -85,6 +85,11 @@ class PostgresScheduleRepository:
         conninfo: libpq connection string; its own settings win over the keyword defaults.
         max_serialization_retries: how often one commit is retried after SQLSTATE 40001/40P01,
             each try sampling the database clock afresh.
+        lock_timeout_ms: how long a statement may wait for a row lock before failing (retryable
+            `RepositoryUnavailableError`) instead of hanging behind a stuck transaction.
+        idle_in_transaction_timeout_ms: the server ends this repository's session if it sits
+            inside a transaction that long, so a client cut off between its statement and
+            COMMIT (a partition) cannot hold schedule row locks for hours.
         statement_observer: called with (name, SQL, parameters) before each statement is sent.
 
     """
@@ -100,6 +105,8 @@ class PostgresScheduleRepository:
         keepalives_interval_s: int = 2,
         keepalives_count: int = 3,
         tcp_user_timeout_ms: int = 10_000,
+        lock_timeout_ms: int = 5_000,
+        idle_in_transaction_timeout_ms: int = 10_000,
         statement_observer: StatementObserver | None = None,
     ) -> None:
         if max_serialization_retries < 0:
@@ -113,7 +120,11 @@ class PostgresScheduleRepository:
             keepalives_interval_s=keepalives_interval_s,
             keepalives_count=keepalives_count,
             tcp_user_timeout_ms=tcp_user_timeout_ms,
-            server_settings=_SESSION_SETTINGS,
+            server_settings={
+                **_SESSION_SETTINGS,
+                "lock_timeout": str(lock_timeout_ms),
+                "idle_in_transaction_session_timeout": str(idle_in_transaction_timeout_ms),
+            },
         )
         self._max_retries = max_serialization_retries
         self._observer = statement_observer

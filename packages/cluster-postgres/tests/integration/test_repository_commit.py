@@ -372,3 +372,45 @@ def test_commit_of_the_last_occurrence_exhausts_the_schedule(ql3_db: Ql3Database
     assert fetch(
         ql3_db.dsn("runtime"), "SELECT state, next_due_at_ms FROM ql3.trigger_schedules"
     ) == [("exhausted", None)]
+
+
+def test_a_commit_stuck_behind_a_row_lock_fails_retryably(ql3_db: Ql3Database) -> None:
+    """lock_timeout turns a wait behind another transaction into RepositoryUnavailableError."""
+    make_schedules(ql3_db, 1)
+    with (
+        PostgresScheduleRepository(ql3_db.dsn("runtime"), lock_timeout_ms=300) as repo,
+        owner_conn(ql3_db) as other,
+    ):
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        other.execute("BEGIN")
+        other.execute(
+            "UPDATE ql3.trigger_schedules SET version = version WHERE id = %s",
+            (claim.schedule_id,),
+        )
+        with pytest.raises(RepositoryUnavailableError, match="55P03"):
+            repo.commit_decisions([decide(claim)])
+        other.execute("ROLLBACK")
+        assert repo.commit_decisions([decide(claim)]).outcomes[0].status is CommitStatus.COMMITTED
+
+
+def test_an_orphaned_repository_transaction_is_ended_by_the_server(ql3_db: Ql3Database) -> None:
+    """A repository session left inside a transaction is ended by the server, freeing its locks."""
+    make_schedules(ql3_db, 1)
+    dsn = ql3_db.dsn("runtime")
+    with (
+        PostgresScheduleRepository(dsn, idle_in_transaction_timeout_ms=500) as orphan,
+        PostgresScheduleRepository(dsn) as repo,
+    ):
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        stuck = orphan._connection()
+        stuck.autocommit = False
+        stuck.execute(
+            "UPDATE ql3.trigger_schedules SET version = version WHERE id = %s",
+            (claim.schedule_id,),
+        )
+        # As if the orphan's client vanished before COMMIT: it never sends another byte.
+        outcome = repo.commit_decisions([decide(claim)]).outcomes[0]
+        assert outcome.status is CommitStatus.COMMITTED
+        with pytest.raises(RepositoryUnavailableError):
+            orphan.database_now_ms()
+        assert orphan.database_now_ms() >= claim.claim_acquired_at_ms
