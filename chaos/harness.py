@@ -68,9 +68,10 @@ def db_now_ms(dsn: str) -> int:
 
 
 def fetch(dsn: str, query: Query, params: Params = None) -> list[tuple[Any, ...]]:
-    """Run one query on a fresh autocommit connection and return all rows."""
+    """Run one statement on a fresh autocommit connection; return its rows (none for DDL)."""
     with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
-        return list(conn.execute(query, params).fetchall())
+        cursor = conn.execute(query, params)
+        return list(cursor.fetchall()) if cursor.description is not None else []
 
 
 def wait_until(
