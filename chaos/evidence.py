@@ -81,6 +81,30 @@ RECORD_ITEMS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# Table order (tests may run in random order; the document should not shuffle).
+ORDER = (
+    "baseline",
+    "sigkill-replicas",
+    "lost-commit-reply",
+    "lost-commit-reply-promotion",
+    "db-clock-steps",
+    "node-clock-skew",
+    "physical-promotion",
+    "serialization-storm",
+    "network-faults",
+    "async-replication-loses-acks",
+    "sync-replication-keeps-acks",
+    "negative-node-clock-fast",
+    "negative-node-clock-commit",
+    "negative-unique-dropped",
+    "negative-readmit-after-lost-reply",
+)
+
+
+def _rank(row: Evidence) -> tuple[int, str]:
+    return (ORDER.index(row.scenario) if row.scenario in ORDER else len(ORDER), row.scenario)
+
+
 def _cell(value: object) -> str:
     if value is None:
         return "-"
@@ -111,7 +135,7 @@ def render(rows: Sequence[Evidence]) -> str:
         ),
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in rows:
+    for row in sorted(rows, key=_rank):
         cells = [
             row.scenario,
             row.items,
