@@ -35,7 +35,8 @@ logger = logging.getLogger(__name__)
 # Longest uninterrupted wait: a stop request is noticed at least this often even while the
 # LISTEN wait blocks inside the driver.
 _WAIT_SLICE_S = 0.25
-_MIN_EMPTY_WAIT_S = 0.02
+_MIN_EMPTY_WAIT_S = 0.005
+_DUE_MARGIN_MS = 1
 
 
 class ServiceRepository(ScheduleRepository, Protocol):
@@ -156,7 +157,7 @@ class CoordinatorService:
         result = coordinator.run_cycle()
         if result.work_remaining or self.stop_event.is_set():
             return
-        self._idle(self._repository_or_raise(), claimed=result.summary.claims > 0)
+        self._idle(self._repository_or_raise())
 
     def _connect(self) -> Coordinator:
         if self._coordinator is not None and self._repository is not None:
@@ -197,14 +198,19 @@ class CoordinatorService:
             raise QL3Error(msg)
         return self._repository
 
-    def _idle(self, repository: ServiceRepository, *, claimed: bool) -> None:
+    def _idle(self, repository: ServiceRepository) -> None:
         """Sleep until the next due time by the database, a change notification, or the cap."""
         cap_s = self.settings.poll_interval_ms / 1000
         hint_ms = repository.next_due_in_ms()
-        wait_s = cap_s if hint_ms is None else min(max(hint_ms, 0) / 1000, cap_s)
-        if not claimed:
-            # Due but not claimable by us (another replica is committing it): do not spin.
-            wait_s = max(wait_s, _MIN_EMPTY_WAIT_S)
+        if hint_ms is None:
+            wait_s = cap_s
+        elif hint_ms <= 0:
+            # Due now but our claim found nothing (another replica is claiming or committing
+            # it): do not spin on it, but look again soon.
+            wait_s = _MIN_EMPTY_WAIT_S
+        else:
+            # One millisecond past the database's due time, so the claim never arrives early.
+            wait_s = min((hint_ms + _DUE_MARGIN_MS) / 1000, cap_s)
         deadline = time.monotonic() + wait_s
         while not self.stop_event.is_set():
             left = deadline - time.monotonic()
