@@ -101,6 +101,31 @@ ORDER = (
 )
 
 
+SERVER_SETTINGS = (
+    (
+        "`synchronous_standby_names` naming the standby and `synchronous_commit = on` (or"
+        " `remote_apply`): with an asynchronous standby, admissions acknowledged before a failover"
+        " can vanish and be admitted again (`async-replication-loses-acks`); with a synchronous one"
+        " nothing acknowledged is lost (`sync-replication-keeps-acks`)."
+    ),
+    (
+        "`tcp_keepalives_idle = 5`, `tcp_keepalives_interval = 2`, `tcp_keepalives_count = 3`,"
+        " `tcp_user_timeout = 10000` and `idle_in_transaction_session_timeout = 5000` (ms): a"
+        " partitioned Coordinator's half-done commit and its row locks are dropped by the server in"
+        " seconds, not hours (`network-faults`). The Coordinator sets client keepalives and"
+        " `tcp_user_timeout` itself."
+    ),
+    (
+        "Fence an old primary before promoting (stop it, keep it from restarting); rewind it with"
+        " `pg_rewind` (needs data checksums or `wal_log_hints = on`) before it rejoins."
+    ),
+    (
+        "Run PostgreSQL with the machine's real clock; if it steps, QL3 fails closed on a step back"
+        " and applies the misfire policy after a step forward (`db-clock-steps`)."
+    ),
+)
+
+
 def _rank(row: Evidence) -> tuple[int, str]:
     return (ORDER.index(row.scenario) if row.scenario in ORDER else len(ORDER), row.scenario)
 
@@ -160,6 +185,8 @@ def render(rows: Sequence[Evidence]) -> str:
         "|---|---|---|",
     ]
     lines += [f"| {number} | {claim} | {where} |" for number, claim, where in RECORD_ITEMS]
+    lines += ["", "## Server settings the scenarios rely on", ""]
+    lines += [f"- {setting}" for setting in SERVER_SETTINGS]
     lines += [
         "",
         (

@@ -21,6 +21,9 @@ KILL_FOR_S = 24.0
 REPLICAS = 4
 MIN_KILLS = 10
 CLAIM_HUNT_S = 1.0
+# The hunt kills claim holders every 2 s with a 2 s lease, so one occurrence may lose two holders
+# in a row; each loss costs at most lease + a poll + a cycle. Lateness is bounded, not minimal.
+LATENESS_BOUND_MS = LEASE_MS + 20_000
 CLAIMS_SQL = (
     "SELECT id, claim_owner_id, claim_expires_at_ms, next_due_at_ms"
     " FROM ql3.trigger_schedules WHERE claim_owner_id IS NOT NULL"
@@ -77,8 +80,8 @@ def test_repeated_sigkill_loses_and_doubles_nothing(
     )
     run.note(f"{kills} kills, {mid_cycle} while holding a claim")
     run.wait_exhausted(timeout_s=30)  # healed: survivors and newcomers finish the window
-    outcome = run.finish(lateness_bound_ms=LEASE_MS + 10_000)
-    run.note(f"max lateness {outcome.max_lateness_ms} ms (bound lease + 10 s)")
+    outcome = run.finish(lateness_bound_ms=LATENESS_BOUND_MS)
+    run.note(f"max lateness {outcome.max_lateness_ms} ms (bound lease + 20 s)")
     # Takeover only after expiry by database time: an occurrence whose claim died with its
     # holder was admitted either by that holder (it committed just before the kill) or by
     # another replica no earlier than the dead claim's expiry.

@@ -17,7 +17,8 @@ whole verdict is about one snapshot) and reports one `Violation` per finding. Ru
   `updated_at_ms` is earlier than its latest run's commit time.
 - `order`: per schedule, occurrences in run id order decrease (the cursor never moves backwards).
 - `not_occurrence`: a run whose `scheduled_for_ms` is not an occurrence of the cron expression,
-  lies before the schedule's first possible occurrence, or after its `end_at_ms`.
+  lies before the schedule's first possible occurrence (before `start_at_ms`, or more than 60 s
+  before its creation), or after its `end_at_ms`.
 - `stale_claim`: a claim whose expiry is more than `stale_claim_grace_ms` behind the database
   clock. Claims are only taken on due schedules and any live replica takes an expired one over, so
   an old expired claim means no replica is running (or one is stuck); the default grace of 5 s lets
@@ -73,6 +74,7 @@ __all__ = [
 
 STALE_CLAIM_GRACE_MS_DEFAULT = 5_000
 MAX_OCCURRENCES_DEFAULT = 100_000
+_CREATION_SLACK_MS = 60_000
 RULES = (
     "cursor",
     "duplicate",
@@ -435,9 +437,18 @@ def _is_occurrence(definition: ScheduleDefinition, at_ms: int) -> bool:
 
 
 def _first_possible(schedule: _Schedule, *, strictly_after_creation: bool) -> int:
-    """Return the schedule's first occurrence: after creation and at or after `start_at_ms`."""
+    """Return the schedule's first occurrence: after creation and at or after `start_at_ms`.
+
+    Strictly after creation bounds the `missing` range. The sanity bound (not strict) allows
+    `_CREATION_SLACK_MS` before `created_at_ms`: the admin computes the first cursor from a clock
+    read a moment before the row's creation time is sampled, so an occurrence in between is a
+    legitimate first cursor.
+    """
     definition = schedule.definition
-    after = schedule.created_at_ms if strictly_after_creation else schedule.created_at_ms - 1
+    if strictly_after_creation:
+        after = schedule.created_at_ms
+    else:
+        after = schedule.created_at_ms - _CREATION_SLACK_MS - 1
     if definition.start_at_ms is not None:
         after = max(after, definition.start_at_ms - 1)
     return next_occurrence_ms(definition.cron, definition.timezone, after)
@@ -458,7 +469,8 @@ def _check_occurrence(findings: _Findings, schedule: _Schedule, run: _Run) -> No
             "not_occurrence",
             schedule.id,
             f"run {run.id} admits {at}, before the schedule's first possible occurrence"
-            f" (created at {schedule.created_at_ms}, start_at_ms {definition.start_at_ms})",
+            f" (created at {schedule.created_at_ms}, start_at_ms {definition.start_at_ms},"
+            f" slack {_CREATION_SLACK_MS} ms)",
         )
     if definition.end_at_ms is not None and at > definition.end_at_ms:
         findings.add(
@@ -481,7 +493,7 @@ def _check_cursor(findings: _Findings, schedule: _Schedule, runs: Sequence[_Run]
         problems.append(f"is not an occurrence of {definition.cron!r} in {definition.timezone}")
     if cursor < _first_possible(schedule, strictly_after_creation=False):
         problems.append(
-            f"is before the first possible occurrence after creation {schedule.created_at_ms}"
+            f"is before the first possible occurrence (created at {schedule.created_at_ms})"
         )
     if (
         schedule.state == "active"

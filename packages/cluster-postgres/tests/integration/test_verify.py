@@ -455,3 +455,22 @@ def test_bad_arguments_are_refused(history: History) -> None:
     """A negative grace is a ValueError naming the argument."""
     with pytest.raises(ValueError, match="stale_claim_grace_ms"):
         history.verify(stale_claim_grace_ms=-1)
+
+
+def test_first_cursor_just_before_creation_is_clean(history: History) -> None:
+    """An occurrence a few ms before the creation stamp is a legitimate first cursor and run."""
+    now = history.now_ms()
+    first = _second(now) - 10 * SECOND
+    schedule = history.schedule(created_at_ms=first + 3, next_due_at_ms=first + 3 * SECOND)
+    for index in range(3):
+        history.run(schedule, first + index * SECOND, first + index * SECOND + 9)
+    report = history.verify()
+    assert report.ok, report.lines()
+
+
+def test_run_long_before_creation_is_caught(history: History) -> None:
+    """A run for an occurrence minutes before the schedule existed is `not_occurrence`."""
+    schedule, first, _ = _clean_schedule(history)
+    history.run(schedule, first - 300 * SECOND, first - 300 * SECOND + 5)
+    report = history.verify()
+    assert report.count("not_occurrence") == 1, report.lines()
