@@ -59,11 +59,13 @@ def _run(parts: tuple[str, ...], args: argparse.Namespace) -> int:
         with connect(cluster.dsn()) as conn:
             started_ms = db_now_ms(conn)
             ctx.refresh_machine(conn)
+        ctx.emit("run", {"started_ms": started_ms, "quick": args.quick, "parts": list(parts)})
         for part in parts:
             part_started = time.monotonic()
             _runner(part)(ctx)
             print(f"# {part}: {time.monotonic() - part_started:.1f} s", file=sys.stderr, flush=True)
     elapsed = time.monotonic() - started
+    ctx.emit("run_end", {"elapsed_s": round(elapsed, 1)})
     print(f"# total: {elapsed:.1f} s; JSON lines in {jsonl}", file=sys.stderr, flush=True)
     if args.report or (len(parts) == len(PARTS) and not args.quick):
         from ._report import write_report  # noqa: PLC0415
@@ -80,8 +82,12 @@ def _report(args: argparse.Namespace) -> int:
 
     lines = Path(args.file).read_text(encoding="utf-8").splitlines()
     results = [json.loads(line) for line in lines if line.strip()]
+    run = next((r for r in results if r.get("measurement") == "run"), {})
+    end = next((r for r in results if r.get("measurement") == "run_end"), {})
+    started_ms = args.started_ms if args.started_ms is not None else run.get("started_ms", 0)
+    elapsed_s = args.elapsed_s if args.elapsed_s is not None else end.get("elapsed_s", 0.0)
     target = Path(args.docs) / "BENCHMARKS.md"
-    write_report(results, target, started_ms=args.started_ms, elapsed_s=args.elapsed_s)
+    write_report(results, target, started_ms=started_ms, elapsed_s=elapsed_s)
     print(f"# report: {target}", file=sys.stderr)
     return 0
 
@@ -102,8 +108,8 @@ def _parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="render the report from a JSON-lines file")
     report.add_argument("file")
     report.add_argument("--docs", default="docs")
-    report.add_argument("--started-ms", type=int, required=True, help="DB time of the run")
-    report.add_argument("--elapsed-s", type=float, default=0.0)
+    report.add_argument("--started-ms", type=int, help="DB time of the run (default: from FILE)")
+    report.add_argument("--elapsed-s", type=float, help="duration (default: from FILE)")
     worker = sub.add_parser("baseline-worker", help="(internal) one bare-SQL baseline worker")
     worker.add_argument("--dsn", required=True)
     worker.add_argument("--owner-id", required=True)

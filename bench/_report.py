@@ -62,6 +62,10 @@ def _summary_rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, str
             if c["variant"] == "ql3"
         )
         rows.append(("Throughput duplicates (all cells)", str(dups), "0", _yes(dups == 0)))
+        dry = sum(1 for c in cells if c["behind_at_end"] == 0)
+        rows.append(
+            ("Cells whose backlog ran dry (rate capped)", str(dry), "0 (validity)", _yes(dry == 0))
+        )
         rows.append(("40001 retries in the window (QL3)", retries, "reported", "-"))
     rows.extend(
         (
