@@ -82,8 +82,8 @@ def _report(args: argparse.Namespace) -> int:
 
     lines = Path(args.file).read_text(encoding="utf-8").splitlines()
     results = [json.loads(line) for line in lines if line.strip()]
-    run = next((r for r in results if r.get("measurement") == "run"), {})
-    end = next((r for r in results if r.get("measurement") == "run_end"), {})
+    run: dict[str, Any] = next((r for r in results if r.get("measurement") == "run"), {})
+    end: dict[str, Any] = next((r for r in results if r.get("measurement") == "run_end"), {})
     started_ms = args.started_ms if args.started_ms is not None else run.get("started_ms", 0)
     elapsed_s = args.elapsed_s if args.elapsed_s is not None else end.get("elapsed_s", 0.0)
     target = Path(args.docs) / "BENCHMARKS.md"
