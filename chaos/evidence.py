@@ -110,7 +110,7 @@ SERVER_SETTINGS = (
     ),
     (
         "`tcp_keepalives_idle = 5`, `tcp_keepalives_interval = 2`, `tcp_keepalives_count = 3`,"
-        " `tcp_user_timeout = 10000` and `idle_in_transaction_session_timeout = 5000` (ms): a"
+        " `tcp_user_timeout = 10000` and `idle_in_transaction_session_timeout = 3000` (ms): a"
         " partitioned Coordinator's half-done commit and its row locks are dropped by the server in"
         " seconds, not hours (`network-faults`). The Coordinator sets client keepalives and"
         " `tcp_user_timeout` itself."

@@ -29,7 +29,7 @@ LOSS = 0.3
 LOSS_S = 6.0
 PARTITION_S = 8.0
 PROXY_DELAY_MS = 40
-IDLE_IN_TRANSACTION_MS = 5_000
+IDLE_IN_TRANSACTION_MS = 3_000
 SERVER_SETTINGS = {
     "tcp_keepalives_idle": "5",
     "tcp_keepalives_interval": "2",
