@@ -29,6 +29,9 @@ HOLD_S = 4.0
 GRACE_MS = 5_000
 CATCH_UP_CRON = "*/10 * * * * *"
 PROXY_DELAY_MS = 150
+# How much later than its claim a commit may land (a slow proxy, a busy machine); far below the
+# hour of missed occurrences the skip check is about.
+COMMIT_LAG_MS = 10_000
 HELD_SQL = "SELECT 1 FROM ql3.trigger_schedules WHERE claim_owner_id = %s"
 
 
@@ -130,7 +133,7 @@ def test_database_clock_steps(scenario: Callable[[str, str], Scenario]) -> None:
     late_skips = [
         (at, created)
         for at, created in _runs(run, skip, jump_from, target + 60_000)
-        if created - at > GRACE_MS + 2_000
+        if created - at > GRACE_MS + COMMIT_LAG_MS
     ]
     assert not late_skips, late_skips
     # catch_up: every occurrence of the hour, oldest first.
