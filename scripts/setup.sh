@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v pg_ctl >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need_apt+=(postgresql postgresql-contrib)
 ls /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || need_apt+=(faketime libfaketime)
+[ -e /usr/share/zoneinfo/America/New_York ] || need_apt+=(tzdata)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
 
