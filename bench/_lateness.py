@@ -11,6 +11,7 @@ deadline passed), the replicas stop and the verdict is read from the database: e
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -41,8 +42,22 @@ SETTLE_TIMEOUT_S = 30.0
 
 def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not a flag argument
     if quick:
-        return {"sizes": (100,), "replicas": (1, 2), "warmup_s": 2.0, "window_s": 5}
-    return {"sizes": (100, 1000), "replicas": (1, 2, 4), "warmup_s": 4.0, "window_s": 20}
+        return {
+            "sizes": (100,),
+            "replicas": (1, 2),
+            "warmup_s": 2.0,
+            "window_s": 5,
+            "passes": {100: 1},
+        }
+    # S=100 is measured in two interleaved passes: its tail (tens of ms) is of the order of a
+    # scheduling hiccup on a shared 2-core machine, so its verdict uses the median of the passes.
+    return {
+        "sizes": (100, 1000),
+        "replicas": (1, 2, 4),
+        "warmup_s": 4.0,
+        "window_s": 20,
+        "passes": {100: 2, 1000: 1},
+    }
 
 
 def _wait_first_run(su: Any, replicas: Any) -> None:  # noqa: ANN401 - psycopg conn, ReplicaSet
@@ -142,11 +157,37 @@ def _measure_cell(
 
 
 def run_lateness(ctx: BenchContext) -> list[dict[str, Any]]:
-    """Measure every (S, R) cell; one JSON line each."""
+    """Measure every (S, R) cell (one JSON line each), then a per-(S, R) summary line."""
     params = _params(ctx.quick)
     cells: list[dict[str, Any]] = []
     for size in params["sizes"]:
         template = ctx.schedules_database(f"late{size}", ["* * * * * *"] * size)
-        cells += [_measure_cell(ctx, template, size, r, params) for r in params["replicas"]]
+        for _ in range(params["passes"][size]):
+            cells += [_measure_cell(ctx, template, size, r, params) for r in params["replicas"]]
         ctx.drop(template)
-    return cells
+    return [*cells, _summary(ctx, cells)]
+
+
+def _summary(ctx: BenchContext, cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median p50/p99/max over the passes of each (S, R); the targets judge these medians."""
+    groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for cell in cells:
+        groups.setdefault((cell["schedules"], cell["replicas"]), []).append(cell)
+    table = []
+    for (size, replicas), group in sorted(groups.items()):
+        p99 = statistics.median(c["p99_ms"] for c in group)
+        target = TARGET_P99_MS.get(size) if replicas == TARGET_REPLICAS else None
+        table.append(
+            {
+                "schedules": size,
+                "replicas": replicas,
+                "passes": len(group),
+                "p50_ms": statistics.median(c["p50_ms"] for c in group),
+                "p99_ms": p99,
+                "p99_ms_passes": [c["p99_ms"] for c in group],
+                "max_ms": max(c["max_ms"] for c in group),
+                "target_p99_ms": target,
+                "met_p99": None if target is None else p99 <= target,
+            }
+        )
+    return ctx.emit("lateness_summary", {"cells": table})
