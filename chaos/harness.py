@@ -441,14 +441,18 @@ class Scenario:
         dsn = dsn or self.dsn("admin")
         scope = list(only) if only is not None else list(self.schedules)
         want = self.expected_occurrences(scope) if expected is None else expected
-        runs = [
-            row
-            for row in fetch(
-                dsn,
-                "SELECT schedule_id, scheduled_for_ms, created_at_ms FROM ql3.runs ORDER BY id",
+        rows = fetch(
+            dsn,
+            "SELECT schedule_id, scheduled_for_ms, created_at_ms, owner_id FROM ql3.runs"
+            " ORDER BY id",
+        )
+        runs = [row[:3] for row in rows if row[0] in scope]
+        if rows:
+            late = max(rows, key=lambda row: row[2] - row[1])
+            self.note(
+                f"latest admission: schedule {late[0]} occurrence {late[1]} by {late[3]},"
+                f" {late[2] - late[1]} ms late"
             )
-            if row[0] in scope
-        ]
         seen: dict[tuple[int, int], int] = {}
         for schedule_id, at, _ in runs:
             seen[(schedule_id, at)] = seen.get((schedule_id, at), 0) + 1

@@ -61,10 +61,12 @@ def test_lost_commit_reply_is_settled_without_duplicates(
     proxied = run.replica(
         lease_ms=LEASE_MS, dsn=run.dsn("runtime", host="127.0.0.1", port=str(proxy.port))
     )
-    run.replica(lease_ms=LEASE_MS)  # a direct replica racing it
-    run.wait_ready()
+    proxied.wait_ready()
     run.add_schedules(2, window_s=14)
     outcomes = [_drop_one_commit_reply(run, proxy, proxied) for _ in range(DROPS)]
+    # A direct replica joins only now (racing it earlier could starve the proxied one of the
+    # commits the drops need); it shares the rest of the window.
+    run.replica(lease_ms=LEASE_MS)
     run.fault(f"{DROPS} COMMIT replies swallowed by WireFaultProxy (connection reset after commit)")
     run.note(f"uncertain commits settled as: {', '.join(outcomes)}")
     assert set(outcomes) <= {"committed"}, outcomes
