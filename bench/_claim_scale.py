@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 from ql3_cluster_postgres import PostgresScheduleRepository, ScheduleAdmin
 from ql3_runtime_core import ClaimClusterScheduleCommand, ScheduleDefinition
 
-from ._common import connect, load_sql, reset_statement_stats, statement_stats
+from ._common import (
+    claim_statement_stats,
+    connect,
+    load_sql,
+    reset_statement_stats,
+    statement_stats,
+)
 
 if TYPE_CHECKING:
     from ql3_cluster_postgres import Ql3Database
@@ -99,9 +105,7 @@ def run_claim_scale(ctx: BenchContext) -> list[dict[str, Any]]:
         for size, db in databases.items():
             with connect(db.superuser_dsn) as su:
                 server[size] = statement_stats(su, limit=2)
-                claim_stats[size] = dict(
-                    su.execute(load_sql("claim_statement_stats")).fetchone() or {}
-                )
+                claim_stats[size] = claim_statement_stats(su)
                 ctx.refresh_machine(su)
     finally:
         for db in databases.values():

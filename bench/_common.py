@@ -31,6 +31,7 @@ from ql3_cluster_postgres import (
     ScheduleAdmin,
     ScheduleSpec,
     ThrowawayCluster,
+    ThrowawayClusterError,
     drop_database,
     prepare_ql3_database,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "CpuMeter",
     "ReplicaSet",
     "WaitSampler",
+    "claim_statement_stats",
     "connect",
     "cpu_seconds",
     "db_now_ms",
@@ -67,11 +69,14 @@ __all__ = [
 # Settings for the benchmark cluster on top of ThrowawayCluster(durable=False) (fsync,
 # full_page_writes and synchronous_commit off): enough connections for 4 replicas and the harness,
 # and pg_stat_statements so each cell can say which statement its server time went to.
+_PLAIN_SETTINGS: Mapping[str, str] = {"max_connections": "60"}
 CLUSTER_SETTINGS: Mapping[str, str] = {
-    "max_connections": "60",
+    **_PLAIN_SETTINGS,
     "shared_preload_libraries": "pg_stat_statements",
     "pg_stat_statements.track_planning": "on",
 }
+# Emptied when the server has no pg_stat_statements: the diagnostics are then skipped.
+_STATEMENT_STATS: list[bool] = [True]
 
 
 def connect(dsn: str) -> psycopg.Connection[dict[str, Any]]:
@@ -166,13 +171,23 @@ def login_user(dsn: str) -> str:
 
 def reset_statement_stats(su: psycopg.Connection[dict[str, Any]]) -> None:
     """Install pg_stat_statements in this database if needed and zero its counters."""
-    su.execute(load_sql("statement_stats_install"))
-    su.execute(load_sql("statement_stats_reset"))
+    if _STATEMENT_STATS:
+        su.execute(load_sql("statement_stats_install"))
+        su.execute(load_sql("statement_stats_reset"))
 
 
 def statement_stats(su: psycopg.Connection[dict[str, Any]], limit: int = 4) -> list[dict[str, Any]]:
     """Return the statements of this database with the most server time since the reset."""
+    if not _STATEMENT_STATS:
+        return []
     return [dict(row) for row in su.execute(load_sql("statement_stats"), {"limit": limit})]
+
+
+def claim_statement_stats(su: psycopg.Connection[dict[str, Any]]) -> dict[str, Any]:
+    """Return the claim statement's server-side cost since the reset (empty without stats)."""
+    if not _STATEMENT_STATS:
+        return {}
+    return dict(su.execute(load_sql("claim_statement_stats")).fetchone() or {})
 
 
 class WaitSampler:
@@ -267,7 +282,16 @@ def ql3_executable() -> str:
 def start_cluster() -> Iterator[ThrowawayCluster]:
     """Start a non-durable throwaway PostgreSQL for one benchmark run; always tear it down."""
     cluster = ThrowawayCluster(durable=False, settings=CLUSTER_SETTINGS, name="ql3bench")
-    cluster.start()
+    try:
+        cluster.start()
+    except ThrowawayClusterError as exc:
+        # A server build without pg_stat_statements (e.g. a bundled one): measure without the
+        # per-statement diagnostics rather than not at all.
+        print(f"# pg_stat_statements unavailable, diagnostics off: {exc}", file=sys.stderr)
+        cluster.stop()
+        _STATEMENT_STATS.clear()
+        cluster = ThrowawayCluster(durable=False, settings=_PLAIN_SETTINGS, name="ql3bench")
+        cluster.start()
     try:
         yield cluster
     finally:
