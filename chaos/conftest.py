@@ -8,6 +8,7 @@ shows the latest run.
 
 from __future__ import annotations
 
+import shutil
 from typing import TYPE_CHECKING
 
 import pytest
@@ -37,6 +38,9 @@ def scenario(request: pytest.FixtureRequest) -> Iterator[Callable[[str, str], Sc
             created.evidence.outcome = "error"
         else:
             created.evidence.outcome = "passed" if report.passed else "FAILED"
+        if created.evidence.outcome == "passed":
+            # Replica logs are kept only for scenarios that did not pass.
+            shutil.rmtree(created.workdir, ignore_errors=True)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
