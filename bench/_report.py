@@ -334,7 +334,13 @@ def write_report(
 ) -> None:
     """Write the Markdown report and its plot next to it (benchmarks.png)."""
     plot = markdown.with_name("benchmarks.png")
-    _plot(results, plot)
+    try:
+        _plot(results, plot)
+        plotted = True
+    except ModuleNotFoundError as exc:
+        # The figures matter more than the picture: say how to get it and write the rest.
+        print(f"# no plot ({exc}); render later: {COMMAND.replace(' all', ' report FILE')}")
+        plotted = False
     machine: dict[str, Any] = next((r["machine"] for r in results if r.get("machine")), {})
     when = datetime.fromtimestamp(started_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
@@ -359,7 +365,8 @@ def write_report(
         "",
     ]
     lines += _table(["figure", "measured", "target", "met"], _summary_rows(results))
-    lines += [f"![benchmark plot]({plot.name})", ""]
+    if plotted:
+        lines += [f"![benchmark plot]({plot.name})", ""]
     lines += _detail_tables(results)
     lines += _resource("analysis.md")
     lines += _resource("method.md")
