@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -25,19 +25,19 @@ from ql3_runtime_core import (
     validate_cron_expression,
 )
 
-from ._connect import ConnectionOptions, close_quietly, connect, wrap_error
+from ._connect import ConnectionOptions, close_quietly, reuse_or_connect, wrap_error
 from ._errors import (
     DatabaseError,
     DuplicateScheduleError,
     ScheduleNotFoundError,
     ScheduleStateError,
 )
+from ._lifecycle import Closing
 from ._records import ApplyReport, ScheduleRecord, ScheduleSpec, ScheduleStatus, StatusReport
 from ._sql import query
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
-    from types import TracebackType
 
 __all__ = ["ScheduleAdmin"]
 
@@ -57,7 +57,7 @@ def _database_now(conn: psycopg.Connection[Any]) -> int:
     return int(row[0])
 
 
-class ScheduleAdmin:
+class ScheduleAdmin(Closing):
     """Create, reconcile, pause, resume, retire and inspect schedules (role `ql3_admin`)."""
 
     def __init__(self, conninfo: str, *, application_name: str = "ql3-admin") -> None:
@@ -71,17 +71,6 @@ class ScheduleAdmin:
             close_quietly(self._conn)
             self._conn = None
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def _in_transaction(self, action: str, body: Callable[[psycopg.Connection[Any]], T]) -> T:
         """Run `body` in one admin transaction; psycopg errors become QL3 errors naming `action`.
 
@@ -90,10 +79,9 @@ class ScheduleAdmin:
         """
         for attempt in range(_RETRIES + 1):
             with self._lock:
-                conn = self._conn
-                if conn is None or conn.closed or conn.broken:
-                    close_quietly(conn)
-                    conn = self._conn = connect(self._options, f"{action}: connect")
+                conn = self._conn = reuse_or_connect(
+                    self._conn, self._options, f"{action}: connect"
+                )
                 try:
                     with conn.transaction():
                         return body(conn)

@@ -26,6 +26,7 @@ __all__ = [
     "close_quietly",
     "connect",
     "is_connection_lost",
+    "reuse_or_connect",
     "wrap_error",
 ]
 
@@ -80,6 +81,16 @@ def connect(options: ConnectionOptions, action: str) -> psycopg.Connection[Any]:
         return psycopg.connect(options.conninfo, autocommit=True)
     except psycopg.Error as exc:
         raise wrap_error(exc, action) from exc
+
+
+def reuse_or_connect(
+    conn: psycopg.Connection[Any] | None, options: ConnectionOptions, action: str
+) -> psycopg.Connection[Any]:
+    """Return `conn` while it is usable, else close it and `connect` a new one for `action`."""
+    if conn is None or conn.closed or conn.broken:
+        close_quietly(conn)
+        return connect(options, action)
+    return conn
 
 
 def is_connection_lost(exc: psycopg.Error) -> bool:

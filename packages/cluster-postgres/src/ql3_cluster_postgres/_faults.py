@@ -21,10 +21,10 @@ import threading
 from typing import TYPE_CHECKING, Self
 
 from ._errors import ThrowawayClusterError
+from ._lifecycle import Started
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
-    from types import TracebackType
     from typing import Any
 
 __all__ = ["WireFaultProxy"]
@@ -186,7 +186,7 @@ class _Link:
             await self.client_writer.drain()
 
 
-class WireFaultProxy:
+class WireFaultProxy(Started):
     """A TCP proxy on 127.0.0.1 in front of PostgreSQL that can lose COMMIT replies on purpose.
 
     Connect clients to `port` (use `sslmode=disable` or `prefer`: the proxy refuses TLS so that
@@ -264,17 +264,6 @@ class WireFaultProxy:
             thread.join(_START_TIMEOUT_S)
         self._thread = None
         self._loop = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- faults -------------------------------------------------------------------------------
 

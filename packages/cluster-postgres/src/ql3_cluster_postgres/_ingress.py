@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -18,11 +18,11 @@ from pydantic import BaseModel, ConfigDict
 
 from ._connect import ConnectionOptions, wrap_error
 from ._errors import AttemptStateError
+from ._lifecycle import Closing
 from ._sql import query
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
-    from types import TracebackType
 
 __all__ = ["QueuedAttempt", "WorkerIngress"]
 
@@ -46,7 +46,7 @@ class QueuedAttempt(BaseModel):
     payload: dict[str, Any]
 
 
-class WorkerIngress:
+class WorkerIngress(Closing):
     """Take queued attempts and record their progress (role `ql3_worker_ingress`)."""
 
     def __init__(
@@ -83,17 +83,6 @@ class WorkerIngress:
             if self._opened:
                 self._pool.close()
                 self._opened = False
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @contextlib.contextmanager
     def _connection(self, action: str) -> Iterator[psycopg.Connection[Any]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import psycopg
@@ -36,10 +36,11 @@ from ._connect import (
     ConnectionOptions,
     StatementObserver,
     close_quietly,
-    connect,
     is_connection_lost,
+    reuse_or_connect,
     wrap_error,
 )
+from ._lifecycle import Closing
 from ._migrations import check_schema_version
 from ._outcomes import (
     claim_stands,
@@ -52,7 +53,6 @@ from ._sql import query
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
-    from types import TracebackType
 
     from ql3_runtime_core import ClaimClusterScheduleCommand
 
@@ -78,7 +78,7 @@ _ClaimKey = tuple[int, UUID, int]
 _Row = tuple[Any, ...]
 
 
-class PostgresScheduleRepository:
+class PostgresScheduleRepository(Closing):
     """The `ql3_runtime_core.ScheduleRepository` on PostgreSQL, used as role `ql3_runtime`.
 
     Args:
@@ -144,22 +144,8 @@ class PostgresScheduleRepository:
             self._conn = None
             self._listen_conn = None
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def _connection(self) -> psycopg.Connection[Any]:
-        conn = self._conn
-        if conn is None or conn.closed or conn.broken:
-            close_quietly(conn)
-            conn = self._conn = connect(self._options, "repository: connect")
+        conn = self._conn = reuse_or_connect(self._conn, self._options, "repository: connect")
         return conn
 
     def _discard_on_failure(self) -> None:
@@ -454,10 +440,8 @@ class PostgresScheduleRepository:
     def wait_for_wakeup(self, timeout_s: float) -> bool:
         """Wait up to `timeout_s` (monotonic) for `ql3_schedule_changed`; True if notified."""
         with self._lock:
-            conn = self._listen_conn
-            if conn is None or conn.closed or conn.broken:
-                close_quietly(conn)
-                conn = connect(self._options, "repository: listen connect")
+            conn = reuse_or_connect(self._listen_conn, self._options, "repository: listen connect")
+            if conn is not self._listen_conn:
                 self._listen_conn = conn
                 try:
                     conn.execute(query("listen_schedule_changed"))

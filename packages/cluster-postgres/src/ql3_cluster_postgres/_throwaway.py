@@ -36,6 +36,7 @@ from . import _replication
 from ._binaries import find_faketime_library, find_postgres_bin_dir
 from ._ddl import ddl
 from ._errors import ThrowawayClusterError
+from ._lifecycle import Started
 from ._processes import (
     HOST,
     free_port,
@@ -50,7 +51,6 @@ from ._processes import (
 if TYPE_CHECKING:
     import subprocess
     from collections.abc import Mapping
-    from types import TracebackType
 
 __all__ = ["ThrowawayCluster"]
 
@@ -97,7 +97,7 @@ def _conf_line(key: str, value: str) -> str:
     return f"{key} = '{escaped}'\n"
 
 
-class ThrowawayCluster:
+class ThrowawayCluster(Started):
     """A private PostgreSQL server in a temporary folder; always stopped and removed after use.
 
     Use as a context manager or call `start()` / `stop()`. See the module docstring for faketime
@@ -250,17 +250,6 @@ class ThrowawayCluster:
             shutil.rmtree(self._base, ignore_errors=True)
         self._base = None
         _LIVE.pop(self, None)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def kill(self) -> None:
         """Crash the server: SIGKILL the postmaster, then wait for its orphaned backends."""
