@@ -78,6 +78,23 @@ _ClaimKey = tuple[int, UUID, int]
 _Row = tuple[Any, ...]
 
 
+def _claim_key(claim: ClusterScheduleClaim) -> _ClaimKey:
+    """Return what identifies one claim of one schedule version (the key of its ctid)."""
+    return (claim.schedule_id, claim.claim_token, claim.version)
+
+
+def _claim_params(claims: Sequence[ClusterScheduleClaim]) -> dict[str, Any]:
+    """Return the exact-claim fence columns as arrays (commit and release both fence on them)."""
+    return {
+        "schedule_ids": [claim.schedule_id for claim in claims],
+        "owner_ids": [claim.owner_id for claim in claims],
+        "claim_tokens": [claim.claim_token for claim in claims],
+        "versions": [claim.version for claim in claims],
+        "acquired_ms": [claim.claim_acquired_at_ms for claim in claims],
+        "expires_ms": [claim.claim_expires_at_ms for claim in claims],
+    }
+
+
 class PostgresScheduleRepository(Closing):
     """The `ql3_runtime_core.ScheduleRepository` on PostgreSQL, used as role `ql3_runtime`.
 
@@ -264,7 +281,7 @@ class PostgresScheduleRepository(Closing):
         return cached
 
     def _remember_ctid(self, claim: ClusterScheduleClaim, ctid: str) -> None:
-        self._ctids[(claim.schedule_id, claim.claim_token, claim.version)] = ctid
+        self._ctids[_claim_key(claim)] = ctid
         while len(self._ctids) > _CTID_MEMORY:
             self._ctids.popitem(last=False)
 
@@ -292,26 +309,20 @@ class PostgresScheduleRepository(Closing):
                 return self._commit_with_retries(commits, params)
             finally:
                 for commit in commits:
-                    claim = commit.claim
-                    self._ctids.pop((claim.schedule_id, claim.claim_token, claim.version), None)
+                    self._ctids.pop(_claim_key(commit.claim), None)
 
     def _commit_params(self, commits: Sequence[ClaimCommit]) -> dict[str, Any]:
-        ctids = self._ctids_for([commit.claim for commit in commits])
+        claims = [commit.claim for commit in commits]
+        ctids = self._ctids_for(claims)
         occurrence_ids: list[int] = []
         occurrence_ms: list[int] = []
         for commit in commits:
             for occurrence in commit.decision.occurrences:
                 occurrence_ids.append(commit.claim.schedule_id)
                 occurrence_ms.append(occurrence)
-        claims = [commit.claim for commit in commits]
         return {
-            "schedule_ids": [claim.schedule_id for claim in claims],
+            **_claim_params(claims),
             "row_ctids": [ctids.get(claim.schedule_id, "(0,0)") for claim in claims],
-            "owner_ids": [claim.owner_id for claim in claims],
-            "claim_tokens": [claim.claim_token for claim in claims],
-            "versions": [claim.version for claim in claims],
-            "acquired_ms": [claim.claim_acquired_at_ms for claim in claims],
-            "expires_ms": [claim.claim_expires_at_ms for claim in claims],
             "next_due_ms": [commit.decision.next_due_at_ms for commit in commits],
             "states": [commit.decision.state.value for commit in commits],
             "occurrence_schedule_ids": occurrence_ids,
@@ -323,7 +334,7 @@ class PostgresScheduleRepository(Closing):
         found: dict[int, str] = {}
         missing: list[int] = []
         for claim in claims:
-            ctid = self._ctids.get((claim.schedule_id, claim.claim_token, claim.version))
+            ctid = self._ctids.get(_claim_key(claim))
             if ctid is None:
                 missing.append(claim.schedule_id)
             else:
@@ -421,18 +432,10 @@ class PostgresScheduleRepository(Closing):
         """Release claims that still stand exactly, at database time; returns how many."""
         if not claims:
             return 0
-        params = {
-            "schedule_ids": [claim.schedule_id for claim in claims],
-            "owner_ids": [claim.owner_id for claim in claims],
-            "claim_tokens": [claim.claim_token for claim in claims],
-            "versions": [claim.version for claim in claims],
-            "acquired_ms": [claim.claim_acquired_at_ms for claim in claims],
-            "expires_ms": [claim.claim_expires_at_ms for claim in claims],
-        }
-        rows = self._run("release_claims", params, "repository: release claims")
+        rows = self._run("release_claims", _claim_params(claims), "repository: release claims")
         with self._lock:
             for claim in claims:
-                self._ctids.pop((claim.schedule_id, claim.claim_token, claim.version), None)
+                self._ctids.pop(_claim_key(claim), None)
         return int(rows[0][0])
 
     # -- wake-ups ---------------------------------------------------------------------------
