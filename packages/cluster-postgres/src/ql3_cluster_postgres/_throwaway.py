@@ -34,6 +34,7 @@ from psycopg.conninfo import make_conninfo
 
 from . import _replication
 from ._binaries import find_faketime_library, find_postgres_bin_dir
+from ._cluster_files import faketime_env, initdb, write_clock_file, write_settings
 from ._ddl import ddl
 from ._errors import ThrowawayClusterError
 from ._lifecycle import Started
@@ -42,7 +43,6 @@ from ._processes import (
     free_port,
     log_tail,
     run_as,
-    run_tool,
     spawn_server,
     stop_server,
     tool_env,
@@ -57,27 +57,6 @@ __all__ = ["ThrowawayCluster"]
 _SUPERUSER = "postgres"
 _START_TIMEOUT_S = 60.0
 _PORT_ATTEMPTS = 5
-# Settings every throwaway cluster gets; standbys and failover tests need the replication ones.
-_BASE_SETTINGS: Mapping[str, str] = {
-    "listen_addresses": HOST,
-    "wal_level": "replica",
-    "max_wal_senders": "10",
-    "max_replication_slots": "10",
-    "hot_standby": "on",
-    "wal_keep_size": "128MB",
-    "shared_buffers": "32MB",
-    "max_connections": "100",
-    "jit": "off",
-    "timezone": "UTC",
-    "log_timezone": "UTC",
-    "log_line_prefix": "%m [%p] %q%a ",
-}
-_NON_DURABLE_SETTINGS: Mapping[str, str] = {
-    "fsync": "off",
-    "synchronous_commit": "off",
-    "full_page_writes": "off",
-}
-_FAKETIME_SETTINGS: Mapping[str, str] = {"max_parallel_workers_per_gather": "0"}
 # Startup failures worth retrying: a port taken meanwhile, or a crashed predecessor's leftovers.
 _RETRYABLE_START_ERRORS = ("Address already in use", "could not bind", "is still in use")
 
@@ -90,11 +69,6 @@ def _stop_all_at_exit() -> None:
     for cluster in list(_LIVE):
         with contextlib.suppress(Exception):
             cluster.stop()  # a no-op in a forked child, which must spare its parent's clusters
-
-
-def _conf_line(key: str, value: str) -> str:
-    escaped = value.replace("'", "''")
-    return f"{key} = '{escaped}'\n"
 
 
 class ThrowawayCluster(Started):
@@ -289,15 +263,7 @@ class ThrowawayCluster(Started):
         return self._clock_offset_ms
 
     def _write_clock_file(self) -> None:
-        # libfaketime 0.9.10 reads "+1.500" / "-30.000" as a relative offset in (fractional)
-        # seconds; os.replace makes the change atomic for a reader in the middle of a call.
-        sign = "-" if self._clock_offset_ms < 0 else "+"
-        magnitude = abs(self._clock_offset_ms)
-        target = self.base_dir / "faketime.rc"
-        scratch = self.base_dir / "faketime.rc.tmp"
-        scratch.write_text(f"{sign}{magnitude // 1000}.{magnitude % 1000:03d}\n")
-        scratch.chmod(0o644)
-        scratch.replace(target)
+        write_clock_file(self.base_dir, self._clock_offset_ms)
 
     # -- replication ---------------------------------------------------------------------------
 
@@ -366,50 +332,26 @@ class ThrowawayCluster(Started):
             self._write_clock_file()
 
     def _initdb(self) -> None:
-        pwfile = self.base_dir / "pwfile"
-        pwfile.write_text(self.superuser_password + "\n")
-        uid, gid = run_as(self.os_user)
-        if uid is not None and gid is not None:
-            os.chown(pwfile, uid, gid)
-        pwfile.chmod(0o600)
-        argv = [
-            str(self.bin_dir / "initdb"),
-            f"--pgdata={self.data_dir}",
-            f"--username={self.superuser}",
-            f"--pwfile={pwfile}",
-            "--auth-local=scram-sha-256",
-            "--auth-host=scram-sha-256",
-            "--encoding=UTF8",
-            "--locale=C",
-            "--data-checksums",  # pg_rewind and checksum verification need them
-        ]
-        if not self.durable:
-            argv.append("--no-sync")
         try:
-            run_tool(argv, cwd=self.base_dir, os_user=self.os_user)
+            initdb(
+                self.bin_dir,
+                self.data_dir,
+                self.base_dir,
+                superuser=self.superuser,
+                password=self.superuser_password,
+                os_user=self.os_user,
+                durable=self.durable,
+            )
         except ThrowawayClusterError as exc:
             raise ThrowawayClusterError(f"cluster {self.name!r}: {exc}") from exc
-        finally:
-            pwfile.unlink(missing_ok=True)
 
     def _write_settings(self) -> None:
-        settings: dict[str, str] = dict(_BASE_SETTINGS)
-        if not self.durable:
-            settings.update(_NON_DURABLE_SETTINGS)
-        if self.faketime:
-            settings.update(_FAKETIME_SETTINGS)
-        settings.update(self._settings)
-        with (self.data_dir / "postgresql.conf").open("a", encoding="utf-8") as conf:
-            conf.write("\n# --- ql3 throwaway cluster ---\n")
-            conf.writelines(_conf_line(key, value) for key, value in settings.items())
+        write_settings(self.data_dir, self._settings, durable=self.durable, faketime=self.faketime)
 
     def _server_env(self) -> dict[str, str]:
         env = tool_env(self.base_dir)
         if self.faketime:
-            env["LD_PRELOAD"] = str(find_faketime_library())
-            env["FAKETIME_TIMESTAMP_FILE"] = str(self.base_dir / "faketime.rc")
-            env["FAKETIME_NO_CACHE"] = "1"
-            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+            env.update(faketime_env(self.base_dir))
         return env
 
     def _start_on_free_port(self) -> None:
