@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from ql3_cluster_postgres import PostgresScheduleRepository
@@ -19,11 +19,17 @@ from repo_helpers import (
 
 if TYPE_CHECKING:
     from ql3_cluster_postgres import Ql3Database, ThrowawayCluster
+    from ql3_runtime_core import ClusterScheduleClaim
 
 _ROW = (
     "SELECT claim_owner_id, claim_token, claim_expires_at_ms, version, updated_at_ms,"
     " next_due_at_ms FROM ql3.trigger_schedules WHERE id = %s"
 )
+
+
+def _row(dsn: str, claim: ClusterScheduleClaim) -> list[tuple[Any, ...]]:
+    """Read the claimed schedule's claim and time columns (to show a statement left them)."""
+    return fetch(dsn, _ROW, (claim.schedule_id,))
 
 
 def test_commit_races_when_the_database_clock_passes_expiry(
@@ -34,13 +40,13 @@ def test_commit_races_when_the_database_clock_passes_expiry(
     dsn = faketime_db.dsn("runtime")
     with PostgresScheduleRepository(dsn) as repo:
         (claim,) = repo.claim_due_schedules(command(lease_ms=30_000), 1)
-        row = fetch(dsn, _ROW, (claim.schedule_id,))
+        row = _row(dsn, claim)
         faketime_cluster.set_clock_offset_ms(31_000)
         assert db_now_ms(dsn) >= claim.claim_expires_at_ms
         batch = repo.commit_decisions([decide(claim)])
     assert batch.outcomes[0].status is CommitStatus.RACED
     assert history_counts(faketime_db) == (0, 0, 0)
-    assert fetch(dsn, _ROW, (claim.schedule_id,)) == row
+    assert _row(dsn, claim) == row
 
 
 def test_commit_fails_closed_when_the_database_clock_steps_back(
@@ -51,14 +57,14 @@ def test_commit_fails_closed_when_the_database_clock_steps_back(
     dsn = faketime_db.dsn("runtime")
     with PostgresScheduleRepository(dsn) as repo:
         claims = repo.claim_due_schedules(command(), 2)
-        rows = [fetch(dsn, _ROW, (claim.schedule_id,)) for claim in claims]
+        rows = [_row(dsn, claim) for claim in claims]
         faketime_cluster.set_clock_offset_ms(-60_000)
         with pytest.raises(ClockRegressionError) as caught:
             repo.commit_decisions([decide(claim) for claim in claims])
         assert caught.value.observed_at_ms < caught.value.claim_acquired_at_ms
         assert caught.value.schedule_id in {claim.schedule_id for claim in claims}
         assert history_counts(faketime_db) == (0, 0, 0)
-        assert [fetch(dsn, _ROW, (claim.schedule_id,)) for claim in claims] == rows
+        assert [_row(dsn, claim) for claim in claims] == rows
         faketime_cluster.set_clock_offset_ms(0)
         batch = repo.commit_decisions([decide(claim) for claim in claims])
     assert {outcome.status for outcome in batch.outcomes} == {CommitStatus.COMMITTED}
@@ -100,12 +106,12 @@ def test_claim_never_writes_time_backwards(
     with PostgresScheduleRepository(dsn) as repo:
         (claim,) = repo.claim_due_schedules(command(), 1)
         repo.release_claims([claim])
-        (row,) = fetch(dsn, _ROW, (claim.schedule_id,))
+        (row,) = _row(dsn, claim)
         faketime_cluster.set_clock_offset_ms(-30_000)
         assert db_now_ms(dsn) < row[4]
         assert db_now_ms(dsn) >= row[5]
         assert repo.claim_due_schedules(command("b"), 1) == []
-        assert fetch(dsn, _ROW, (claim.schedule_id,)) == [row]
+        assert _row(dsn, claim) == [row]
         faketime_cluster.set_clock_offset_ms(0)
         assert len(repo.claim_due_schedules(command("b"), 1)) == 1
 
@@ -118,10 +124,10 @@ def test_release_leaves_a_claim_to_expire_when_the_clock_went_back(
     dsn = faketime_db.dsn("runtime")
     with PostgresScheduleRepository(dsn) as repo:
         (claim,) = repo.claim_due_schedules(command(), 1)
-        row = fetch(dsn, _ROW, (claim.schedule_id,))
+        row = _row(dsn, claim)
         faketime_cluster.set_clock_offset_ms(-10_000)
         assert repo.release_claims([claim]) == 0
-        assert fetch(dsn, _ROW, (claim.schedule_id,)) == row
+        assert _row(dsn, claim) == row
 
 
 def test_takeover_waits_for_expiry_by_the_database_clock(

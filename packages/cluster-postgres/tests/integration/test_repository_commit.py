@@ -31,6 +31,17 @@ if TYPE_CHECKING:
     from ql3_cluster_postgres import Ql3Database
 
 
+def _proxy_in_front_of(dsn: str) -> WireFaultProxy:
+    """Return a (not yet started) fault proxy forwarding to the server `dsn` names."""
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    return WireFaultProxy(str(params["host"]), int(str(params["port"])))
+
+
+def _through(proxy: WireFaultProxy, dsn: str) -> str:
+    """Return `dsn` with its address replaced by the proxy's."""
+    return psycopg.conninfo.make_conninfo(dsn, host="127.0.0.1", port=str(proxy.port))
+
+
 def test_commit_writes_run_attempt_two_events_and_cursor_at_one_sample(
     ql3_db: Ql3Database,
 ) -> None:
@@ -274,12 +285,9 @@ def test_lost_commit_reply_is_uncertain_then_resolved(ql3_db: Ql3Database) -> No
     """A swallowed COMMIT reply yields UNCERTAIN; resolution finds the durable run, no duplicate."""
     make_schedules(ql3_db, 2)
     dsn = ql3_db.dsn("runtime")
-    params = psycopg.conninfo.conninfo_to_dict(dsn)
     with (
-        WireFaultProxy(str(params["host"]), int(str(params["port"]))) as proxy,
-        PostgresScheduleRepository(
-            psycopg.conninfo.make_conninfo(dsn, host="127.0.0.1", port=str(proxy.port))
-        ) as faulty,
+        _proxy_in_front_of(dsn) as proxy,
+        PostgresScheduleRepository(_through(proxy, dsn)) as faulty,
         PostgresScheduleRepository(dsn) as healthy,
     ):
         (short,) = faulty.claim_due_schedules(command(lease_ms=1000), 1)
@@ -300,12 +308,9 @@ def test_connection_lost_before_commit_is_unavailable(ql3_db: Ql3Database) -> No
     """A connection reset before COMMIT raises RepositoryUnavailableError; nothing is written."""
     make_schedules(ql3_db, 1)
     dsn = ql3_db.dsn("runtime")
-    params = psycopg.conninfo.conninfo_to_dict(dsn)
     with (
-        WireFaultProxy(str(params["host"]), int(str(params["port"]))) as proxy,
-        PostgresScheduleRepository(
-            psycopg.conninfo.make_conninfo(dsn, host="127.0.0.1", port=str(proxy.port))
-        ) as repo,
+        _proxy_in_front_of(dsn) as proxy,
+        PostgresScheduleRepository(_through(proxy, dsn)) as repo,
     ):
         (claim,) = repo.claim_due_schedules(command(), 1)
         proxy.reset_connections()

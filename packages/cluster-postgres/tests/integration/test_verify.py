@@ -129,6 +129,40 @@ class History:
         )
         return run_id
 
+    def move_cursor(self, schedule: tuple[int, int], next_due_at_ms: int) -> None:
+        """Set the schedule's cursor, as if a commit had moved it."""
+        self.conn.execute(
+            "UPDATE ql3.trigger_schedules SET next_due_at_ms = %s WHERE id = %s",
+            (next_due_at_ms, schedule[0]),
+        )
+
+    def forget_run(self, schedule: tuple[int, int], scheduled_for_ms: int) -> None:
+        """Delete one occurrence's run with its attempts and events (a lost admission)."""
+        occurrence = (schedule[0], scheduled_for_ms)
+        self.conn.execute(
+            "DELETE FROM ql3.events WHERE run_id IN"
+            " (SELECT id FROM ql3.runs WHERE schedule_id = %s AND scheduled_for_ms = %s)",
+            occurrence,
+        )
+        self.conn.execute(
+            "DELETE FROM ql3.attempts WHERE run_id IN"
+            " (SELECT id FROM ql3.runs WHERE schedule_id = %s AND scheduled_for_ms = %s)",
+            occurrence,
+        )
+        self.conn.execute(
+            "DELETE FROM ql3.runs WHERE schedule_id = %s AND scheduled_for_ms = %s", occurrence
+        )
+
+    def claim(
+        self, schedule: tuple[int, int], owner: str, *, acquired_at_ms: int, expires_at_ms: int
+    ) -> None:
+        """Leave a claim by `owner` on the schedule row, as a replica that never committed."""
+        self.conn.execute(
+            "UPDATE ql3.trigger_schedules SET claim_owner_id = %s, claim_token = %s,"
+            " updated_at_ms = %s, claim_expires_at_ms = %s WHERE id = %s",
+            (owner, uuid.uuid4(), acquired_at_ms, expires_at_ms, schedule[0]),
+        )
+
     def verify(self, **options: Any) -> VerifyReport:
         """Run the checker as the ql3_admin login."""
         return verify_history(self.admin_dsn, **options)
@@ -194,10 +228,7 @@ def test_early_run_is_caught(history: History) -> None:
     """A run committed before its occurrence is `early` (the CHECK dropped as a broken build)."""
     schedule, _, cursor = _clean_schedule(history)
     history.conn.execute("ALTER TABLE ql3.runs DROP CONSTRAINT runs_not_early")
-    history.conn.execute(
-        "UPDATE ql3.trigger_schedules SET next_due_at_ms = %s WHERE id = %s",
-        (cursor + SECOND, schedule[0]),
-    )
+    history.move_cursor(schedule, cursor + SECOND)
     history.run(schedule, cursor, cursor - 400)
     report = history.verify()
     assert report.count("early") == 1
@@ -231,10 +262,7 @@ def test_run_committed_in_the_future_is_caught(history: History) -> None:
 def test_wrong_shape_is_caught(history: History, attempts: int, events: tuple[str, ...]) -> None:
     """A run without exactly one attempt and one event of each admission kind is `shape`."""
     schedule, _, cursor = _clean_schedule(history)
-    history.conn.execute(
-        "UPDATE ql3.trigger_schedules SET next_due_at_ms = %s WHERE id = %s",
-        (cursor + SECOND, schedule[0]),
-    )
+    history.move_cursor(schedule, cursor + SECOND)
     history.run(schedule, cursor, cursor + 5, attempts=attempts, events=events)
     report = history.verify()
     assert report.count("shape") == 1, report.lines()
@@ -243,10 +271,7 @@ def test_wrong_shape_is_caught(history: History, attempts: int, events: tuple[st
 def test_worker_events_are_allowed(history: History) -> None:
     """Events of other kinds, appended by workers, do not break the admission shape."""
     schedule, _, cursor = _clean_schedule(history)
-    history.conn.execute(
-        "UPDATE ql3.trigger_schedules SET next_due_at_ms = %s WHERE id = %s",
-        (cursor + SECOND, schedule[0]),
-    )
+    history.move_cursor(schedule, cursor + SECOND)
     history.run(schedule, cursor, cursor + 5, events=("run.admitted", "attempt.queued", "x.y"))
     assert history.verify().ok
 
@@ -268,10 +293,7 @@ def test_orphan_event_and_mistimed_attempt_are_caught(history: History) -> None:
 def test_commit_time_going_backwards_is_caught(history: History) -> None:
     """A later run with an earlier commit time is `time_backwards`."""
     schedule, _, cursor = _clean_schedule(history)
-    history.conn.execute(
-        "UPDATE ql3.trigger_schedules SET next_due_at_ms = %s WHERE id = %s",
-        (cursor + SECOND, schedule[0]),
-    )
+    history.move_cursor(schedule, cursor + SECOND)
     history.run(schedule, cursor, cursor)
     history.conn.execute(
         "UPDATE ql3.runs SET created_at_ms = created_at_ms + 10000 WHERE id = "
@@ -294,11 +316,7 @@ def test_stale_claim_respects_grace(history: History) -> None:
     """A claim expired 20 s ago is `stale_claim` by default; a larger grace tolerates it."""
     schedule, _, _ = _clean_schedule(history)
     now = history.now_ms()
-    history.conn.execute(
-        "UPDATE ql3.trigger_schedules SET claim_owner_id = 'ghost', claim_token = %s,"
-        " updated_at_ms = %s, claim_expires_at_ms = %s WHERE id = %s",
-        (uuid.uuid4(), now - 25_000, now - 20_000, schedule[0]),
-    )
+    history.claim(schedule, "ghost", acquired_at_ms=now - 25_000, expires_at_ms=now - 20_000)
     assert STALE_CLAIM_GRACE_MS_DEFAULT < 20_000
     assert history.verify().count("stale_claim") == 1
     assert history.verify(stale_claim_grace_ms=0).count("stale_claim") == 1
@@ -309,21 +327,14 @@ def test_live_claim_is_not_stale(history: History) -> None:
     """A claim that expires in the future is not reported."""
     schedule, _, _ = _clean_schedule(history)
     now = history.now_ms()
-    history.conn.execute(
-        "UPDATE ql3.trigger_schedules SET claim_owner_id = 'live', claim_token = %s,"
-        " updated_at_ms = %s, claim_expires_at_ms = %s WHERE id = %s",
-        (uuid.uuid4(), now, now + 30_000, schedule[0]),
-    )
+    history.claim(schedule, "live", acquired_at_ms=now, expires_at_ms=now + 30_000)
     assert history.verify(stale_claim_grace_ms=0).ok
 
 
 def test_cursor_not_after_latest_run_is_caught(history: History) -> None:
     """A cursor at or before the latest admitted occurrence is `cursor`."""
     schedule, first, _ = _clean_schedule(history)
-    history.conn.execute(
-        "UPDATE ql3.trigger_schedules SET next_due_at_ms = %s WHERE id = %s",
-        (first + 2 * SECOND, schedule[0]),
-    )
+    history.move_cursor(schedule, first + 2 * SECOND)
     report = history.verify()
     assert report.count("cursor") == 1, report.lines()
 
@@ -331,10 +342,7 @@ def test_cursor_not_after_latest_run_is_caught(history: History) -> None:
 def test_cursor_off_the_cron_is_caught(history: History) -> None:
     """A cursor that is not an occurrence of the cron expression is `cursor`."""
     schedule, _, cursor = _clean_schedule(history)
-    history.conn.execute(
-        "UPDATE ql3.trigger_schedules SET next_due_at_ms = %s WHERE id = %s",
-        (cursor + 250, schedule[0]),
-    )
+    history.move_cursor(schedule, cursor + 250)
     report = history.verify()
     assert report.count("cursor") == 1, report.lines()
 
@@ -342,10 +350,7 @@ def test_cursor_off_the_cron_is_caught(history: History) -> None:
 def test_run_off_the_cron_is_caught(history: History) -> None:
     """A run for a time that is not an occurrence of the cron is `not_occurrence`."""
     schedule, _, cursor = _clean_schedule(history)
-    history.conn.execute(
-        "UPDATE ql3.trigger_schedules SET next_due_at_ms = %s WHERE id = %s",
-        (cursor + SECOND, schedule[0]),
-    )
+    history.move_cursor(schedule, cursor + SECOND)
     history.run(schedule, cursor - 500, cursor)
     report = history.verify()
     assert report.count("not_occurrence") == 1, report.lines()
@@ -354,20 +359,7 @@ def test_run_off_the_cron_is_caught(history: History) -> None:
 def test_catch_up_gap_is_missing(history: History) -> None:
     """Under catch_up every occurrence the cursor passed needs a run: a gap is `missing`."""
     schedule, first, _ = _clean_schedule(history)
-    history.conn.execute(
-        "DELETE FROM ql3.events WHERE run_id IN"
-        " (SELECT id FROM ql3.runs WHERE schedule_id = %s AND scheduled_for_ms = %s)",
-        (schedule[0], first + 2 * SECOND),
-    )
-    history.conn.execute(
-        "DELETE FROM ql3.attempts WHERE run_id IN"
-        " (SELECT id FROM ql3.runs WHERE schedule_id = %s AND scheduled_for_ms = %s)",
-        (schedule[0], first + 2 * SECOND),
-    )
-    history.conn.execute(
-        "DELETE FROM ql3.runs WHERE schedule_id = %s AND scheduled_for_ms = %s",
-        (schedule[0], first + 2 * SECOND),
-    )
+    history.forget_run(schedule, first + 2 * SECOND)
     report = history.verify()
     assert report.count("missing") == 1, report.lines()
     assert (report.expected, report.admitted, report.missing) == (5, 4, 1)
@@ -415,17 +407,7 @@ def test_fire_once_must_admit_the_last_decided_occurrence(history: History) -> N
 def test_since_limits_the_checked_occurrences(history: History) -> None:
     """Occurrences before since_ms are not checked; later ones still are."""
     schedule, first, _ = _clean_schedule(history, count=6)
-    history.conn.execute(
-        "DELETE FROM ql3.events WHERE run_id IN"
-        " (SELECT id FROM ql3.runs WHERE scheduled_for_ms = %s)",
-        (first + SECOND,),
-    )
-    history.conn.execute(
-        "DELETE FROM ql3.attempts WHERE run_id IN"
-        " (SELECT id FROM ql3.runs WHERE scheduled_for_ms = %s)",
-        (first + SECOND,),
-    )
-    history.conn.execute("DELETE FROM ql3.runs WHERE scheduled_for_ms = %s", (first + SECOND,))
+    history.forget_run(schedule, first + SECOND)
     assert history.verify().count("missing") == 1
     later = history.verify(since_ms=first + 2 * SECOND)
     assert later.ok, later.lines()
