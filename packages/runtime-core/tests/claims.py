@@ -7,7 +7,7 @@ from uuid import UUID
 
 from ql3_runtime_core import ClusterScheduleClaim, ScheduleDecision, ScheduleState
 
-__all__ = ["TOKEN", "claim_payload", "make_claim", "make_decision"]
+__all__ = ["TOKEN", "claim_payload", "make_claim", "make_decision", "observed_claim"]
 
 TOKEN = UUID("8d7c1c64-3f0c-4d0e-9d5a-2b8e4c1f0a11")
 
@@ -34,6 +34,16 @@ def claim_payload(**overrides: Any) -> dict[str, Any]:
 def make_claim(**overrides: Any) -> ClusterScheduleClaim:
     """Build a valid claim; keyword arguments replace fields (`definition` merges)."""
     return ClusterScheduleClaim.model_validate(claim_payload(**overrides))
+
+
+def observed_claim(observed: int, cursor: int, **definition: Any) -> ClusterScheduleClaim:
+    """Build a claim acquired at `observed` (30 s lease) with cursor `cursor` and `definition`."""
+    return make_claim(
+        claim_acquired_at_ms=observed,
+        claim_expires_at_ms=observed + 30_000,
+        next_due_at_ms=cursor,
+        definition=definition,
+    )
 
 
 def make_decision(claim: ClusterScheduleClaim, **overrides: Any) -> ScheduleDecision:

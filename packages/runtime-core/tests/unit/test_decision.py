@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from claims import make_claim
+from claims import observed_claim
 from ql3_runtime_core import (
     ClusterScheduleClaim,
     InvalidArgumentError,
@@ -31,16 +31,8 @@ def claim_at(
     **definition: Any,
 ) -> ClusterScheduleClaim:
     """Build a claim acquired at `observed` with cursor `cursor` for a UTC schedule."""
-    return make_claim(
-        claim_acquired_at_ms=observed,
-        claim_expires_at_ms=observed + 30_000,
-        next_due_at_ms=cursor,
-        definition={
-            "cron": cron,
-            "misfire_policy": policy,
-            "misfire_grace_ms": grace,
-            **definition,
-        },
+    return observed_claim(
+        observed, cursor, cron=cron, misfire_policy=policy, misfire_grace_ms=grace, **definition
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from claims import make_claim
+from claims import observed_claim
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ql3_runtime_core import (
@@ -59,20 +59,17 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     observed = cursor + draw(st.integers(-60_000, longest))
     start = draw(st.none() | st.integers(cursor - longest, observed + longest))
     end = draw(st.none() | st.integers(max(cursor, start or cursor), observed + longest))
-    claim = make_claim(
-        claim_acquired_at_ms=observed,
-        claim_expires_at_ms=observed + 30_000,
-        next_due_at_ms=cursor,
-        definition={
-            "cron": expression,
-            "timezone": zone,
-            "misfire_policy": draw(st.sampled_from(list(MisfirePolicy))),
-            "misfire_grace_ms": draw(
-                st.sampled_from([0, 1_000, 60_000, 3_600_000]) | st.integers(0, longest)
-            ),
-            "start_at_ms": start,
-            "end_at_ms": end,
-        },
+    claim = observed_claim(
+        observed,
+        cursor,
+        cron=expression,
+        timezone=zone,
+        misfire_policy=draw(st.sampled_from(list(MisfirePolicy))),
+        misfire_grace_ms=draw(
+            st.sampled_from([0, 1_000, 60_000, 3_600_000]) | st.integers(0, longest)
+        ),
+        start_at_ms=start,
+        end_at_ms=end,
     )
     budget = draw(st.sampled_from([0, 1, 2, 3, 16, 256]) | st.integers(0, 40))
     return Scenario(claim, budget)
@@ -193,16 +190,13 @@ def test_cycles_never_move_back_and_admit_each_occurrence_at_most_once(
     for fraction in fractions:
         observed += int(fraction * longest / len(fractions))
         assert cursor is not None
-        claim = make_claim(
-            claim_acquired_at_ms=observed,
-            claim_expires_at_ms=observed + 30_000,
-            next_due_at_ms=cursor,
-            definition={
-                "cron": expression,
-                "timezone": zone,
-                "misfire_policy": policy,
-                "misfire_grace_ms": grace,
-            },
+        claim = observed_claim(
+            observed,
+            cursor,
+            cron=expression,
+            timezone=zone,
+            misfire_policy=policy,
+            misfire_grace_ms=grace,
         )
         decision = resolve_cluster_schedule_decision(claim, budget)
         assert decision.next_due_at_ms is not None
@@ -213,18 +207,6 @@ def test_cycles_never_move_back_and_admit_each_occurrence_at_most_once(
     assert len(admitted) == len(set(admitted))
     assert admitted == sorted(admitted)
     assert cursor is not None
-    final = make_claim(
-        claim_acquired_at_ms=observed,
-        claim_expires_at_ms=observed + 30_000,
-        next_due_at_ms=cursor,
-        definition={"cron": expression, "timezone": zone},
-    )
-    remaining, _ = due_occurrences(final)
-    everything = make_claim(
-        claim_acquired_at_ms=observed,
-        claim_expires_at_ms=observed + 30_000,
-        next_due_at_ms=start,
-        definition={"cron": expression, "timezone": zone},
-    )
-    total, _ = due_occurrences(everything)
+    remaining, _ = due_occurrences(observed_claim(observed, cursor, cron=expression, timezone=zone))
+    total, _ = due_occurrences(observed_claim(observed, start, cron=expression, timezone=zone))
     assert len(admitted) + skipped + len(remaining) == len(total)
