@@ -17,7 +17,6 @@ import psycopg
 from psycopg.types.json import Jsonb
 from ql3_runtime_core import (
     InvalidCronError,
-    MisfirePolicy,
     ScheduleDefinition,
     ScheduleState,
     load_timezone,
@@ -33,7 +32,14 @@ from ._errors import (
     ScheduleStateError,
 )
 from ._lifecycle import Closing
-from ._records import ApplyReport, ScheduleRecord, ScheduleSpec, ScheduleStatus, StatusReport
+from ._records import (
+    ApplyReport,
+    ScheduleRecord,
+    ScheduleSpec,
+    ScheduleStatus,
+    StatusReport,
+    definition_from_columns,
+)
 from ._sql import query
 
 if TYPE_CHECKING:
@@ -383,17 +389,9 @@ def _checked_definition(
     fields: tuple[str, str, str, int, int | None, int | None],
 ) -> ScheduleDefinition:
     """Validate one distinct definition once; cron parsing dominates bulk applies otherwise."""
-    cron, timezone, policy, grace, start, end = fields
-    validate_cron_expression(cron)
-    load_timezone(timezone)
-    return ScheduleDefinition(
-        cron=cron,
-        timezone=timezone,
-        misfire_policy=MisfirePolicy(policy),
-        misfire_grace_ms=grace,
-        start_at_ms=start,
-        end_at_ms=end,
-    )
+    validate_cron_expression(fields[0])
+    load_timezone(fields[1])
+    return definition_from_columns(fields)
 
 
 def _definition_columns(definitions: Sequence[ScheduleDefinition]) -> dict[str, list[Any]]:

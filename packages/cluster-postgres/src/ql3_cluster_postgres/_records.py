@@ -6,16 +6,36 @@ differences against the database's own `now` of the same statement.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from ql3_runtime_core import ScheduleDefinition, ScheduleState
+from ql3_runtime_core import MisfirePolicy, ScheduleDefinition, ScheduleState
 
-__all__ = ["ApplyReport", "ScheduleRecord", "ScheduleSpec", "ScheduleStatus", "StatusReport"]
+__all__ = [
+    "ApplyReport",
+    "ScheduleRecord",
+    "ScheduleSpec",
+    "ScheduleStatus",
+    "StatusReport",
+    "definition_from_columns",
+]
 
 _MODEL = ConfigDict(frozen=True, extra="forbid")
 
 ScheduleName = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+def definition_from_columns(fields: tuple[Any, ...]) -> ScheduleDefinition:
+    """Build a definition from a schedule row's (cron, timezone, policy, grace, start, end)."""
+    cron, timezone, policy, grace, start, end = fields
+    return ScheduleDefinition(
+        cron=cron,
+        timezone=timezone,
+        misfire_policy=MisfirePolicy(policy),
+        misfire_grace_ms=grace,
+        start_at_ms=start,
+        end_at_ms=end,
+    )
 
 
 class ScheduleSpec(BaseModel):

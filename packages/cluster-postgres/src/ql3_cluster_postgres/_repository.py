@@ -27,7 +27,6 @@ from ql3_runtime_core import (
     CommitBatch,
     CommitOutcome,
     CommitStatus,
-    MisfirePolicy,
     RepositoryUnavailableError,
     ScheduleDefinition,
 )
@@ -49,6 +48,7 @@ from ._outcomes import (
     decision_landed,
     uncertain_batch,
 )
+from ._records import definition_from_columns
 from ._sql import query
 
 if TYPE_CHECKING:
@@ -268,15 +268,7 @@ class PostgresScheduleRepository(Closing):
         if cached is None:
             if len(self._definitions) >= _DEFINITION_MEMORY:
                 self._definitions.clear()
-            cron, timezone, policy, grace, start, end = fields
-            cached = ScheduleDefinition(
-                cron=cron,
-                timezone=timezone,
-                misfire_policy=MisfirePolicy(policy),
-                misfire_grace_ms=grace,
-                start_at_ms=start,
-                end_at_ms=end,
-            )
+            cached = definition_from_columns(fields)
             self._definitions[fields] = cached
         return cached
 
