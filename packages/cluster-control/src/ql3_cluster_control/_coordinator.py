@@ -230,6 +230,8 @@ class Coordinator:
         )
         self._set_held(claims)
         state.claims.extend(claims)
+        if not logger.isEnabledFor(logging.DEBUG):
+            return claims  # the hot path: no per-claim log record (and its extra dict) to build
         for claim in claims:
             logger.debug(
                 "claimed schedule %d",
