@@ -8,7 +8,6 @@ transaction (rule zero); every change notifies `ql3_schedule_changed` inside its
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections import Counter
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -16,14 +15,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg.types.json import Jsonb
 from ql3_runtime_core import (
-    InvalidCronError,
     ScheduleDefinition,
     ScheduleState,
-    load_timezone,
-    next_occurrence_ms,
-    validate_cron_expression,
 )
 
+from ._admin_plan import Update, checked_definition, initial_cursor, reconcile, validated
 from ._connect import ConnectionOptions, close_quietly, reuse_or_connect, wrap_error
 from ._errors import (
     DatabaseError,
@@ -38,7 +34,6 @@ from ._records import (
     ScheduleSpec,
     ScheduleStatus,
     StatusReport,
-    definition_from_columns,
 )
 from ._sql import query
 
@@ -122,7 +117,7 @@ class ScheduleAdmin(Closing):
         The first cursor is the first occurrence strictly after max(database now,
         start_at_ms - 1). Raises `DuplicateScheduleError` when the name is taken.
         """
-        spec = _validated(ScheduleSpec(name=name, definition=definition))
+        spec = validated(ScheduleSpec(name=name, definition=definition))
         payload = dict(payload_template or {})
 
         def add(conn: psycopg.Connection[Any]) -> list[_Row]:
@@ -147,7 +142,7 @@ class ScheduleAdmin(Closing):
         if duplicates:
             msg = f"specs: schedule names appear more than once: {duplicates}"
             raise ValueError(msg)
-        checked = [_validated(spec) for spec in specs]
+        checked = [validated(spec) for spec in specs]
         lock_names = None if prune else names
 
         def apply(conn: psycopg.Connection[Any]) -> ApplyReport:
@@ -156,7 +151,7 @@ class ScheduleAdmin(Closing):
                 row[2]: _record(row)
                 for row in self._rows(conn, "lock_schedules", {"names": lock_names})
             }
-            plan = _plan(checked, stored, now, prune=prune)
+            plan = reconcile(checked, stored, now, prune=prune)
             created = self._create(conn, plan.creates, now, [{} for _ in plan.creates])
             if len(created) != len(plan.creates):  # a concurrent admin created one of them
                 taken = {spec.name for spec in plan.creates} - {row[2] for row in created}
@@ -177,7 +172,7 @@ class ScheduleAdmin(Closing):
     ) -> list[_Row]:
         if not specs:
             return []
-        cursors = [_initial_cursor(spec.definition, now) for spec in specs]  # cached per definition
+        cursors = [initial_cursor(spec.definition, now) for spec in specs]  # cached per definition
         definitions = [spec.definition for spec in specs]
         params = {
             "names": [spec.name for spec in specs],
@@ -188,7 +183,7 @@ class ScheduleAdmin(Closing):
         }
         return self._rows(conn, "create_schedules", params)
 
-    def _update(self, conn: psycopg.Connection[Any], updates: Sequence[_Update]) -> None:
+    def _update(self, conn: psycopg.Connection[Any], updates: Sequence[Update]) -> None:
         if not updates:
             return
         params = {
@@ -229,7 +224,7 @@ class ScheduleAdmin(Closing):
                 return record
             if record.state not in allowed:
                 raise ScheduleStateError(name, record.state.value, action)
-            update = _Update(record.schedule_id, record.definition, record.next_due_at_ms, target)
+            update = Update(record.schedule_id, record.definition, record.next_due_at_ms, target)
             self._update(conn, [update])
             self._rows(conn, "notify_schedule_changed", {"reason": action})
             return _record(self._rows(conn, "read_schedules", {"names": [name]})[0])
@@ -264,136 +259,6 @@ class ScheduleAdmin(Closing):
         return _status(rows)
 
 
-class _Update:
-    """One schedule row to rewrite (definition, cursor, state)."""
-
-    __slots__ = ("definition", "next_due_at_ms", "schedule_id", "state")
-
-    def __init__(
-        self,
-        schedule_id: int,
-        definition: ScheduleDefinition,
-        next_due_at_ms: int | None,
-        state: ScheduleState,
-    ) -> None:
-        self.schedule_id = schedule_id
-        self.definition = definition
-        self.next_due_at_ms = next_due_at_ms
-        self.state = state
-
-
-class _Plan:
-    """What `apply_schedules` will write, and the report it returns."""
-
-    __slots__ = ("creates", "report", "updates")
-
-    def __init__(
-        self, creates: list[ScheduleSpec], updates: list[_Update], report: ApplyReport
-    ) -> None:
-        self.creates = creates
-        self.updates = updates
-        self.report = report
-
-
-def _plan(
-    specs: Sequence[ScheduleSpec], stored: Mapping[str, ScheduleRecord], now: int, *, prune: bool
-) -> _Plan:
-    creates: list[ScheduleSpec] = []
-    updates: list[_Update] = []
-    updated: list[str] = []
-    unchanged: list[str] = []
-    for spec in specs:
-        record = stored.get(spec.name)
-        if record is None:
-            creates.append(spec)
-        elif record.state is not ScheduleState.RETIRED and record.definition == spec.definition:
-            unchanged.append(spec.name)
-        else:
-            updates.append(_changed(record, spec.definition, now))
-            updated.append(spec.name)
-    wanted = {spec.name for spec in specs}
-    retired = sorted(
-        name
-        for name, record in stored.items()
-        if prune and name not in wanted and record.state is not ScheduleState.RETIRED
-    )
-    for name in retired:
-        record = stored[name]
-        updates.append(
-            _Update(
-                record.schedule_id, record.definition, record.next_due_at_ms, ScheduleState.RETIRED
-            )
-        )
-    report = ApplyReport(
-        created=tuple(sorted(spec.name for spec in creates)),
-        updated=tuple(sorted(updated)),
-        unchanged=tuple(sorted(unchanged)),
-        retired=tuple(retired),
-    )
-    return _Plan(creates, updates, report)
-
-
-def _changed(record: ScheduleRecord, definition: ScheduleDefinition, now: int) -> _Update:
-    """Build the row update for a changed (or retired, now wanted again) schedule."""
-    old = record.definition
-    timing = (definition.cron, definition.timezone, definition.start_at_ms)
-    reborn = record.state in {ScheduleState.RETIRED, ScheduleState.EXHAUSTED}
-    if reborn or timing != (old.cron, old.timezone, old.start_at_ms):
-        cursor, state = _initial_cursor(definition, now)
-    else:
-        cursor = record.next_due_at_ms
-        state = ScheduleState.ACTIVE
-        if (
-            cursor is not None
-            and definition.end_at_ms is not None
-            and cursor > definition.end_at_ms
-        ):
-            cursor, state = None, ScheduleState.EXHAUSTED
-    if state is ScheduleState.ACTIVE and record.state is ScheduleState.PAUSED:
-        state = ScheduleState.PAUSED
-    return _Update(record.schedule_id, definition, cursor, state)
-
-
-def _initial_cursor(definition: ScheduleDefinition, now: int) -> tuple[int | None, ScheduleState]:
-    """First occurrence strictly after max(now, start_at_ms - 1); exhausted past end_at_ms."""
-    after = now if definition.start_at_ms is None else max(now, definition.start_at_ms - 1)
-    cursor = _next_after(definition.cron, definition.timezone, after)
-    if definition.end_at_ms is not None and cursor > definition.end_at_ms:
-        return None, ScheduleState.EXHAUSTED
-    return cursor, ScheduleState.ACTIVE
-
-
-@functools.lru_cache(maxsize=4096)
-def _next_after(cron: str, timezone: str, after_ms: int) -> int:
-    """Memoised `next_occurrence_ms`: a bulk apply asks it for the same (cron, now) many times."""
-    return next_occurrence_ms(cron, timezone, after_ms)
-
-
-def _validated(spec: ScheduleSpec) -> ScheduleSpec:
-    """Re-validate through runtime-core even if the caller built the model without validation.
-
-    Raises `InvalidCronError` / `UnknownTimezoneError` naming the schedule, before any write.
-    """
-    d = spec.definition
-    try:
-        checked = _checked_definition(
-            (d.cron, d.timezone, d.misfire_policy, d.misfire_grace_ms, d.start_at_ms, d.end_at_ms)
-        )
-    except InvalidCronError as exc:
-        raise InvalidCronError(exc.expression, f"schedule {spec.name!r}: {exc.reason}") from exc
-    return ScheduleSpec(name=spec.name, definition=checked)
-
-
-@functools.lru_cache(maxsize=4096)
-def _checked_definition(
-    fields: tuple[str, str, str, int, int | None, int | None],
-) -> ScheduleDefinition:
-    """Validate one distinct definition once; cron parsing dominates bulk applies otherwise."""
-    validate_cron_expression(fields[0])
-    load_timezone(fields[1])
-    return definition_from_columns(fields)
-
-
 def _definition_columns(definitions: Sequence[ScheduleDefinition]) -> dict[str, list[Any]]:
     return {
         "crons": [d.cron for d in definitions],
@@ -410,7 +275,7 @@ def _record(row: _Row) -> ScheduleRecord:
         schedule_id=row[0],
         task_id=row[1],
         name=row[2],
-        definition=_checked_definition(row[3:9]),
+        definition=checked_definition(row[3:9]),
         state=ScheduleState(row[9]),
         next_due_at_ms=row[10],
         claim_owner_id=row[11],
