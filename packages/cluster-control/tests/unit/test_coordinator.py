@@ -14,6 +14,17 @@ def _coordinator(repo: FakeRepository, **kwargs: object) -> Coordinator:
     return Coordinator(repo, owner_id="replica-a", lease_ms=5_000, **kwargs)  # type: ignore[arg-type]
 
 
+def _after_a_failed_commit() -> tuple[FakeRepository, Coordinator]:
+    """Run one cycle whose commit fails on a due schedule: its claim is left held."""
+    repo = FakeRepository()
+    repo.add(first_due_ms=repo.now_ms)
+    repo.fail_next_commit = RepositoryUnavailableError("fake: connection lost")
+    coordinator = _coordinator(repo)
+    with pytest.raises(RepositoryUnavailableError):
+        coordinator.run_cycle()
+    return repo, coordinator
+
+
 def test_claim_rounds_preserve_each_claims_database_time() -> None:
     """Claim rounds of one cycle keep their own DB times; the summary shows first and last."""
     repo = FakeRepository(tick_ms=7)
@@ -126,12 +137,7 @@ def test_clock_regression_abandons_the_cycle_and_leaves_claims_to_expire() -> No
 
 def test_fault_keeps_claims_held_and_next_cycle_releases_them_first() -> None:
     """A commit fault propagates; the next cycle hands the stale claims back before claiming."""
-    repo = FakeRepository()
-    repo.add(first_due_ms=repo.now_ms)
-    repo.fail_next_commit = RepositoryUnavailableError("fake: connection lost")
-    coordinator = _coordinator(repo)
-    with pytest.raises(RepositoryUnavailableError):
-        coordinator.run_cycle()
+    repo, coordinator = _after_a_failed_commit()
     assert len(coordinator.held_claims) == 1
     result = coordinator.run_cycle()
     held_after: tuple[object, ...] = coordinator.held_claims
@@ -179,11 +185,6 @@ def test_stop_request_prevents_new_claim_rounds() -> None:
 
 def test_release_held_claims_on_graceful_stop() -> None:
     """Held claims are released exactly so another replica can claim them at once."""
-    repo = FakeRepository()
-    repo.add(first_due_ms=repo.now_ms)
-    repo.fail_next_commit = RepositoryUnavailableError("fake: connection lost")
-    coordinator = _coordinator(repo)
-    with pytest.raises(RepositoryUnavailableError):
-        coordinator.run_cycle()
+    repo, coordinator = _after_a_failed_commit()
     assert coordinator.release_held_claims() == 1
     assert repo.schedules[1].claim_token is None
