@@ -331,6 +331,9 @@ def run_demo(options: DemoOptions) -> DemoVerdict:
         raise _InterruptedError
 
     previous = signal.signal(signal.SIGTERM, interrupted)
+    # A shell starting us in the background leaves SIGINT ignored; the demo promises to clean
+    # up on Ctrl-C, so it takes SIGINT back whatever it inherited.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with _database(options, console) as env:
             try:
@@ -344,6 +347,7 @@ def run_demo(options: DemoOptions) -> DemoVerdict:
         raise KeyboardInterrupt from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
     if options.as_json:
         sys.stdout.write(verdict.model_dump_json() + "\n")
     else:

@@ -133,8 +133,8 @@ def show_verdict(verdict: DemoVerdict, console: Console) -> None:
     for label, value in (
         ("replicas (SIGKILLed)", f"{verdict.replicas} ({verdict.killed_replica or 'none'})"),
         ("schedules", verdict.schedules),
-        ("occurrences expected", verdict.expected),
-        ("admitted", verdict.admitted),
+        ("occurrences expected (due within the run)", verdict.expected),
+        ("admitted of those", verdict.admitted),
         ("duplicates", verdict.duplicates),
         ("early (before their time by DB clock)", verdict.early),
         ("missing", verdict.missing),
