@@ -124,7 +124,7 @@ def chaos(session: nox.Session) -> None:
 
 
 def _sync_workspace(session: nox.Session) -> None:
-    """Install the whole workspace (editable) and the dev group into the session's venv."""
+    """Install the whole workspace (editable) and the dev and bench groups into the venv."""
     session.run_install(
         "uv",
         "sync",
@@ -132,6 +132,8 @@ def _sync_workspace(session: nox.Session) -> None:
         "--all-packages",
         "--group",
         "dev",
+        "--group",
+        "bench",
         env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location},
         external=True,
     )
@@ -147,7 +149,7 @@ def audit(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """Ruff check, ruff format --check and mypy --strict on every package, src and tests."""
+    """Ruff check, ruff format --check and mypy --strict on every package, chaos/ and bench/."""
     _sync_workspace(session)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
@@ -157,6 +159,8 @@ def lint(session: nox.Session) -> None:
         if tests.is_dir() and any(tests.rglob("*.py")):
             targets.append(str(tests))
         session.run("mypy", *targets, env={"MYPYPATH": str(tests)})
+    session.run("mypy", str(ROOT / "chaos"), env={"MYPYPATH": str(ROOT / "chaos")})
+    session.run("mypy", str(ROOT / "bench"))
 
 
 @nox.session(python=False)
