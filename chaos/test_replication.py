@@ -79,12 +79,11 @@ def _start(run: Scenario, *, synchronous: bool) -> tuple[ThrowawayCluster, Throw
     return primary, standby
 
 
-def test_async_replication_loses_acknowledged_admissions(
-    scenario: Callable[[str, str], Scenario],
-) -> None:
-    """With an asynchronous standby, admissions acknowledged after the cut vanish at promotion."""
-    run = scenario("async-replication-loses-acks", "7")
-    primary, standby = _start(run, synchronous=False)
+def _admitting_then_cut(
+    run: Scenario, *, synchronous: bool
+) -> tuple[ThrowawayCluster, ThrowawayCluster, WireFaultProxy, Replica]:
+    """Primary + standby, one replica admitting through a proxy, then WAL streaming cut."""
+    primary, standby = _start(run, synchronous=synchronous)
     proxy = WireFaultProxy(primary.host, primary.port).start()
     run.on_close(proxy.stop)
     replica = run.replica(
@@ -94,7 +93,17 @@ def test_async_replication_loses_acknowledged_admissions(
     run.add_schedules(2, window_s=16)
     wait_until(lambda: replica.admitted() >= FIRST, timeout_s=10, what="first admissions")
     _cut_replication(primary, standby)
-    run.fault("WAL streaming to the asynchronous standby cut")
+    kind = "synchronous" if synchronous else "asynchronous"
+    run.fault(f"WAL streaming to the {kind} standby cut")
+    return primary, standby, proxy, replica
+
+
+def test_async_replication_loses_acknowledged_admissions(
+    scenario: Callable[[str, str], Scenario],
+) -> None:
+    """With an asynchronous standby, admissions acknowledged after the cut vanish at promotion."""
+    run = scenario("async-replication-loses-acks", "7")
+    primary, standby, proxy, replica = _admitting_then_cut(run, synchronous=False)
     pause(CUT_S)
     acknowledged, survived, new_admin = _fail_over(run, primary, standby, replica)
     lost = acknowledged - survived
@@ -116,17 +125,7 @@ def test_sync_replication_keeps_acknowledged_admissions(
 ) -> None:
     """With a synchronous standby nothing acknowledged is lost and the history stays exact."""
     run = scenario("sync-replication-keeps-acks", "7")
-    primary, standby = _start(run, synchronous=True)
-    proxy = WireFaultProxy(primary.host, primary.port).start()
-    run.on_close(proxy.stop)
-    replica = run.replica(
-        lease_ms=LEASE_MS, dsn=run.dsn("runtime", host="127.0.0.1", port=str(proxy.port))
-    )
-    replica.wait_ready()
-    run.add_schedules(2, window_s=16)
-    wait_until(lambda: replica.admitted() >= FIRST, timeout_s=10, what="first admissions")
-    _cut_replication(primary, standby)
-    run.fault("WAL streaming to the synchronous standby cut")
+    primary, standby, proxy, replica = _admitting_then_cut(run, synchronous=True)
     # Check the fault took effect: the replica's next write waits for the standby, unacknowledged.
     wait_until(
         lambda: int(fetch(primary.dsn(), SYNC_WAIT_SQL)[0][0]) > 0,
