@@ -165,7 +165,7 @@ class _Schedule:
                 return day * _DAY_S + found
         next_day = self.fields.next_day(day + 1)
         if next_day is None:
-            raise InvalidCronError(self.expression, f"no occurrence after wall {wall}")
+            raise InvalidCronError(self.expression, "no occurrence before the year 10000")
         return next_day * _DAY_S + self._first_time
 
     def offset(self, instant: int) -> int:
@@ -281,26 +281,19 @@ class _Schedule:
         """Return the number of matching walls in `[low, high]`."""
         if high < low:
             return 0
+        days, times_upto = self.fields.count_days, self.fields.times_upto
         first_day, last_day = low // _DAY_S, high // _DAY_S
         low_time, high_time = low % _DAY_S, high % _DAY_S
         if first_day == last_day:
-            within = self._times_upto(high_time) - self._times_upto(low_time - 1)
-            return within if self._matching_days(first_day, first_day) else 0
-        per_day = self._times_upto(_DAY_S - 1)
-        total = per_day * self._matching_days(first_day + 1, last_day - 1)
-        if self._matching_days(first_day, first_day):
-            total += per_day - self._times_upto(low_time - 1)
-        if self._matching_days(last_day, last_day):
-            total += self._times_upto(high_time)
+            within = times_upto(high_time) - times_upto(low_time - 1)
+            return within if days(first_day, first_day) else 0
+        per_day = times_upto(_DAY_S - 1)
+        total = per_day * days(first_day + 1, last_day - 1)
+        if days(first_day, first_day):
+            total += per_day - times_upto(low_time - 1)
+        if days(last_day, last_day):
+            total += times_upto(high_time)
         return total
-
-    def _matching_days(self, first_day: int, last_day: int) -> int:
-        """Count matching dates (days since 1970-01-01) in `[first_day, last_day]`."""
-        return self.fields.count_days(first_day, last_day)
-
-    def _times_upto(self, time_of_day: int) -> int:
-        """Count matching times of day at or before `time_of_day` seconds after midnight."""
-        return self.fields.times_upto(time_of_day)
 
     def latest_at_or_before(self, end: int, low: int) -> int | None:
         """Return the latest occurrence in `[low, end]` (instants), or None."""
