@@ -160,9 +160,10 @@ def _parse_item(item: str, spec: _Field) -> range:
     step = 1
     if slash:
         longest = spec.high - spec.low
-        if not (step_text.isascii() and step_text.isdigit()) or not 1 <= int(step_text) <= longest:
+        digits = step_text.isascii() and step_text.isdigit() and len(step_text) <= 4  # noqa: PLR2004
+        step = int(step_text) if digits else 0
+        if not 1 <= step <= longest:
             raise spec.error(item, f"step {step_text!r} is not a number from 1 to {longest}")
-        step = int(step_text)
     if body == "*":
         return range(spec.low, spec.high + 1, step)
     first_text, dash, last_text = body.partition("-")

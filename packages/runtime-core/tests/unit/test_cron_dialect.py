@@ -9,7 +9,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from cron_cases import wheel_zone
+from cron_cases import five_field, six_field, wheel_zone
+from hypothesis import given
+from hypothesis import strategies as st
 from ql3_runtime_core import (
     InvalidCronError,
     is_interval_like,
@@ -186,6 +188,7 @@ def test_february_29_fires_in_leap_years_only() -> None:
         ("0 0 * * 1-", "day-of-week", "'1-'"),
         ("-1 * * * *", "minute", "'-1'"),
         ("1/2/3 * * * *", "minute", "'2/3'"),
+        ("*/ * * * *", "minute", "'*/'"),
         ("0 0 * * \u0661", "day-of-week", "'\u0661'"),  # an Arabic-Indic digit one
     ],
 )
@@ -197,6 +200,48 @@ def test_refusals_name_the_field_and_the_token(expression: str, field: str, toke
     assert repr(expression) in message
     assert f"{field} field" in message
     assert token in message.removeprefix(f"cron: invalid expression {expression!r}")
+
+
+FIELD_NAMES = ("second", "minute", "hour", "day-of-month", "month", "day-of-week")
+# Items refused in every field, with the token the message must quote.
+REFUSED_ITEMS = [
+    ("R", "'R'"),
+    ("H", "'H'"),
+    ("H/5", "'H'"),
+    ("L", "'L'"),
+    ("3L", "'L'"),
+    ("LW", "'LW'"),
+    ("9W", "'W'"),
+    ("1#2", "'#'"),
+    ("*/0", "'0'"),
+    ("7-3", "'7-3'"),
+    ("99", "'99'"),
+    ("x", "'x'"),
+    ("1-", "'1-'"),
+    ("%", "'%'"),
+]
+
+
+@given(
+    expression=st.one_of(five_field, six_field).filter(lambda text: not text.startswith("@")),
+    position=st.integers(0, 5),
+    refused=st.sampled_from(REFUSED_ITEMS),
+    in_list=st.booleans(),
+)
+def test_a_refused_item_anywhere_is_named_with_its_field(
+    expression: str, position: int, refused: tuple[str, str], *, in_list: bool
+) -> None:
+    """A refused item put in any field of any valid expression is named with that field."""
+    fields = expression.split()
+    position %= len(fields)
+    item, token = refused
+    fields[position] = f"{fields[position].replace('?', '*')},{item}" if in_list else item
+    names = FIELD_NAMES if len(fields) == 6 else FIELD_NAMES[1:]
+    with pytest.raises(InvalidCronError) as caught:
+        validate_cron_expression(" ".join(fields))
+    reason = caught.value.reason
+    assert reason.startswith(f"{names[position]} field ")
+    assert token in reason
 
 
 @pytest.mark.parametrize("expression", ["@reboot", "@every 5m", "@daily 5"])
