@@ -1,7 +1,8 @@
 """A brute-force cron reference for the property tests: it walks absolute time, one step at a time.
 
-It shares no code with the engine: its own field parser, its own Vixie day matching, and the DST
-rules of SPEC §6 applied instant by instant through `zoneinfo`:
+It shares no code with the engine: its own field parser (the dialect of runtime-core's README,
+assumed valid: refusals are tested elsewhere), its own Vixie day matching, and the DST rules of
+SPEC §6 applied instant by instant through `zoneinfo`:
 
 - interval-like (seconds, minutes or hours field starts with `*`): every instant whose local wall
   time matches;
@@ -21,31 +22,59 @@ if TYPE_CHECKING:
 
 __all__ = ["ReferenceCron", "wall_of"]
 
-# (low, high) of each field, seconds first.
-_BOUNDS = ((0, 59), (0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
+# (low, high) of each field, seconds first; day-of-week 7 is Sunday again.
+_BOUNDS = ((0, 59), (0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
+_NAMES = {
+    4: {
+        name: number
+        for number, name in enumerate(
+            ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"], 1
+        )
+    },
+    5: {
+        name: number
+        for number, name in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])
+    },
+}
+_NICKNAMES = {
+    "@YEARLY": "0 0 1 1 *",
+    "@ANNUALLY": "0 0 1 1 *",
+    "@MONTHLY": "0 0 1 * *",
+    "@WEEKLY": "0 0 * * 0",
+    "@DAILY": "0 0 * * *",
+    "@MIDNIGHT": "0 0 * * *",
+    "@HOURLY": "0 * * * *",
+}
 
 
-def _parse_item(item: str, low: int, high: int) -> set[int]:
-    step = 1
-    if "/" in item:
+def _number(text: str, names: dict[str, int]) -> int:
+    return names[text.upper()] if text.upper() in names else int(text)
+
+
+def _parse_item(item: str, low: int, high: int, names: dict[str, int]) -> set[int]:
+    step, stepped = 1, "/" in item
+    if stepped:
         item, step_text = item.split("/")
         step = int(step_text)
-    if item == "*":
+    if item in {"*", "?"}:
         first, last = low, high
     elif "-" in item:
         first_text, last_text = item.split("-")
-        first, last = int(first_text), int(last_text)
+        first, last = _number(first_text, names), _number(last_text, names)
     else:
-        first = last = int(item)
-        if step != 1:
+        first = last = _number(item, names)
+        if stepped:  # `a/n` runs to the end of the field
             last = high
     return set(range(first, last + 1, step))
 
 
-def _parse_field(field: str, low: int, high: int) -> frozenset[int]:
+def _parse_field(field: str, position: int) -> frozenset[int]:
+    low, high = _BOUNDS[position]
     values: set[int] = set()
     for item in field.split(","):
-        values |= _parse_item(item, low, high)
+        values |= _parse_item(item, low, high, _NAMES.get(position, {}))
+    if position == 5:
+        values = {value % 7 for value in values}
     return frozenset(values)
 
 
@@ -56,21 +85,27 @@ class ReferenceCron:
     expression: str
 
     @property
+    def parts(self) -> list[str]:
+        """Return the fields as written (a nickname replaced by its 5 fields)."""
+        text = " ".join(self.expression.split())
+        return _NICKNAMES.get(text.upper(), text).split()
+
+    @property
     def fields(self) -> list[str]:
         """Return the six fields, seconds first (`0` added for a 5-field expression)."""
-        parts = self.expression.split()
+        parts = self.parts
         return parts if len(parts) == 6 else ["0", *parts]
 
     @property
     def interval_like(self) -> bool:
         """Tell whether the seconds (if given), minutes or hours field starts with `*`."""
-        parts = self.expression.split()
+        parts = self.parts
         time_fields = parts[:3] if len(parts) == 6 else parts[:2]
         return any(field.startswith("*") for field in time_fields)
 
     @cached_property
     def _sets(self) -> list[frozenset[int]]:
-        return [_parse_field(f, lo, hi) for f, (lo, hi) in zip(self.fields, _BOUNDS, strict=True)]
+        return [_parse_field(field, position) for position, field in enumerate(self.fields)]
 
     def matches(self, wall: datetime) -> bool:
         """Tell whether a local wall time matches, with Vixie's day-of-month/day-of-week rule."""
@@ -87,13 +122,13 @@ class ReferenceCron:
         day_ok = day.day in days
         weekday_ok = (day.weekday() + 1) % 7 in weekdays
         dom_field, dow_field = self.fields[3], self.fields[5]
-        if dom_field.startswith("*") or dow_field.startswith("*"):
+        if dom_field.startswith(("*", "?")) or dow_field.startswith(("*", "?")):
             return day_ok and weekday_ok
         return day_ok or weekday_ok
 
     def occurrences(self, zone: ZoneInfo, start_s: int, end_s: int) -> list[int]:
         """Return every occurrence in `[start_s, end_s]` (epoch seconds) by walking each step."""
-        step = 1 if len(self.expression.split()) == 6 else 60
+        step = 1 if len(self.parts) == 6 else 60
         found: set[int] = set()
         instant = start_s - start_s % step
         while instant <= end_s:

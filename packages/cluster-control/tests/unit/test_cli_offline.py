@@ -70,6 +70,11 @@ def test_preview_text_shows_iso_in_the_zone(cli: CliRunner) -> None:
     ("args", "needle"),
     [
         (["--cron", "61 * * * *", "--after-ms", "0"], "61 * * * *"),
+        (["--cron", "R 9 * * *", "--after-ms", "0"], "minute field 'R': 'R' is refused"),
+        (["--cron", "0 9 * * 5#2", "--after-ms", "0"], "day-of-week field '5#2': '#'"),
+        (["--cron", "0 23-1 * * *", "--after-ms", "0"], "hour field '23-1'"),
+        (["--cron", "@reboot", "--after-ms", "0"], "'@reboot'"),
+        (["--cron", "0 9 * * *", "--tz", "localtime", "--after-ms", "0"], "'localtime'"),
         (["--cron", "* * * * *", "--tz", "Mars/Olympus", "--after-ms", "0"], "Mars/Olympus"),
         (["--cron", "* * * * *", "--after", "yesterday"], "yesterday"),
         (["--cron", "* * * * *"], "never reads the node clock"),
@@ -86,6 +91,12 @@ def test_preview_errors_are_one_line_with_exit_2(
     assert len(lines) == 1
     assert lines[0].startswith("ql3: error: ")
     assert needle in lines[0]
+
+
+def test_preview_single_value_range_fires_once_a_day(cli: CliRunner) -> None:
+    """`0 9-9 * * *` previews 09:00 once a day (croniter 7 widened it to every hour)."""
+    values = _preview(cli, "--cron", "0 9-9 * * *", "--after-ms", "0", "--count", "3")
+    assert values == [9 * 3_600_000 + day * 86_400_000 for day in range(3)]
 
 
 def test_run_refuses_clock_flag_and_env(cli: CliRunner) -> None:

@@ -24,7 +24,6 @@ from ._cron import (
     count_occurrences_ms,
     is_interval_like,
     latest_occurrence_ms,
-    load_timezone,
     next_occurrence_ms,
     preview_occurrences,
     validate_cron_expression,
@@ -41,6 +40,7 @@ from ._errors import (
 )
 from ._repository import AdmittedRun, CommitBatch, CommitOutcome, CommitStatus, ScheduleRepository
 from ._summary import CycleSummary, summarize_cycle
+from ._zones import load_timezone, zone_rules_version
 
 __version__ = _version("ql3-runtime-core")
 
@@ -81,4 +81,5 @@ __all__ = [
     "same_claim",
     "summarize_cycle",
     "validate_cron_expression",
+    "zone_rules_version",
 ]

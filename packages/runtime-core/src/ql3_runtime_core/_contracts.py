@@ -13,7 +13,8 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from ._cron import load_timezone, validate_cron_expression
+from ._cron import validate_cron_expression
+from ._zones import load_timezone
 
 __all__ = [
     "LEASE_MS_DEFAULT",

@@ -1,12 +1,9 @@
-"""Cron occurrence engine (SPEC §6): croniter matches wall times, zoneinfo maps them to instants.
+"""Cron occurrence engine (SPEC §6): QL3's dialect matches wall times, zones map them to instants.
 
-An expression has 5 fields (minute hour day-of-month month day-of-week) or 6 with the seconds field
-first. Day-of-month and day-of-week follow Vixie cron: when both are restricted they are OR-ed,
-unless one of them starts with `*` (as in `*/2`), which makes them AND-ed.
-
-croniter only walks *naive* local wall times here; this module alone decides which absolute
-instants those wall times denote, because croniter's own timezone handling double-fires fixed-time
-jobs in a fall-back fold. The rules (Vixie cron's DST behaviour):
+The dialect (fields, names, ranges, steps, `?`, nicknames, Vixie's rule for the two day fields) is
+the table in runtime-core's README, implemented by `_cron_fields` alone; this module walks the
+matching wall times and decides which absolute instants they denote. The rules (Vixie cron's DST
+behaviour):
 
 - An expression is *interval-like* when its seconds field (if present), its minutes field or its
   hours field starts with `*` (`*/5 * * * *`, `0 * * * *`, `* * * * * *`); otherwise it is
@@ -21,27 +18,27 @@ jobs in a fall-back fold. The rules (Vixie cron's DST behaviour):
 
 Occurrences are whole seconds; the public functions speak epoch milliseconds. The engine assumes a
 zone changes its UTC offset at most once within any 24 hours, true of every IANA zone in use.
-Nothing here reads a clock (rule zero): every instant comes from the caller.
+Zones come from `load_timezone` (the pinned tzdata wheel only). Nothing here reads a clock (rule
+zero): every instant comes from the caller.
 """
 
 from __future__ import annotations
 
-import bisect
 import functools
-import threading
 from datetime import UTC, datetime, timedelta
-from typing import Final
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from typing import TYPE_CHECKING, Final
 
-from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
+from ._cron_fields import CronFields, normalize_expression, parse_expression
+from ._errors import InvalidArgumentError, InvalidCronError
+from ._zones import load_timezone
 
-from ._errors import InvalidArgumentError, InvalidCronError, UnknownTimezoneError
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
 
 __all__ = [
     "count_occurrences_ms",
     "is_interval_like",
     "latest_occurrence_ms",
-    "load_timezone",
     "next_occurrence_ms",
     "preview_occurrences",
     "validate_cron_expression",
@@ -49,51 +46,26 @@ __all__ = [
 
 _DAY_S: Final = 86_400
 _MS: Final = 1_000
-# A fixed date far from the edge of croniter's range, used only to prove an expression can fire.
-_PROBE_WALL_S: Final = 946_684_800.0  # 2000-01-01T00:00:00 as naive wall seconds
 _CACHE_SIZE: Final = 1_024
 
 
 def validate_cron_expression(expression: str) -> str:
-    """Return the expression normalized (single spaces), or raise `InvalidCronError`.
+    """Return the expression normalized, or raise `InvalidCronError` naming field and token.
 
-    Rejects anything but 5 or 6 fields, values croniter cannot parse (`61 * * * *`), and
-    expressions that can never fire (`0 0 30 2 *`).
+    Normalized: whitespace collapsed to single spaces and a nickname (`@daily`) replaced by its
+    5-field equivalent (`0 0 * * *`), so a stored expression always has 5 or 6 fields. Refused:
+    anything outside the dialect of runtime-core's README (`R`, `H`, `L`, `W`, `#`, `9-1`, `*/0`,
+    `61`, `@reboot`, ...) and expressions that can never fire (`0 0 30 2 *`).
     """
-    normalized = " ".join(expression.split())
-    _check_expression(normalized, expression)
+    normalized = normalize_expression(expression)
+    _parse_once(normalized, expression)
     return normalized
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
-def _check_expression(normalized: str, expression: str) -> None:
-    """Validate once per expression: every claim revalidates its definition (hot path)."""
-    fields = normalized.split(" ") if normalized else []
-    if len(fields) not in (5, 6):
-        raise InvalidCronError(expression, f"expected 5 or 6 fields, got {len(fields)}")
-    try:
-        valid = croniter.is_valid(normalized, second_at_beginning=True)
-    except (CroniterError, ValueError, TypeError):
-        valid = False
-    if not valid:
-        raise InvalidCronError(expression, "not a valid cron expression")
-    try:
-        _new_croniter(normalized).get_next(float, start_time=_PROBE_WALL_S)
-    except (CroniterError, ValueError, OverflowError) as exc:
-        raise InvalidCronError(expression, "the expression never fires") from exc
-
-
-def load_timezone(name: str) -> ZoneInfo:
-    """Return the IANA zone `name`, or raise `UnknownTimezoneError`."""
-    return _load_timezone(name)
-
-
-@functools.lru_cache(maxsize=_CACHE_SIZE)
-def _load_timezone(name: str) -> ZoneInfo:
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, TypeError) as exc:
-        raise UnknownTimezoneError(name) from exc
+def _parse_once(normalized: str, expression: str) -> CronFields:
+    """Parse once per expression: every claim revalidates its definition (hot path)."""
+    return parse_expression(normalized, expression)
 
 
 def next_occurrence_ms(expression: str, timezone: str, after_ms: int) -> int:
@@ -132,8 +104,8 @@ def count_occurrences_ms(expression: str, timezone: str, first_ms: int, last_ms:
     """Return how many occurrences lie in `[first_ms, last_ms]`, without enumerating them.
 
     Within a stretch of constant UTC offset, occurrences and matching wall times correspond one to
-    one, so the count is arithmetic: matching dates (found with croniter, one call per matching
-    date) times the time-of-day combinations, with partial days at the edges. DST changes split
+    one, so the count is arithmetic: matching dates (counted a month at a time) times the
+    time-of-day combinations, with partial days at the edges. DST changes split
     the range (interval-like) or merge the wall times of a gap into one instant (fixed-time).
     """
     schedule = _compile(expression, timezone)
@@ -161,73 +133,40 @@ def preview_occurrences(expression: str, timezone: str, after_ms: int, count: in
 
 def is_interval_like(expression: str) -> bool:
     """Tell whether the expression follows absolute time (see the module docstring)."""
-    fields = validate_cron_expression(expression).split(" ")
-    time_fields = fields[:3] if len(fields) == 6 else fields[:2]  # noqa: PLR2004
-    return any(field.startswith("*") for field in time_fields)
-
-
-def _new_croniter(expression: str) -> croniter:
-    """Build croniter with Vixie's day rule.
-
-    implement_cron_bug gives Vixie's AND of day-of-month and day-of-week when one starts with
-    `*`. croniter also folds a full-range spelling (`0-6`, `1-31`) into `*` and then ANDs, where
-    Vixie ORs (every day matches): such an expression is rebuilt with both day fields `*`.
-    """
-    parsed = _plain_croniter(expression)
-    fields = expression.split(" ")
-    dom_at, dow_at = (3, 5) if len(fields) == 6 else (2, 4)  # noqa: PLR2004
-    either_starred = fields[dom_at].startswith("*") or fields[dow_at].startswith("*")
-    folded = ["*"] in (list(parsed.expanded[2]), list(parsed.expanded[4]))
-    if either_starred or not folded:
-        return parsed
-    fields[dom_at] = fields[dow_at] = "*"
-    return _plain_croniter(" ".join(fields))
-
-
-def _plain_croniter(expression: str) -> croniter:
-    return croniter(
-        expression,
-        0.0,
-        ret_type=float,
-        second_at_beginning=True,
-        implement_cron_bug=True,
-    )
+    return _parse_once(normalize_expression(expression), expression).interval_like
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def _compile(expression: str, timezone: str) -> _Schedule:
-    normalized = validate_cron_expression(expression)
-    return _Schedule(
-        normalized, load_timezone(timezone), interval_like=is_interval_like(normalized)
-    )
+    normalized = normalize_expression(expression)
+    return _Schedule(expression, _parse_once(normalized, expression), load_timezone(timezone))
 
 
 class _Schedule:
     """A parsed expression in one zone; instants and walls are integer seconds.
 
-    A *wall* is a local wall time counted in seconds from 1970-01-01T00:00 local (naive), which is
-    what croniter iterates on when given floats without a zone.
+    A *wall* is a local wall time counted in seconds from 1970-01-01T00:00 local (naive): its day
+    is `wall // 86400` days after 1970-01-01 and its time of day `wall % 86400`.
     """
 
-    def __init__(self, expression: str, zone: ZoneInfo, *, interval_like: bool) -> None:
+    def __init__(self, expression: str, fields: CronFields, zone: ZoneInfo) -> None:
         self.expression = expression
+        self.fields = fields
         self.zone = zone
-        self.interval_like = interval_like
-        # croniter objects are stateful; one per schedule, reused under a lock (5x cheaper than
-        # building one per call on the hot path).
-        self._iter = _new_croniter(expression)
-        self._lock = threading.Lock()
-        self._time_of_day = _time_of_day_sets(self._iter)
-        self._every_day = all(list(field) == ["*"] for field in self._iter.expanded[2:5])
+        self.interval_like = fields.interval_like
+        self._first_time = fields.hours[0] * 3600 + fields.minutes[0] * 60 + fields.seconds[0]
 
     def next_wall(self, wall: int) -> int:
-        """Return the first matching wall at or after `wall`."""
-        with self._lock:
-            try:
-                found = self._iter.get_next(float, start_time=float(wall - 1), update_current=False)
-            except (CroniterBadDateError, CroniterBadCronError, OverflowError) as exc:
-                raise InvalidCronError(self.expression, f"no occurrence after wall {wall}") from exc
-        return int(found)
+        """Return the first matching wall at or after `wall` (this day by bisection, or later)."""
+        day, time_of_day = divmod(wall, _DAY_S)
+        if self.fields.day_matches(day):
+            found = self.fields.next_time(time_of_day)
+            if found is not None:
+                return day * _DAY_S + found
+        next_day = self.fields.next_day(day + 1)
+        if next_day is None:
+            raise InvalidCronError(self.expression, "no occurrence before the year 10000")
+        return next_day * _DAY_S + self._first_time
 
     def offset(self, instant: int) -> int:
         """Return the zone's UTC offset in seconds at `instant`."""
@@ -316,8 +255,6 @@ class _Schedule:
         """Return the number of occurrences in `[first, last]` (instants)."""
         if last < first:
             return 0
-        if self._time_of_day is None:
-            return self._count_by_walking(first, last)
         if self.interval_like:
             total, start = 0, first
             while True:
@@ -340,56 +277,23 @@ class _Schedule:
             start = transition
         return total
 
-    def _count_by_walking(self, first: int, last: int) -> int:
-        count, current = 0, self.next_at_or_after(first)
-        while current <= last:
-            count += 1
-            current = self.next_at_or_after(current + 1)
-        return count
-
     def _count_walls(self, low: int, high: int) -> int:
         """Return the number of matching walls in `[low, high]`."""
-        if high < low or self._time_of_day is None:
+        if high < low:
             return 0
+        days, times_upto = self.fields.count_days, self.fields.times_upto
         first_day, last_day = low // _DAY_S, high // _DAY_S
         low_time, high_time = low % _DAY_S, high % _DAY_S
         if first_day == last_day:
-            within = self._times_upto(high_time) - self._times_upto(low_time - 1)
-            return within if self._matching_days(first_day, first_day) else 0
-        per_day = self._times_upto(_DAY_S - 1)
-        total = per_day * self._matching_days(first_day + 1, last_day - 1)
-        if self._matching_days(first_day, first_day):
-            total += per_day - self._times_upto(low_time - 1)
-        if self._matching_days(last_day, last_day):
-            total += self._times_upto(high_time)
+            within = times_upto(high_time) - times_upto(low_time - 1)
+            return within if days(first_day, first_day) else 0
+        per_day = times_upto(_DAY_S - 1)
+        total = per_day * days(first_day + 1, last_day - 1)
+        if days(first_day, first_day):
+            total += per_day - times_upto(low_time - 1)
+        if days(last_day, last_day):
+            total += times_upto(high_time)
         return total
-
-    def _matching_days(self, first_day: int, last_day: int) -> int:
-        """Count matching dates (days since 1970-01-01) in `[first_day, last_day]` via croniter."""
-        if self._every_day:
-            return max(last_day - first_day + 1, 0)
-        count, day = 0, first_day
-        while day <= last_day:
-            day = self.next_wall(day * _DAY_S) // _DAY_S
-            if day > last_day:
-                break
-            count += 1
-            day += 1
-        return count
-
-    def _times_upto(self, time_of_day: int) -> int:
-        """Count matching times of day at or before `time_of_day` seconds after midnight."""
-        if time_of_day < 0 or self._time_of_day is None:
-            return 0
-        hours, minutes, seconds = self._time_of_day
-        hour, rest = divmod(time_of_day, 3600)
-        minute, second = divmod(rest, 60)
-        count = bisect.bisect_left(hours, hour) * len(minutes) * len(seconds)
-        if hour in hours:
-            count += bisect.bisect_left(minutes, minute) * len(seconds)
-            if minute in minutes:
-                count += bisect.bisect_right(seconds, second)
-        return count
 
     def latest_at_or_before(self, end: int, low: int) -> int | None:
         """Return the latest occurrence in `[low, end]` (instants), or None."""
@@ -411,23 +315,6 @@ class _Schedule:
             else:
                 above = middle
         return self.next_at_or_after(found_from)
-
-
-def _time_of_day_sets(
-    parsed: croniter,
-) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
-    """Return croniter's sorted hours, minutes and seconds, or None for a form it did not expand."""
-    expanded = parsed.expanded
-    fields = [(expanded[1], 24), (expanded[0], 60), (expanded[5] if len(expanded) > 5 else [0], 60)]  # noqa: PLR2004
-    result: list[tuple[int, ...]] = []
-    for values, size in fields:
-        if list(values) == ["*"]:
-            result.append(tuple(range(size)))
-        elif all(isinstance(value, int) for value in values):
-            result.append(tuple(sorted({int(value) for value in values})))
-        else:
-            return None
-    return result[0], result[1], result[2]
 
 
 _EPOCH_NAIVE: Final = datetime(1970, 1, 1, tzinfo=UTC).replace(tzinfo=None)
