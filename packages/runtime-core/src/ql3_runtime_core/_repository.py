@@ -146,8 +146,12 @@ class ClaimRound(BaseModel):
     zone_rules: ZoneRulesCheck
 
 
-def quarantine_reason(error: BaseException) -> str:
-    """Describe why a schedule cannot be read or decided, as one bounded line for its record."""
+def quarantine_reason(error: BaseException, context: str = "") -> str:
+    """Describe why a schedule cannot be read or decided, as one bounded line for its record.
+
+    `context` (e.g. "decision failed: ") is put first; the whole line is cut to
+    `QUARANTINE_REASON_MAX_LENGTH`.
+    """
     if isinstance(error, ValidationError):
         details = []
         for item in error.errors():
@@ -159,7 +163,7 @@ def quarantine_reason(error: BaseException) -> str:
         detail = "; ".join(details)
     else:
         detail = str(error)
-    line = " ".join(f"{type(error).__name__}: {detail}".split())
+    line = " ".join(f"{context}{type(error).__name__}: {detail}".split())
     if len(line) > QUARANTINE_REASON_MAX_LENGTH:
         line = line[: QUARANTINE_REASON_MAX_LENGTH - 3] + "..."
     return line
