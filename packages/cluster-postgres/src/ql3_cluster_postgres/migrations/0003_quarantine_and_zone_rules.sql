@@ -18,7 +18,7 @@
 ALTER TABLE ql3.trigger_schedules
     ADD CONSTRAINT trigger_schedules_cron_shape CHECK (
         length(cron) BETWEEN 1 AND 1000
-        AND cron ~ '^(@[a-z]{3,16}|[0-9A-Za-z*?,/#()-]+( [0-9A-Za-z*?,/#()-]+){4,5})$'
+        AND cron ~ '^(@[A-Za-z]{3,16}|[0-9A-Za-z*?,/#()-]+( [0-9A-Za-z*?,/#()-]+){4,5})$'
     );
 
 -- An IANA key: letters first, then letters, digits, _ + - in /-separated parts. No leading /, no
