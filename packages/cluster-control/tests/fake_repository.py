@@ -4,7 +4,9 @@ It keeps schedules as Python objects and a *fake database clock* the test moves 
 node clock, rule zero). It mirrors the repository semantics the Coordinator relies on: claims
 take due, unclaimed-or-expired active rows and stamp them with the fake clock; commits are
 fenced on the exact claim and expiry; a lost reply yields UNCERTAIN after the commit landed.
-It never parses SQL.
+A claimed row whose definition does not validate is quarantined (state invalid, claim released)
+and reported, like the PostgreSQL claim; nothing is claimed while `zone_rules_local` differs
+from `zone_rules_recorded`. It never parses SQL.
 """
 
 from __future__ import annotations
@@ -14,19 +16,25 @@ from collections.abc import Callable, Sequence  # noqa: TC003  # dataclass field
 from dataclasses import dataclass, field
 from uuid import UUID  # noqa: TC003  # dataclass fields resolve at runtime
 
+from ql3_cluster_postgres import ClusterState
 from ql3_runtime_core import (
     AdmittedRun,
     ClaimClusterScheduleCommand,
     ClaimCommit,
+    ClaimRound,
     ClockRegressionError,
     ClusterScheduleClaim,
     CommitBatch,
     CommitOutcome,
     CommitStatus,
+    MisfirePolicy,
+    QuarantinedSchedule,
     RepositoryUnavailableError,
     ScheduleDefinition,
     ScheduleState,
+    ZoneRulesCheck,
     next_occurrence_ms,
+    quarantine_reason,
 )
 
 
@@ -44,6 +52,8 @@ class FakeSchedule:
     claim_owner_id: str | None = None
     claim_token: UUID | None = None
     claim_expires_at_ms: int | None = None
+    invalid_reason: str | None = None
+    invalidated_at_ms: int | None = None
 
 
 @dataclass
@@ -61,6 +71,8 @@ class FakeRepository:
     resolve_failures: int = 0
     calls: list[str] = field(default_factory=list)
     closed: bool = False
+    zone_rules_local: str = "2026.1"
+    zone_rules_recorded: str | None = "2026.1"
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     # -- set-up helpers -----------------------------------------------------------------------
@@ -80,13 +92,92 @@ class FakeRepository:
         self.schedules[schedule_id] = row
         return row
 
+    def plant(
+        self, cron: str = "* * * * * *", timezone: str = "UTC", *, first_due_ms: int | None = None
+    ) -> FakeSchedule:
+        """Add an active row holding a definition no validation passed (as if written by SQL)."""
+        definition = ScheduleDefinition.model_construct(
+            cron=cron,
+            timezone=timezone,
+            misfire_policy=MisfirePolicy.FIRE_ONCE,
+            misfire_grace_ms=60_000,
+            start_at_ms=None,
+            end_at_ms=None,
+        )
+        schedule_id = len(self.schedules) + 1
+        due = self.now_ms if first_due_ms is None else first_due_ms
+        row = FakeSchedule(
+            schedule_id, 100 + schedule_id, definition, due, updated_at_ms=self.now_ms
+        )
+        self.schedules[schedule_id] = row
+        return row
+
     def _observe(self) -> int:
         self.now_ms += self.tick_ms
         return self.now_ms
 
     # -- ScheduleRepository -------------------------------------------------------------------
 
+    def _zone_rules(self) -> ZoneRulesCheck:
+        return ZoneRulesCheck(
+            local_version=self.zone_rules_local, recorded_version=self.zone_rules_recorded
+        )
+
     def claim_due_schedules(
+        self, command: ClaimClusterScheduleCommand, limit: int
+    ) -> list[ClusterScheduleClaim]:
+        """Return the readable claims of `claim_round`."""
+        return list(self.claim_round(command, limit).claims)
+
+    def claim_round(self, command: ClaimClusterScheduleCommand, limit: int) -> ClaimRound:
+        """Claim due rows (none while zone rules differ); quarantine those that do not read."""
+        zone_rules = self._zone_rules()
+        if not zone_rules.agrees:
+            self.calls.append("claim")
+            self._observe()
+            return ClaimRound(zone_rules=zone_rules)
+        claims = self._claim_due(command, limit)
+        readable: list[ClusterScheduleClaim] = []
+        unreadable: list[tuple[ClusterScheduleClaim, str]] = []
+        for claim in claims:
+            try:
+                ScheduleDefinition.model_validate(dict(claim.definition))
+            except Exception as exc:  # noqa: BLE001  # as the PostgreSQL claim: any failure
+                unreadable.append((claim, quarantine_reason(exc, "unreadable schedule row: ")))
+                continue
+            readable.append(claim)
+        quarantined = self._quarantine(unreadable) if unreadable else ()
+        return ClaimRound(claims=tuple(readable), quarantined=quarantined, zone_rules=zone_rules)
+
+    def quarantine_claims(
+        self, failures: Sequence[tuple[ClusterScheduleClaim, str]]
+    ) -> tuple[QuarantinedSchedule, ...]:
+        """Quarantine exact claims with their reasons at one fake database time."""
+        self.calls.append("quarantine")
+        return self._quarantine(failures)
+
+    def _quarantine(
+        self, failures: Sequence[tuple[ClusterScheduleClaim, str]]
+    ) -> tuple[QuarantinedSchedule, ...]:
+        obs = self._observe()
+        done = []
+        for claim, reason in failures:
+            if not self._stands(claim) or self.schedules[claim.schedule_id].updated_at_ms > obs:
+                continue
+            row = self.schedules[claim.schedule_id]
+            row.state = ScheduleState.INVALID
+            row.invalid_reason, row.invalidated_at_ms = reason, obs
+            row.claim_owner_id = row.claim_token = row.claim_expires_at_ms = None
+            row.version += 1
+            row.updated_at_ms = obs
+            done.append(
+                QuarantinedSchedule(
+                    schedule_id=claim.schedule_id, reason=reason, quarantined_at_ms=obs
+                )
+            )
+        return tuple(done)
+
+    def _claim_due(
         self, command: ClaimClusterScheduleCommand, limit: int
     ) -> list[ClusterScheduleClaim]:
         """Claim up to `limit` due rows with one observation of the fake clock."""
@@ -244,6 +335,12 @@ class FakeRepository:
         return None if not dues else max(min(dues) - self.now_ms, 0)
 
     # -- service extras -------------------------------------------------------------------------
+
+    def read_cluster_state(self) -> ClusterState:
+        """Report the zone rules comparison and how many rows are quarantined."""
+        self.calls.append("cluster_state")
+        invalid = sum(1 for row in self.schedules.values() if row.state is ScheduleState.INVALID)
+        return ClusterState(zone_rules=self._zone_rules(), invalid_schedules=invalid)
 
     def check_schema(self) -> int:
         """Report the expected schema version: the fake always matches."""

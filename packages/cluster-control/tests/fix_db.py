@@ -16,7 +16,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence  # noqa: TC003  # fixtures, dataclasses
+from collections.abc import (  # noqa: TC003  # fixtures, dataclasses
+    Callable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,7 +59,7 @@ def ql3_db(pg_cluster: ThrowawayCluster) -> Iterator[Ql3Database]:
 
 
 def sql_rows(
-    dsn: str, statement: str, params: Sequence[Any] | None = None
+    dsn: str, statement: str, params: Sequence[Any] | Mapping[str, Any] | None = None
 ) -> list[tuple[Any, ...]]:
     """Run one statement in autocommit and return its rows (empty when it returns none)."""
     with psycopg.connect(dsn, autocommit=True) as conn:

@@ -1,4 +1,4 @@
-"""The `ql3` command line (typer): migrate, roles, schedules, the daemon, status, verify, demo.
+"""The `ql3` command line (typer): migrate, roles, schedules, zone rules, run, status, verify, demo.
 
 Exit codes scripts can rely on: 0 success, 2 usage or configuration error (bad flag, bad cron
 expression, unknown timezone, unknown `QL3_*` variable), 3 schema mismatch, 1 any other failure
@@ -23,11 +23,14 @@ from pydantic import ValidationError
 from ql3_cluster_postgres import (
     ScheduleAdmin,
     SchemaMismatchError,
+    adopt_zone_rules,
     migrate,
     provision_roles,
+    read_zone_rules,
+    record_zone_rules,
     verify_history,
 )
-from ql3_runtime_core import QL3Error, preview_occurrences
+from ql3_runtime_core import QL3Error, preview_occurrences, zone_rules_version
 from rich.console import Console
 
 from ._config import ConfigurationError, LogFormat, check_environment, load_settings
@@ -57,8 +60,12 @@ app = typer.Typer(
 )
 schedule_app = typer.Typer(help="Manage schedules (runs as ql3_admin).", no_args_is_help=True)
 roles_app = typer.Typer(help="Provision the least-privilege roles.", no_args_is_help=True)
+zone_rules_app = typer.Typer(
+    help="The zone rules (tzdata) version every replica must decide with.", no_args_is_help=True
+)
 app.add_typer(schedule_app, name="schedule")
 app.add_typer(roles_app, name="roles")
+app.add_typer(zone_rules_app, name="zone-rules")
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -144,13 +151,29 @@ def _root() -> None:
 @app.command("migrate")
 @_guarded
 def migrate_command(dsn: Dsn = None) -> None:
-    """Apply pending schema migrations; run it as the schema owner (a ql3_owner login)."""
-    applied = migrate(_require_dsn(dsn))
+    """Apply pending schema migrations; run it as the schema owner (a ql3_owner login).
+
+    Also records this node's zone rules (tzdata) version when none is recorded yet; an existing
+    record is kept (switch it with `ql3 zone-rules adopt`).
+    """
+    target = _require_dsn(dsn)
+    applied = migrate(target)
     if applied:
         for name in applied:
             typer.echo(f"applied {name}")
     else:
         typer.echo("schema is up to date")
+    change = record_zone_rules(target)
+    local = zone_rules_version()
+    if change.previous is None:
+        typer.echo(f"recorded zone rules tzdata {change.current.version} (this node's)")
+    elif change.current.version == local:
+        typer.echo(f"zone rules tzdata {local} already recorded (this node's)")
+    else:
+        typer.echo(
+            f"zone rules: the database records tzdata {change.current.version}, this node has"
+            f" {local}; replicas with {local} claim nothing until `ql3 zone-rules adopt`"
+        )
 
 
 @roles_app.command("provision")
@@ -162,6 +185,50 @@ def roles_provision(dsn: Dsn = None) -> None:
     """
     provision_roles(_require_dsn(dsn))
     typer.echo("provisioned roles ql3_owner, ql3_admin, ql3_runtime, ql3_worker_ingress")
+
+
+@zone_rules_app.command("show")
+@_guarded
+def zone_rules_show(as_json: AsJson = False, dsn: Dsn = None) -> None:
+    """Show the recorded zone rules version and this node's; replicas claim only if they agree."""
+    record = read_zone_rules(_require_dsn(dsn))
+    local = zone_rules_version()
+    recorded = None if record is None else record.version
+    if as_json:
+        _print_json(
+            {
+                "recorded": None if record is None else record.model_dump(mode="json"),
+                "this_node": local,
+                "agree": recorded == local,
+            }
+        )
+        return
+    if record is None:
+        typer.echo(f"recorded: none (run `ql3 migrate`); this node: tzdata {local}")
+        return
+    agreement = "agree" if recorded == local else "DIFFER: replicas like this one claim nothing"
+    typer.echo(
+        f"recorded: tzdata {record.version} (at {format_ms(record.recorded_at_ms)} by"
+        f" {record.recorded_by}); this node: tzdata {local}; {agreement}"
+    )
+
+
+@zone_rules_app.command("adopt")
+@_guarded
+def zone_rules_adopt(dsn: Dsn = None) -> None:
+    """Make this node's zone rules the recorded ones, atomically for every replica (ql3_admin).
+
+    From then on only replicas with this node's tzdata version claim; claims taken under the old
+    rules can no longer commit. Run it once the upgraded replicas are deployed.
+    """
+    change = adopt_zone_rules(_require_dsn(dsn))
+    if not change.changed:
+        typer.echo(f"zone rules already tzdata {change.current.version}; nothing changed")
+        return
+    typer.echo(
+        f"zone rules: tzdata {change.previous or 'none'} -> {change.current.version}"
+        f" ({change.fenced_claims} claims taken under the old rules fenced)"
+    )
 
 
 @schedule_app.command("add")
@@ -214,7 +281,7 @@ def schedule_pause(name: str, dsn: Dsn = None) -> None:
 @schedule_app.command("resume")
 @_guarded
 def schedule_resume(name: str, dsn: Dsn = None) -> None:
-    """Resume a paused schedule."""
+    """Resume a paused schedule, or a quarantined (invalid) one whose definition reads again."""
     _change("resume", name, dsn)
 
 
@@ -348,7 +415,11 @@ def verify_command(
     as_json: AsJson = False,
     dsn: Dsn = None,
 ) -> None:
-    """Check the admitted history; exit 1 with one line per violation (read-only, ql3_admin)."""
+    """Check the admitted history; exit 1 with one line per violation (read-only, ql3_admin).
+
+    A quarantined schedule (state invalid) is a violation (`invalid_schedule`): it admits
+    nothing until an operator fixes, resumes or retires it.
+    """
     report = verify_history(_require_dsn(dsn), since_ms=since_ms)
     if as_json:
         _print_json(report.model_dump(mode="json"))

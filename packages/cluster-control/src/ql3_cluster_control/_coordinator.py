@@ -4,6 +4,10 @@ The Coordinator talks to storage only through `ql3_runtime_core.ScheduleReposito
 is the same against PostgreSQL and against an in-memory fake. Every time it handles is a database
 time carried by a claim or an outcome; the node's monotonic clock only measures the cycle's
 duration (rule zero). Cycles never overlap: a second concurrent `run_cycle` is refused.
+
+One schedule never stops the others (issue 10.2): a row the claim could not read comes back
+quarantined, and an exception from one claim's decision or commit normalization quarantines that
+schedule with its reason; both are logged as a WARNING and counted, and the round goes on.
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ from ql3_runtime_core import (
     CommitStatus,
     CycleSummary,
     QL3Error,
+    QuarantinedSchedule,
+    ZoneRulesCheck,
     normalize_commit,
+    quarantine_reason,
     resolve_cluster_schedule_decision,
     summarize_cycle,
 )
@@ -59,6 +66,9 @@ class CycleResult:
 
     `work_remaining` is True when the budget was spent (more may be due: start the next cycle
     at once); `abandoned` when a clock regression made the cycle give up its claims to expiry.
+    `quarantined` lists the schedules this cycle put in state `invalid`; `zone_rules` is what
+    the last claim statement saw (None when no claim ran), claims being refused while they
+    disagree.
     """
 
     summary: CycleSummary
@@ -66,6 +76,8 @@ class CycleResult:
     work_remaining: bool
     abandoned: bool
     duration_s: float
+    quarantined: tuple[QuarantinedSchedule, ...] = ()
+    zone_rules: ZoneRulesCheck | None = None
 
 
 class Coordinator:
@@ -179,6 +191,7 @@ class Coordinator:
             state.outcomes,
             skipped=state.skipped,
             serialization_retries=state.serialization_retries,
+            quarantined=len(state.quarantined),
         )
         if state.uncertain or state.clock_regressed:
             # The summary counts final outcomes; also report commits that were uncertain before
@@ -196,14 +209,19 @@ class Coordinator:
             work_remaining=state.remaining <= 0 and not abandoned,
             abandoned=abandoned,
             duration_s=duration,
+            quarantined=tuple(state.quarantined),
+            zone_rules=state.zone_rules,
         )
 
     def _round(self, state: _CycleState) -> bool:
         """One claim round: claim, decide, commit in one transaction. False when nothing was due."""
-        claims = self._claim(state)
+        claims, quarantined = self._claim(state)
         if not claims:
-            return False
-        commits = self._decide(claims, state)
+            # A round that only quarantined may have left due rows behind its batch limit.
+            return quarantined > 0
+        commits, failures = self._decide(claims, state)
+        if failures:
+            self._quarantine(failures, state)
         batch = self.repository.commit_decisions(commits)
         state.serialization_retries += batch.serialization_retries
         by_schedule = {commit.claim.schedule_id: commit for commit in commits}
@@ -221,17 +239,19 @@ class Coordinator:
         _raise_if_regressed(settled, by_schedule)
         return True
 
-    def _claim(self, state: _CycleState) -> list[ClusterScheduleClaim]:
+    def _claim(self, state: _CycleState) -> tuple[list[ClusterScheduleClaim], int]:
+        """Run one claim statement; return its readable claims and how many it quarantined."""
         command = ClaimClusterScheduleCommand(
             owner_id=self.owner_id, claim_token=uuid.uuid4(), lease_ms=self.lease_ms
         )
-        claims = self.repository.claim_due_schedules(
-            command, min(self.claim_batch, state.remaining)
-        )
+        claim_round = self.repository.claim_round(command, min(self.claim_batch, state.remaining))
+        claims = list(claim_round.claims)
         self._set_held(claims)
         state.claims.extend(claims)
+        state.zone_rules = claim_round.zone_rules
+        self._quarantined(claim_round.quarantined, state)
         if not logger.isEnabledFor(logging.DEBUG):
-            return claims  # the hot path: no per-claim log record (and its extra dict) to build
+            return claims, len(claim_round.quarantined)  # the hot path: no per-claim record
         for claim in claims:
             logger.debug(
                 "claimed schedule %d",
@@ -242,18 +262,66 @@ class Coordinator:
                     "claim_acquired_at_ms": claim.claim_acquired_at_ms,
                 },
             )
-        return claims
+        return claims, len(claim_round.quarantined)
 
     @staticmethod
-    def _decide(claims: Sequence[ClusterScheduleClaim], state: _CycleState) -> list[ClaimCommit]:
-        """Decide each claim from its own acquired time (D4) within the remaining budget."""
-        commits = []
+    def _decide(
+        claims: Sequence[ClusterScheduleClaim], state: _CycleState
+    ) -> tuple[list[ClaimCommit], list[tuple[ClusterScheduleClaim, str]]]:
+        """Decide each claim from its own acquired time (D4) within the remaining budget.
+
+        Returns the commits and the claims whose decision or normalization raised, with the
+        reason. The decision is a pure function of the claim, so whatever it raises is about
+        that schedule's data: it is quarantined, never allowed to end the loop (issue 10.2).
+        """
+        commits: list[ClaimCommit] = []
+        failures: list[tuple[ClusterScheduleClaim, str]] = []
         for claim in claims:
-            decision = resolve_cluster_schedule_decision(claim, state.remaining)
-            commits.append(normalize_commit(claim, decision, state.remaining))
+            try:
+                decision = resolve_cluster_schedule_decision(claim, state.remaining)
+                commit = normalize_commit(claim, decision, state.remaining)
+            except Exception as exc:  # any exception: see the docstring
+                if not isinstance(exc, QL3Error | ValueError):
+                    logger.debug("decision of schedule %d raised", claim.schedule_id, exc_info=exc)
+                failures.append((claim, quarantine_reason(exc, "decision failed: ")))
+                continue
+            commits.append(commit)
             state.remaining -= len(decision.occurrences)
             state.skipped += decision.skipped
-        return commits
+        return commits, failures
+
+    def _quarantine(
+        self, failures: Sequence[tuple[ClusterScheduleClaim, str]], state: _CycleState
+    ) -> None:
+        """Quarantine undecidable claims (fenced); the rest of the round commits as usual."""
+        done = self.repository.quarantine_claims(failures)
+        failed = {claim.schedule_id for claim, _ in failures}
+        self._set_held([claim for claim in self._held if claim.schedule_id not in failed])
+        self._quarantined(done, state)
+        missed = failed - {item.schedule_id for item in done}
+        for schedule_id in sorted(missed):
+            logger.warning(
+                "schedule %d could not be quarantined: its claim no longer stands",
+                schedule_id,
+                extra={"event": "schedule.quarantine_raced", "schedule_id": schedule_id},
+            )
+
+    def _quarantined(self, done: Sequence[QuarantinedSchedule], state: _CycleState) -> None:
+        state.quarantined.extend(done)
+        for item in done:
+            if self.metrics is not None:
+                self.metrics.quarantined.inc()
+            logger.warning(
+                "schedule %d quarantined (state invalid): %s",
+                item.schedule_id,
+                item.reason,
+                extra={
+                    "event": "schedule.quarantined",
+                    "schedule_id": item.schedule_id,
+                    "reason": item.reason,
+                    "quarantined_at_ms": item.quarantined_at_ms,
+                },
+            )
 
     def _settle_uncertain(self, commit: ClaimCommit, state: _CycleState) -> CommitOutcome:
         state.uncertain += 1
@@ -394,3 +462,5 @@ class _CycleState:
     serialization_retries: int = 0
     uncertain: int = 0
     clock_regressed: int = 0
+    quarantined: list[QuarantinedSchedule] = field(default_factory=list)
+    zone_rules: ZoneRulesCheck | None = None

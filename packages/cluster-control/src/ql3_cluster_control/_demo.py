@@ -31,6 +31,7 @@ from ql3_cluster_postgres import (
     find_postgres_bin_dir,
     migrate,
     prepare_ql3_database,
+    record_zone_rules,
     verify_history,
 )
 from ql3_runtime_core import QL3Error, next_occurrence_ms
@@ -128,6 +129,7 @@ def _database(options: DemoOptions, console: Console) -> Iterator[_Environment]:
     try:
         if options.dsn is not None:
             migrate(options.dsn)
+            record_zone_rules(options.dsn)  # replicas claim only with recorded zone rules
             yield _Environment(options.dsn, options.dsn, options.dsn, workdir)
             return
         if not options.as_json:

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from ql3_runtime_core import AdmittedRun, CycleSummary
+    from ql3_runtime_core import AdmittedRun, CycleSummary, ZoneRulesCheck
 
 __all__ = ["CoordinatorMetrics", "HealthState", "MetricsServer", "metrics_wsgi_app"]
 
@@ -65,6 +65,21 @@ class CoordinatorMetrics:
             registry=reg,
         )
         self.claims_held = Gauge("ql3_claims_held", "Claims held right now", registry=reg)
+        self.quarantined = Counter(
+            "ql3_schedules_quarantined",
+            "Schedules this replica put in state invalid (unreadable or undecidable)",
+            registry=reg,
+        )
+        self.schedules_invalid = Gauge(
+            "ql3_schedules_invalid",
+            "Schedules in state invalid in the database (read at connect and idle polls)",
+            registry=reg,
+        )
+        self.zone_rules_mismatch = Gauge(
+            "ql3_zone_rules_mismatch",
+            "1 while this replica's zone rules differ from the recorded ones (it claims nothing)",
+            registry=reg,
+        )
 
     def observe_cycle(self, summary: CycleSummary, duration_s: float) -> None:
         """Account one finished cycle."""
@@ -83,15 +98,37 @@ class CoordinatorMetrics:
 
 @dataclass
 class HealthState:
-    """What `/healthz` reports: healthy when connected and the schema version matches."""
+    """What `/healthz` reports.
+
+    Healthy when connected, the schema version matches and the zone rules agree with the
+    recorded ones (a replica whose rules differ claims nothing).
+    """
 
     connected: bool = False
     schema_ok: bool = False
+    zone_rules: ZoneRulesCheck | None = None
 
     @property
     def healthy(self) -> bool:
         """True when the replica can do its work."""
-        return self.connected and self.schema_ok
+        zone_ok = self.zone_rules is None or self.zone_rules.agrees
+        return self.connected and self.schema_ok and zone_ok
+
+    def describe(self) -> str:
+        """One line for `/healthz`: `ok`, or why the replica cannot do its work."""
+        if self.healthy:
+            return "ok"
+        problems = []
+        if not (self.connected and self.schema_ok):
+            problems.append(f"connected={self.connected} schema_ok={self.schema_ok}")
+        rules = self.zone_rules
+        if rules is not None and not rules.agrees:
+            recorded = rules.recorded_version or "none"
+            problems.append(
+                f"zone rules differ: this replica has tzdata {rules.local_version}, the database"
+                f" records {recorded}; no claim until they agree (ql3 zone-rules adopt)"
+            )
+        return "unhealthy: " + "; ".join(problems)
 
 
 def metrics_wsgi_app(
@@ -105,16 +142,8 @@ def metrics_wsgi_app(
         if path == "/metrics":
             return prometheus(environ, start_response)  # type: ignore[no-any-return]
         if path == "/healthz":
-            ok = health.healthy
-            body = (
-                b"ok\n"
-                if ok
-                else (
-                    b"unhealthy: connected=%s schema_ok=%s\n"
-                    % (str(health.connected).encode(), str(health.schema_ok).encode())
-                )
-            )
-            status = "200 OK" if ok else "503 Service Unavailable"
+            body = (health.describe() + "\n").encode()
+            status = "200 OK" if health.healthy else "503 Service Unavailable"
             start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
             return [body]
         start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])

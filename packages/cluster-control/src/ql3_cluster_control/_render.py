@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ._schedules import format_ms
@@ -25,21 +26,29 @@ def record_json(record: BaseModel) -> dict[str, Any]:
 
 
 def records_table(records: list[ScheduleRecord]) -> Table:
-    """Build the `ql3 schedule list` table; next due in each schedule's own zone."""
+    """Build the `ql3 schedule list` table; next due in each schedule's own zone.
+
+    A quarantined schedule shows why in the last column (a definition this node cannot read
+    shows that too); its times are in UTC when its own zone cannot be loaded.
+    """
     table = Table(box=None, pad_edge=False)
-    for column in ("name", "state", "cron", "tz", "misfire", "grace_ms", "next due", "claimed by"):
+    for column in (
+        "name", "state", "cron", "tz", "misfire", "grace_ms", "next due", "claimed by", "reason",
+    ):  # fmt: skip
         table.add_column(column)
     for record in records:
         definition = record.definition
+        zone = "UTC" if definition is None else definition.timezone
         table.add_row(
             record.name,
             str(record.state),
-            definition.cron,
-            definition.timezone,
-            str(definition.misfire_policy),
-            str(definition.misfire_grace_ms),
-            format_ms(record.next_due_at_ms, definition.timezone),
+            record.cron,
+            record.timezone,
+            "-" if definition is None else str(definition.misfire_policy),
+            "-" if definition is None else str(definition.misfire_grace_ms),
+            format_ms(record.next_due_at_ms, zone),
             record.claim_owner_id or "-",
+            escape(record.invalid_reason or record.definition_error or "-"),
         )
     return table
 
@@ -50,12 +59,19 @@ def status_text(report: StatusReport) -> None:
     now = report.database_now_ms
     console.print(
         f"database time {format_ms(now)} ({now}); {len(report.schedules)} schedules,"
-        f" {report.claims_held} claims held, next due in {in_ms(report.next_due_in_ms)}"
+        f" {report.claims_held} claims held, next due in {in_ms(report.next_due_in_ms)};"
+        f" zone rules tzdata {report.zone_rules_version or 'none recorded'}"
     )
+    if report.invalid_schedules:
+        console.print(
+            f"{report.invalid_schedules} schedule(s) quarantined (state invalid): they admit"
+            " nothing until fixed (ql3 schedule apply) or resumed or retired",
+            markup=False,
+        )
     table = Table(box=None, pad_edge=False)
     for column in (
         "name", "state", "next due (UTC)", "due in", "claimed by", "claim expires in",
-        "runs", "last admitted (UTC)",
+        "runs", "last admitted (UTC)", "invalid reason",
     ):  # fmt: skip
         table.add_column(column)
     for item in report.schedules:
@@ -68,6 +84,7 @@ def status_text(report: StatusReport) -> None:
             in_ms(item.claim_expires_in_ms),
             str(item.runs_admitted),
             format_ms(item.last_admitted_at_ms),
+            escape(item.invalid_reason or "-"),
         )
     console.print(table)
 

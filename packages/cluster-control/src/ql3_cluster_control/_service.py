@@ -5,6 +5,14 @@ next-due hint, woken early by `LISTEN ql3_schedule_changed`, capped by the poll 
 sleeps are monotonic waits (rule zero). A database fault never ends the loop: log a WARNING, back
 off with jitter, reconnect, go on. Only a schema mismatch stops it (exit code 3), and SIGTERM or
 SIGINT, after which held claims are released so another replica takes over at once (§7).
+
+Zone rules (issue 10.3): a replica whose zone rules differ from the recorded ones claims nothing
+(the claim statement refuses) but keeps running: `/healthz` answers 503 naming both versions,
+`ql3_zone_rules_mismatch` is 1, a WARNING is logged once per change, and idle waits use the poll
+interval instead of a due hint it cannot act on. Once an operator adopts its version (which wakes
+it), it claims again without a restart. The recorded version and the number of quarantined
+schedules (`ql3_schedules_invalid`) are read at connect and at idle polls, at most every
+`_CLUSTER_STATE_EVERY_S` seconds; every claim statement reports the zone rules too.
 """
 
 from __future__ import annotations
@@ -15,8 +23,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from ql3_cluster_postgres import PostgresScheduleRepository, SchemaMismatchError
-from ql3_runtime_core import QL3Error, ScheduleRepository
+from ql3_cluster_postgres import ClusterState, PostgresScheduleRepository, SchemaMismatchError
+from ql3_runtime_core import QL3Error, ScheduleRepository, ZoneRulesCheck
 
 from ._backoff import Backoff
 from ._coordinator import AdmissionCallback, Coordinator
@@ -37,6 +45,8 @@ logger = logging.getLogger(__name__)
 _WAIT_SLICE_S = 0.25
 _MIN_EMPTY_WAIT_S = 0.005
 _DUE_MARGIN_MS = 1
+# How often an idle replica reads the recorded zone rules and the invalid count (monotonic).
+_CLUSTER_STATE_EVERY_S = 5.0
 
 
 class ServiceRepository(ScheduleRepository, Protocol):
@@ -48,6 +58,10 @@ class ServiceRepository(ScheduleRepository, Protocol):
 
     def wait_for_wakeup(self, timeout_s: float) -> bool:
         """Block up to `timeout_s` (monotonic) for a schedule-change notification."""
+        ...
+
+    def read_cluster_state(self) -> ClusterState:
+        """Read the recorded zone rules version and how many schedules are quarantined."""
         ...
 
     def close(self) -> None:
@@ -100,6 +114,7 @@ class CoordinatorService:
         self._coordinator: Coordinator | None = None
         self._metrics_server: MetricsServer | None = None
         self._signal: str | None = None
+        self._cluster_state_read_at: float | None = None
 
     def request_stop(self) -> None:
         """Ask the loop to finish its cycle, release its claims and return; safe from a signal."""
@@ -155,6 +170,8 @@ class CoordinatorService:
     def _step(self) -> None:
         coordinator = self._connect()
         result = coordinator.run_cycle()
+        if result.zone_rules is not None:
+            self._observe_zone_rules(result.zone_rules)
         if result.work_remaining or self.stop_event.is_set():
             return
         self._idle(self._repository_or_raise())
@@ -170,6 +187,7 @@ class CoordinatorService:
             self.health.connected, self.health.schema_ok = True, False
             raise
         self.health.connected, self.health.schema_ok = True, True
+        self._read_cluster_state(repository)
         held = self._coordinator.held_claims if self._coordinator is not None else ()
         self._coordinator = Coordinator(
             repository,
@@ -198,10 +216,53 @@ class CoordinatorService:
             raise QL3Error(msg)
         return self._repository
 
+    def _read_cluster_state(self, repository: ServiceRepository) -> None:
+        """Read the recorded zone rules and the invalid count; update health and metrics."""
+        state = repository.read_cluster_state()
+        self._cluster_state_read_at = time.monotonic()
+        self.metrics.schedules_invalid.set(state.invalid_schedules)
+        self._observe_zone_rules(state.zone_rules)
+
+    def _observe_zone_rules(self, check: ZoneRulesCheck) -> None:
+        """Publish the zone rules comparison; log a WARNING each time a mismatch appears."""
+        previous, self.health.zone_rules = self.health.zone_rules, check
+        self.metrics.zone_rules_mismatch.set(0 if check.agrees else 1)
+        if check == previous:
+            return
+        versions = {
+            "local_version": check.local_version,
+            "recorded_version": check.recorded_version,
+        }
+        if not check.agrees:
+            logger.warning(
+                "zone rules differ: this replica has tzdata %s, the database records %s;"
+                " claiming nothing until an operator runs `ql3 zone-rules adopt` or"
+                " upgrades this replica",
+                check.local_version,
+                check.recorded_version or "none",
+                extra={"event": "zone_rules.mismatch", **versions},
+            )
+        elif previous is not None:
+            logger.info(
+                "zone rules agree again (tzdata %s); claiming resumes",
+                check.local_version,
+                extra={"event": "zone_rules.agree", **versions},
+            )
+
     def _idle(self, repository: ServiceRepository) -> None:
         """Sleep until the next due time by the database, a change notification, or the cap."""
         cap_s = self.settings.poll_interval_ms / 1000
-        hint_ms = repository.next_due_in_ms()
+        read_at = self._cluster_state_read_at
+        if read_at is None or time.monotonic() - read_at >= _CLUSTER_STATE_EVERY_S:
+            self._read_cluster_state(repository)
+        zone_rules = self.health.zone_rules
+        # A replica whose zone rules differ cannot claim what is due: only a change (adopt
+        # notifies) or the poll interval is worth waking for.
+        hint_ms = (
+            None
+            if zone_rules is not None and not zone_rules.agrees
+            else repository.next_due_in_ms()
+        )
         if hint_ms is None:
             wait_s = cap_s
         elif hint_ms <= 0:

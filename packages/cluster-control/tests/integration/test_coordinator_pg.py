@@ -29,6 +29,7 @@ from ql3_runtime_core import (
     AdmittedRun,
     ClaimClusterScheduleCommand,
     ClaimCommit,
+    ClaimRound,
     ClusterScheduleClaim,
     CommitBatch,
     CommitStatus,
@@ -45,13 +46,11 @@ class RecordingRepository(PostgresScheduleRepository):
         super().__init__(*args, **kwargs)
         self.granted: list[ClusterScheduleClaim] = []
 
-    def claim_due_schedules(
-        self, command: ClaimClusterScheduleCommand, limit: int
-    ) -> list[ClusterScheduleClaim]:
+    def claim_round(self, command: ClaimClusterScheduleCommand, limit: int) -> ClaimRound:
         """Claim, and remember what was granted."""
-        claims = super().claim_due_schedules(command, limit)
-        self.granted.extend(claims)
-        return claims
+        claim_round = super().claim_round(command, limit)
+        self.granted.extend(claim_round.claims)
+        return claim_round
 
 
 def _wait_all_due(db: Ql3Database, first: dict[int, int]) -> None:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator  # noqa: TC003  # pytest resolves fixture annotations
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import pytest
 from fake_repository import FakeRepository
-from fix_db import db_now_ms, wait_for
+from fix_db import db_now_ms, sql_rows, wait_for
 from history import add_schedules
 from ql3_cluster_postgres import PostgresScheduleRepository, Ql3Database
 from ql3_runtime_core import (
@@ -46,6 +47,14 @@ class Harness(Protocol):
         """Let the store's clock reach `at_ms`."""
         ...
 
+    def plant_unreadable(self) -> int:
+        """Add a due schedule whose stored definition no replica can read; return its id."""
+        ...
+
+    def replica_with_zone_rules(self, version: str) -> AbstractContextManager[ScheduleRepository]:
+        """Open another repository on the same store whose zone rules version is `version`."""
+        ...
+
 
 @dataclass
 class FakeHarness:
@@ -64,6 +73,15 @@ class FakeHarness:
     def pass_time_until(self, at_ms: int) -> None:
         """Move the fake clock forward."""
         self.repo.now_ms = max(self.repo.now_ms, at_ms)
+
+    def plant_unreadable(self) -> int:
+        """Plant a row with an out-of-range minute, due now."""
+        return self.repo.plant(cron="61 * * * *").schedule_id
+
+    @contextmanager
+    def replica_with_zone_rules(self, version: str) -> Iterator[ScheduleRepository]:
+        """Yield a view of the same rows (shared dict) with another local zone rules version."""
+        yield replace(self.repo, zone_rules_local=version)
 
 
 @dataclass
@@ -86,6 +104,24 @@ class PostgresHarness:
     def pass_time_until(self, at_ms: int) -> None:
         """Wait (monotonic deadline) until the database clock reaches `at_ms`."""
         wait_for(lambda: self.now_ms() >= at_ms, timeout_s=10, what="database time to pass")
+
+    def plant_unreadable(self) -> int:
+        """Add a schedule, give it a zone no rules know (as the superuser), wait until due."""
+        first = add_schedules(self.db.dsn("admin"), 1, prefix=f"bad{uuid.uuid4().hex[:6]}")
+        (schedule_id,) = first
+        sql_rows(
+            self.db.superuser_dsn,
+            "UPDATE ql3.trigger_schedules SET timezone = 'Mars/Olympus' WHERE id = %s",
+            [schedule_id],
+        )
+        self.pass_time_until(first[schedule_id])
+        return schedule_id
+
+    @contextmanager
+    def replica_with_zone_rules(self, version: str) -> Iterator[ScheduleRepository]:
+        """Yield a second repository on the same database claiming with `version`."""
+        with PostgresScheduleRepository(self.db.dsn("runtime"), zone_rules_version=version) as repo:
+            yield repo
 
 
 @pytest.fixture(params=["fake", "postgres"])
@@ -150,3 +186,45 @@ def test_next_due_hint_is_zero_when_due_and_none_when_empty(harness: Harness) ->
     assert harness.repo.next_due_in_ms() is None
     harness.add_due(1)
     assert harness.repo.next_due_in_ms() == 0
+
+
+def test_an_unreadable_row_is_quarantined_and_the_rest_claimed(harness: Harness) -> None:
+    """A claim round quarantines the row it cannot read (with a reason) and claims the others."""
+    bad = harness.plant_unreadable()
+    good = harness.add_due(2)
+    command = ClaimClusterScheduleCommand(owner_id="a", claim_token=uuid.uuid4(), lease_ms=5_000)
+    claim_round = harness.repo.claim_round(command, 16)
+    assert sorted(claim.schedule_id for claim in claim_round.claims) == sorted(good)
+    assert [item.schedule_id for item in claim_round.quarantined] == [bad]
+    assert claim_round.quarantined[0].reason.startswith("unreadable schedule row: ")
+    assert (
+        claim_round.quarantined[0].quarantined_at_ms >= claim_round.claims[0].claim_acquired_at_ms
+    )
+    assert _claim(harness, "b") == []
+
+
+def test_quarantine_needs_the_exact_claim(harness: Harness) -> None:
+    """Quarantine of a claim taken over does nothing; of the standing claim it removes the row."""
+    harness.add_due(1)
+    stale = _claim(harness, "stale", lease_ms=1_000)
+    harness.pass_time_until(stale[0].claim_expires_at_ms)
+    fresh = _claim(harness, "fresh")
+    assert harness.repo.quarantine_claims([(stale[0], "decision failed: x")]) == ()
+    (done,) = harness.repo.quarantine_claims([(fresh[0], "decision failed: x")])
+    assert (done.schedule_id, done.reason) == (fresh[0].schedule_id, "decision failed: x")
+    harness.pass_time_until(fresh[0].claim_expires_at_ms)
+    assert _claim(harness, "later") == []
+    assert harness.repo.next_due_in_ms() is None
+
+
+def test_a_replica_with_other_zone_rules_claims_nothing(harness: Harness) -> None:
+    """While its zone rules differ from the recorded ones a repository claims nothing at all."""
+    harness.add_due(1)
+    command = ClaimClusterScheduleCommand(owner_id="x", claim_token=uuid.uuid4(), lease_ms=5_000)
+    with harness.replica_with_zone_rules("1999z") as other:
+        refused = other.claim_round(command, 16)
+    assert refused.claims == ()
+    assert refused.zone_rules.local_version == "1999z"
+    assert refused.zone_rules.recorded_version is not None
+    assert not refused.zone_rules.agrees
+    assert len(_claim(harness, "same-rules")) == 1

@@ -28,7 +28,7 @@ from ._provision import (
     prepare_ql3_database,
 )
 from ._records import ApplyReport, ScheduleRecord, ScheduleSpec, ScheduleStatus, StatusReport
-from ._repository import PostgresScheduleRepository
+from ._repository import ClusterState, PostgresScheduleRepository
 from ._roles import GROUP_ROLES, ROLE_NAMES, create_login_user, group_role_name, provision_roles
 from ._throwaway import ThrowawayCluster
 from ._verify import (
@@ -37,6 +37,13 @@ from ._verify import (
     VerifyReport,
     Violation,
     verify_history,
+)
+from ._zone_rules import (
+    ZoneRulesChange,
+    ZoneRulesRecord,
+    adopt_zone_rules,
+    read_zone_rules,
+    record_zone_rules,
 )
 
 __version__ = _version("ql3-cluster-postgres")
@@ -48,6 +55,7 @@ __all__ = [
     "STALE_CLAIM_GRACE_MS_DEFAULT",
     "ApplyReport",
     "AttemptStateError",
+    "ClusterState",
     "DatabaseError",
     "DuplicateScheduleError",
     "MigrationTamperedError",
@@ -70,7 +78,10 @@ __all__ = [
     "Violation",
     "WireFaultProxy",
     "WorkerIngress",
+    "ZoneRulesChange",
+    "ZoneRulesRecord",
     "__version__",
+    "adopt_zone_rules",
     "check_schema_version",
     "create_login_user",
     "drop_database",
@@ -82,5 +93,7 @@ __all__ = [
     "migrate",
     "prepare_ql3_database",
     "provision_roles",
+    "read_zone_rules",
+    "record_zone_rules",
     "verify_history",
 ]

@@ -19,7 +19,14 @@ from ql3_runtime_core import (
     ScheduleState,
 )
 
-from ._admin_plan import Update, checked_definition, initial_cursor, reconcile, validated
+from ._admin_plan import (
+    Update,
+    initial_cursor,
+    readable_definition,
+    reconcile,
+    resumed,
+    validated,
+)
 from ._connect import ConnectionOptions, close_quietly, reuse_or_connect, wrap_error
 from ._errors import (
     DatabaseError,
@@ -191,6 +198,7 @@ class ScheduleAdmin(Closing):
             **_definition_columns([update.definition for update in updates]),
             "cursors": [update.next_due_at_ms for update in updates],
             "states": [update.state.value for update in updates],
+            "keeps": [update.definition is None for update in updates],
         }
         self._rows(conn, "update_schedules", params)
 
@@ -201,15 +209,24 @@ class ScheduleAdmin(Closing):
         return self._set_state(name, "pause", ScheduleState.PAUSED, {ScheduleState.ACTIVE})
 
     def resume(self, name: str) -> ScheduleRecord:
-        """Make a paused schedule claimable again from its kept cursor.
+        """Make a paused or quarantined schedule claimable again from its kept cursor.
 
-        The misfire policy decides what the time spent paused admits.
+        The misfire policy decides what the time spent paused admits. A quarantined schedule
+        (state `invalid`) comes back only if its stored definition reads now (say, after
+        `ql3 zone-rules adopt` brought rules that know its zone); otherwise apply a corrected
+        definition with `apply_schedules`.
         """
-        return self._set_state(name, "resume", ScheduleState.ACTIVE, {ScheduleState.PAUSED})
+        allowed = {ScheduleState.PAUSED, ScheduleState.INVALID}
+        return self._set_state(name, "resume", ScheduleState.ACTIVE, allowed)
 
     def retire(self, name: str) -> ScheduleRecord:
         """Retire `name` for good: never claimed again, its history kept."""
-        allowed = {ScheduleState.ACTIVE, ScheduleState.PAUSED, ScheduleState.EXHAUSTED}
+        allowed = {
+            ScheduleState.ACTIVE,
+            ScheduleState.PAUSED,
+            ScheduleState.EXHAUSTED,
+            ScheduleState.INVALID,
+        }
         return self._set_state(name, "retire", ScheduleState.RETIRED, allowed)
 
     def _set_state(
@@ -224,7 +241,16 @@ class ScheduleAdmin(Closing):
                 return record
             if record.state not in allowed:
                 raise ScheduleStateError(name, record.state.value, action)
-            update = Update(record.schedule_id, record.definition, record.next_due_at_ms, target)
+            if target is ScheduleState.ACTIVE:
+                if record.definition is None:
+                    detail = (
+                        f"its stored definition still cannot be read ({record.definition_error});"
+                        " apply a corrected one (ql3 schedule apply)"
+                    )
+                    raise ScheduleStateError(name, record.state.value, action, detail)
+                update = resumed(record, record.definition, _database_now(conn))
+            else:
+                update = Update(record.schedule_id, None, record.next_due_at_ms, target)
             self._update(conn, [update])
             self._rows(conn, "notify_schedule_changed", {"reason": action})
             return _record(self._rows(conn, "read_schedules", {"names": [name]})[0])
@@ -259,23 +285,33 @@ class ScheduleAdmin(Closing):
         return _status(rows)
 
 
-def _definition_columns(definitions: Sequence[ScheduleDefinition]) -> dict[str, list[Any]]:
+def _definition_columns(
+    definitions: Sequence[ScheduleDefinition | None],
+) -> dict[str, list[Any]]:
+    """Return the definition columns of each row; None (keep the stored one) sends NULLs."""
+
+    def column(read: Callable[[ScheduleDefinition], Any]) -> list[Any]:
+        return [None if d is None else read(d) for d in definitions]
+
     return {
-        "crons": [d.cron for d in definitions],
-        "timezones": [d.timezone for d in definitions],
-        "policies": [d.misfire_policy.value for d in definitions],
-        "graces": [d.misfire_grace_ms for d in definitions],
-        "starts": [d.start_at_ms for d in definitions],
-        "ends": [d.end_at_ms for d in definitions],
+        "crons": column(lambda d: d.cron),
+        "timezones": column(lambda d: d.timezone),
+        "policies": column(lambda d: d.misfire_policy.value),
+        "graces": column(lambda d: d.misfire_grace_ms),
+        "starts": column(lambda d: d.start_at_ms),
+        "ends": column(lambda d: d.end_at_ms),
     }
 
 
 def _record(row: _Row) -> ScheduleRecord:
+    definition, error = readable_definition(tuple(row[3:9]))
     return ScheduleRecord(
         schedule_id=row[0],
         task_id=row[1],
         name=row[2],
-        definition=checked_definition(row[3:9]),
+        definition=definition,
+        cron=row[3],
+        timezone=row[4],
         state=ScheduleState(row[9]),
         next_due_at_ms=row[10],
         claim_owner_id=row[11],
@@ -283,13 +319,17 @@ def _record(row: _Row) -> ScheduleRecord:
         version=row[13],
         updated_at_ms=row[14],
         created_at_ms=row[15],
+        definition_error=error,
+        invalid_reason=row[16],
+        invalidated_at_ms=row[17],
     )
 
 
 def _status(rows: Sequence[_Row]) -> StatusReport:
     now = int(rows[0][0])
     schedules: list[ScheduleStatus] = []
-    for _, sid, name, state, due, owner, expires, version, runs, last in rows:
+    for row in rows:
+        _, sid, name, state, due, owner, expires, version, runs, last, reason, invalidated, _ = row
         if sid is None:
             continue
         active = state == ScheduleState.ACTIVE.value
@@ -305,6 +345,8 @@ def _status(rows: Sequence[_Row]) -> StatusReport:
                 version=version,
                 runs_admitted=runs,
                 last_admitted_at_ms=last,
+                invalid_reason=reason,
+                invalidated_at_ms=invalidated,
             )
         )
     dues = [s.next_due_in_ms for s in schedules if s.next_due_in_ms is not None]
@@ -314,4 +356,6 @@ def _status(rows: Sequence[_Row]) -> StatusReport:
         schedules=tuple(schedules),
         claims_held=held,
         next_due_in_ms=min(dues) if dues else None,
+        invalid_schedules=sum(1 for s in schedules if s.state is ScheduleState.INVALID),
+        zone_rules_version=rows[0][12],
     )

@@ -7,7 +7,7 @@ the same transaction, rule zero), so `_admin` stays about transactions and state
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ql3_runtime_core import (
     InvalidCronError,
@@ -15,6 +15,7 @@ from ql3_runtime_core import (
     ScheduleState,
     load_timezone,
     next_occurrence_ms,
+    quarantine_reason,
     validate_cron_expression,
 )
 
@@ -23,18 +24,35 @@ from ._records import ApplyReport, ScheduleRecord, ScheduleSpec, definition_from
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["Plan", "Update", "checked_definition", "initial_cursor", "reconcile", "validated"]
+__all__ = [
+    "Plan",
+    "Update",
+    "checked_definition",
+    "initial_cursor",
+    "readable_definition",
+    "reconcile",
+    "resumed",
+    "validated",
+]
+
+# States a definition given by `apply` always rewrites, even an equal one: retired rows come
+# back, quarantined ones are brought back to active (issue 10.2).
+_REPLACED = frozenset({ScheduleState.RETIRED, ScheduleState.INVALID})
 
 
 class Update:
-    """One schedule row to rewrite (definition, cursor, state)."""
+    """One schedule row to rewrite (definition, cursor, state).
+
+    A `definition` of None keeps the stored one (a state change of a row whose definition this
+    node may not even be able to read).
+    """
 
     __slots__ = ("definition", "next_due_at_ms", "schedule_id", "state")
 
     def __init__(
         self,
         schedule_id: int,
-        definition: ScheduleDefinition,
+        definition: ScheduleDefinition | None,
         next_due_at_ms: int | None,
         state: ScheduleState,
     ) -> None:
@@ -68,7 +86,7 @@ def reconcile(
         record = stored.get(spec.name)
         if record is None:
             creates.append(spec)
-        elif record.state is not ScheduleState.RETIRED and record.definition == spec.definition:
+        elif record.state not in _REPLACED and record.definition == spec.definition:
             unchanged.append(spec.name)
         else:
             updates.append(_changed(record, spec.definition, now))
@@ -82,9 +100,7 @@ def reconcile(
     for name in retired:
         record = stored[name]
         updates.append(
-            Update(
-                record.schedule_id, record.definition, record.next_due_at_ms, ScheduleState.RETIRED
-            )
+            Update(record.schedule_id, None, record.next_due_at_ms, ScheduleState.RETIRED)
         )
     report = ApplyReport(
         created=tuple(sorted(spec.name for spec in creates)),
@@ -96,11 +112,20 @@ def reconcile(
 
 
 def _changed(record: ScheduleRecord, definition: ScheduleDefinition, now: int) -> Update:
-    """Build the row update for a changed (or retired, now wanted again) schedule."""
+    """Build the row update for a changed (or retired or quarantined, now wanted) schedule.
+
+    A quarantined schedule given a definition with the same timing keeps its cursor, as a
+    resumed one does, so the misfire policy decides what the quarantine missed.
+    """
     old = record.definition
     timing = (definition.cron, definition.timezone, definition.start_at_ms)
     reborn = record.state in {ScheduleState.RETIRED, ScheduleState.EXHAUSTED}
-    if reborn or timing != (old.cron, old.timezone, old.start_at_ms):
+    if (
+        reborn
+        or old is None
+        or record.next_due_at_ms is None
+        or timing != (old.cron, old.timezone, old.start_at_ms)
+    ):
         cursor, state = initial_cursor(definition, now)
     else:
         cursor = record.next_due_at_ms
@@ -114,6 +139,30 @@ def _changed(record: ScheduleRecord, definition: ScheduleDefinition, now: int) -
     if state is ScheduleState.ACTIVE and record.state is ScheduleState.PAUSED:
         state = ScheduleState.PAUSED
     return Update(record.schedule_id, definition, cursor, state)
+
+
+def resumed(record: ScheduleRecord, definition: ScheduleDefinition, now: int) -> Update:
+    """Build the update that makes a paused or quarantined schedule active again.
+
+    The cursor is kept, so the misfire policy decides what the pause or quarantine missed; a
+    quarantined row without one starts from its next occurrence. The stored definition is kept.
+    """
+    cursor = record.next_due_at_ms
+    if cursor is None:
+        cursor, state = initial_cursor(definition, now)
+    elif definition.end_at_ms is not None and cursor > definition.end_at_ms:
+        cursor, state = None, ScheduleState.EXHAUSTED
+    else:
+        state = ScheduleState.ACTIVE
+    return Update(record.schedule_id, None, cursor, state)
+
+
+def readable_definition(fields: tuple[Any, ...]) -> tuple[ScheduleDefinition | None, str | None]:
+    """Return a stored definition and None, or None and why this node cannot read it."""
+    try:
+        return checked_definition(fields), None
+    except Exception as exc:  # noqa: BLE001  # any unreadable row must still be listed
+        return None, quarantine_reason(exc)
 
 
 def initial_cursor(definition: ScheduleDefinition, now: int) -> tuple[int | None, ScheduleState]:

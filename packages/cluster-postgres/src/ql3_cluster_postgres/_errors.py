@@ -100,11 +100,12 @@ class ScheduleStateError(QL3Error, ValueError):
 
     __module__ = "ql3_cluster_postgres"
 
-    def __init__(self, name: str, state: str, action: str) -> None:
+    def __init__(self, name: str, state: str, action: str, detail: str = "") -> None:
         self.name = name
         self.state = state
         self.action = action
-        super().__init__(f"schedule {name!r}: cannot {action} a schedule in state {state!r}")
+        message = f"schedule {name!r}: cannot {action} a schedule in state {state!r}"
+        super().__init__(f"{message}: {detail}" if detail else message)
 
 
 class AttemptStateError(QL3Error, ValueError):

@@ -22,6 +22,7 @@ from ._ddl import ddl
 from ._errors import DatabaseError, UnknownRoleError
 from ._migrations import migrate
 from ._roles import ROLE_NAMES, create_login_user, provision_roles
+from ._zone_rules import record_zone_rules
 
 if TYPE_CHECKING:
     from ._throwaway import ThrowawayCluster
@@ -101,9 +102,10 @@ def prepare_ql3_database(
 ) -> Ql3Database:
     """Create database `name` ready for QL3 and return it.
 
-    Provisions the group roles and the database ACL, (re)creates the four login users and runs
-    the migrations as the owner's login user. With `template`, the database is cloned from that
-    (already prepared) database, which must have no open sessions; migrations are then a no-op.
+    Provisions the group roles and the database ACL, (re)creates the four login users, runs
+    the migrations as the owner's login user and records this node's zone rules version. With
+    `template`, the database is cloned from that (already prepared) database, which must have no
+    open sessions; migrations and the record are then no-ops.
     `as_template=True` marks the new database as a template that refuses connections, so it
     can be cloned at any time.
 
@@ -125,6 +127,8 @@ def prepare_ql3_database(
             role,
         )
     migrate(database.dsn("owner"))
+    # As `ql3 migrate` does: replicas claim only with the zone rules recorded here (issue 10.3).
+    record_zone_rules(database.dsn("owner"))
     if as_template:
         mark = sql.SQL(ddl("database_mark_template")).format(name=sql.Identifier(name))
         try:

@@ -48,14 +48,21 @@ class ScheduleSpec(BaseModel):
 
 
 class ScheduleRecord(BaseModel):
-    """One stored schedule with its task name, cursor, claim (if any) and version."""
+    """One stored schedule with its task name, cursor, claim (if any) and version.
+
+    `definition` is None when this node cannot read the stored one (`definition_error` says
+    why; `cron` and `timezone` are the stored text either way). A quarantined schedule (state
+    `invalid`) carries the reason a replica gave and the database time it did so.
+    """
 
     model_config = _MODEL
 
     schedule_id: int
     task_id: int
     name: str
-    definition: ScheduleDefinition
+    definition: ScheduleDefinition | None
+    cron: str
+    timezone: str
     state: ScheduleState
     next_due_at_ms: int | None
     claim_owner_id: str | None
@@ -63,6 +70,9 @@ class ScheduleRecord(BaseModel):
     version: int
     updated_at_ms: int
     created_at_ms: int
+    definition_error: str | None = None
+    invalid_reason: str | None = None
+    invalidated_at_ms: int | None = None
 
 
 class ApplyReport(BaseModel):
@@ -77,7 +87,7 @@ class ApplyReport(BaseModel):
 
 
 class ScheduleStatus(BaseModel):
-    """One schedule seen from the database clock: due in, claim holder, runs admitted."""
+    """One schedule seen from the database clock: due in, claim holder, runs, quarantine."""
 
     model_config = _MODEL
 
@@ -91,10 +101,16 @@ class ScheduleStatus(BaseModel):
     version: int
     runs_admitted: int
     last_admitted_at_ms: int | None
+    invalid_reason: str | None = None
+    invalidated_at_ms: int | None = None
 
 
 class StatusReport(BaseModel):
-    """The cluster's schedules at one database instant (`database_now_ms`)."""
+    """The cluster's schedules at one database instant (`database_now_ms`).
+
+    `invalid_schedules` counts quarantined schedules (state `invalid`): they admit nothing until
+    an operator fixes them. `zone_rules_version` is the version every replica must decide with.
+    """
 
     model_config = _MODEL
 
@@ -102,3 +118,5 @@ class StatusReport(BaseModel):
     schedules: tuple[ScheduleStatus, ...]
     claims_held: int
     next_due_in_ms: int | None
+    invalid_schedules: int = 0
+    zone_rules_version: str | None = None

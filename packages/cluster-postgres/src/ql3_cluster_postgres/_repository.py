@@ -5,6 +5,11 @@ Every time this module handles comes from `clock_timestamp()` inside the stateme
 samples once and fences on it. The node's clock is never read; `time.monotonic()` only bounds
 waits.
 
+A claimed row whose definition this replica cannot read is quarantined (state `invalid`, with its
+reason, claim released) by a second fenced statement, and reported in the claim round instead of
+raised, so one bad row never stops the claim of the others (issue 10.2). The claim statement
+itself refuses to claim while this replica's zone rules differ from the recorded ones (10.3).
+
 One repository holds one working connection (autocommit for single statements, an explicit
 SERIALIZABLE transaction for commits) and, when `wait_for_wakeup` is used, one LISTEN
 connection. A lock serialises callers, so a repository may be shared between threads.
@@ -20,15 +25,21 @@ from uuid import UUID
 
 import psycopg
 from psycopg import IsolationLevel
+from pydantic import BaseModel, ConfigDict
 from ql3_runtime_core import (
     ClaimCommit,
+    ClaimRound,
     ClockRegressionError,
     ClusterScheduleClaim,
     CommitBatch,
     CommitOutcome,
     CommitStatus,
+    QuarantinedSchedule,
     RepositoryUnavailableError,
     ScheduleDefinition,
+    ZoneRulesCheck,
+    quarantine_reason,
+    zone_rules_version,
 )
 
 from ._connect import (
@@ -56,7 +67,7 @@ if TYPE_CHECKING:
 
     from ql3_runtime_core import ClaimClusterScheduleCommand
 
-__all__ = ["PostgresScheduleRepository"]
+__all__ = ["ClusterState", "PostgresScheduleRepository"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,11 +87,47 @@ _SESSION_SETTINGS = {"enable_seqscan": "off", "plan_cache_mode": "force_generic_
 
 _ClaimKey = tuple[int, UUID, int]
 _Row = tuple[Any, ...]
+_UNREADABLE = "unreadable schedule row: "
+# The exact-claim fence of one row: id, owner, token, version, acquired at, expires at.
+_Fence = tuple[int, str, UUID, int, int, int]
 
 
 def _claim_key(claim: ClusterScheduleClaim) -> _ClaimKey:
     """Return what identifies one claim of one schedule version (the key of its ctid)."""
     return (claim.schedule_id, claim.claim_token, claim.version)
+
+
+class ClusterState(BaseModel):
+    """What a replica checks periodically, read in one statement.
+
+    Its zone rules against the recorded ones, and how many schedules are quarantined.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    zone_rules: ZoneRulesCheck
+    invalid_schedules: int
+
+
+def _fence(claim: ClusterScheduleClaim) -> _Fence:
+    return (
+        claim.schedule_id,
+        claim.owner_id,
+        claim.claim_token,
+        claim.version,
+        claim.claim_acquired_at_ms,
+        claim.claim_expires_at_ms,
+    )
+
+
+def _row_fence(row: _Row) -> _Fence:
+    """Return the fence of a claimed row as the claim statement returns it (`_claim_from_row`)."""
+    return (row[0], row[3], row[4], row[2], row[5], row[6])
+
+
+def _node_zone_rules_version() -> str:
+    # A module-level call: inside __init__ the parameter of the same name hides the function.
+    return zone_rules_version()
 
 
 def _claim_params(claims: Sequence[ClusterScheduleClaim]) -> dict[str, Any]:
@@ -108,6 +155,10 @@ class PostgresScheduleRepository(Closing):
             inside a transaction that long, so a client cut off between its statement and
             COMMIT (a partition) cannot hold schedule row locks for hours.
         statement_observer: called with (name, SQL, parameters) before each statement is sent.
+        zone_rules_version: the zone rules version this replica decides with; default
+            `ql3_runtime_core.zone_rules_version()`. Claims are refused while it differs from
+            the version recorded in the database (tests pass another one to play a replica
+            whose rules differ).
 
     """
 
@@ -125,6 +176,7 @@ class PostgresScheduleRepository(Closing):
         lock_timeout_ms: int = 5_000,
         idle_in_transaction_timeout_ms: int = 10_000,
         statement_observer: StatementObserver | None = None,
+        zone_rules_version: str | None = None,
     ) -> None:
         if max_serialization_retries < 0:
             msg = f"max_serialization_retries: must be >= 0, got {max_serialization_retries}"
@@ -145,6 +197,7 @@ class PostgresScheduleRepository(Closing):
         )
         self._max_retries = max_serialization_retries
         self._observer = statement_observer
+        self._zone_rules_version = zone_rules_version or _node_zone_rules_version()
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
         self._listen_conn: psycopg.Connection[Any] | None = None
@@ -221,15 +274,35 @@ class PostgresScheduleRepository(Closing):
 
     # -- claim (D2) -----------------------------------------------------------------------------
 
+    @property
+    def zone_rules_version(self) -> str:
+        """The zone rules version this repository claims with."""
+        return self._zone_rules_version
+
+    def read_cluster_state(self) -> ClusterState:
+        """Read the recorded zone rules version and the number of quarantined schedules."""
+        rows = self._run("read_cluster_state", {}, "repository: read cluster state")
+        recorded, invalid = rows[0]
+        return ClusterState(zone_rules=self._zone_rules(recorded), invalid_schedules=int(invalid))
+
+    def _zone_rules(self, recorded: str | None) -> ZoneRulesCheck:
+        return ZoneRulesCheck(local_version=self._zone_rules_version, recorded_version=recorded)
+
     def claim_due_schedules(
         self,
         command: ClaimClusterScheduleCommand,
         limit: int,
     ) -> list[ClusterScheduleClaim]:
+        """Claim up to `limit` due schedules; the readable claims of `claim_round`."""
+        return list(self.claim_round(command, limit).claims)
+
+    def claim_round(self, command: ClaimClusterScheduleCommand, limit: int) -> ClaimRound:
         """Claim up to `limit` due schedules in one READ COMMITTED statement (D2).
 
         The statement observes `clock_timestamp()` once; its parameters are the owner, token,
-        lease and limit, never a time.
+        lease, limit and this replica's zone rules version, never a time. It claims nothing
+        when that version is not the recorded one. Claimed rows whose definition cannot be read
+        are quarantined at once (their claim released) and reported, not raised.
         """
         if limit < 1:
             msg = f"limit: must be >= 1, got {limit}"
@@ -239,15 +312,28 @@ class PostgresScheduleRepository(Closing):
             "claim_token": command.claim_token,
             "lease_ms": command.lease_ms,
             "batch_limit": limit,
+            "zone_rules_version": self._zone_rules_version,
         }
         rows = self._run("claim_due_schedules", params, "repository: claim due schedules")
-        claims = [self._claim_from_row(row) for row in rows]
+        zone_rules = self._zone_rules(rows[0][0] if rows else None)
+        claims: list[ClusterScheduleClaim] = []
+        unreadable: list[tuple[_Fence, str]] = []
+        for row in (row[1:] for row in rows if row[1] is not None):
+            try:
+                claims.append(self._claim_from_row(row))
+            except Exception as exc:  # noqa: BLE001  # whatever a row holds, the others go on
+                unreadable.append((_row_fence(row), quarantine_reason(exc, _UNREADABLE)))
+        ctids = {row[1]: str(row[15]) for row in rows if row[1] is not None}
         with self._lock:
-            for claim, row in zip(claims, rows, strict=True):
-                self._remember_ctid(claim, str(row[14]))
+            for claim in claims:
+                self._remember_ctid(claim, ctids[claim.schedule_id])
         if claims:
             logger.debug("claimed %d schedules at %d", len(claims), claims[0].claim_acquired_at_ms)
-        return claims
+        return ClaimRound(
+            claims=tuple(claims),
+            quarantined=self._quarantine(unreadable),
+            zone_rules=zone_rules,
+        )
 
     def _claim_from_row(self, row: _Row) -> ClusterScheduleClaim:
         return ClusterScheduleClaim(
@@ -276,6 +362,46 @@ class PostgresScheduleRepository(Closing):
         self._ctids[_claim_key(claim)] = ctid
         while len(self._ctids) > _CTID_MEMORY:
             self._ctids.popitem(last=False)
+
+    # -- quarantine (issue 10.2) ------------------------------------------------------------
+
+    def quarantine_claims(
+        self, failures: Sequence[tuple[ClusterScheduleClaim, str]]
+    ) -> tuple[QuarantinedSchedule, ...]:
+        """Quarantine each claimed schedule with its reason, fenced on its exact claim.
+
+        The Coordinator calls this for a claim whose decision or commit normalization failed.
+        A claim that no longer stands exactly (expired and taken over, changed by an admin) is
+        left alone and not reported.
+        """
+        fences = [(_fence(claim), reason) for claim, reason in failures]
+        quarantined = self._quarantine(fences)
+        with self._lock:
+            for claim, _ in failures:
+                self._ctids.pop(_claim_key(claim), None)
+        return quarantined
+
+    def _quarantine(
+        self, failures: Sequence[tuple[_Fence, str]]
+    ) -> tuple[QuarantinedSchedule, ...]:
+        """Send the fenced quarantine statement; return the schedules it quarantined."""
+        if not failures:
+            return ()
+        columns = list(zip(*(fence for fence, _ in failures), strict=True))
+        params = {
+            "schedule_ids": list(columns[0]),
+            "owner_ids": list(columns[1]),
+            "claim_tokens": list(columns[2]),
+            "versions": list(columns[3]),
+            "acquired_ms": list(columns[4]),
+            "expires_ms": list(columns[5]),
+            "reasons": [reason for _, reason in failures],
+        }
+        rows = self._run("quarantine_claims", params, "repository: quarantine schedules")
+        return tuple(
+            QuarantinedSchedule(schedule_id=row[0], reason=row[1], quarantined_at_ms=row[2])
+            for row in sorted(rows)
+        )
 
     # -- commit (D5, §7) --------------------------------------------------------------------
 

@@ -19,6 +19,10 @@ whole verdict is about one snapshot) and reports one `Violation` per finding. Ru
 - `not_occurrence`: a run whose `scheduled_for_ms` is not an occurrence of the cron expression,
   lies before the schedule's first possible occurrence (before `start_at_ms`, or more than 60 s
   before its creation), or after its `end_at_ms`.
+- `invalid_schedule`: a schedule quarantined by a replica (state `invalid`, with the reason it
+  gave), or an active or paused one whose definition cannot be read. It admits nothing, so the
+  promise fails for it until an operator fixes it: verify fails (exit 1) while one exists. Its
+  history is not judged by the other rules (they need a definition to judge it by).
 - `stale_claim`: a claim whose expiry is more than `stale_claim_grace_ms` behind the database
   clock. Claims are only taken on due schedules and any live replica takes an expired one over, so
   an old expired claim means no replica is running (or one is stuck); the default grace of 5 s lets
@@ -54,7 +58,14 @@ from psycopg.rows import dict_row
 from ._errors import DatabaseError
 from ._sql import query
 from ._verify_report import ScheduleVerdict, VerifyReport, Violation
-from ._verify_rules import Findings, Run, check_schedules, check_shape, schedule_from_row
+from ._verify_rules import (
+    Findings,
+    Run,
+    check_invalid,
+    check_schedules,
+    check_shape,
+    schedule_from_row,
+)
 
 __all__ = [
     "RULES",
@@ -72,6 +83,7 @@ RULES = (
     "duplicate",
     "early",
     "future",
+    "invalid_schedule",
     "missing",
     "not_occurrence",
     "order",
@@ -125,9 +137,10 @@ def verify_history(
     if now_row is None:  # pragma: no cover - SELECT without FROM always returns a row
         raise DatabaseError("verify_history: the database returned no clock reading")
     now_ms = int(now_row["now_ms"])
-    schedules = [schedule_from_row(row) for row in schedule_rows]
-    runs = [Run(**row) for row in run_rows]
     findings = Findings([])
+    skipped = check_invalid(findings, schedule_rows)
+    schedules = [schedule_from_row(row) for row in schedule_rows if row["id"] not in skipped]
+    runs = [Run(**row) for row in run_rows if row["schedule_id"] not in skipped]
     check_shape(findings, shape_rows, orphan_rows)
     verdicts = check_schedules(
         findings,
@@ -141,8 +154,8 @@ def verify_history(
     return VerifyReport(
         ok=not findings.violations,
         violations=tuple(findings.violations),
-        schedules=len(schedules),
-        runs=len(runs),
+        schedules=len(schedule_rows),
+        runs=len(run_rows),
         checked_at_ms=now_ms,
         since_ms=since_ms,
         stale_claim_grace_ms=stale_claim_grace_ms,

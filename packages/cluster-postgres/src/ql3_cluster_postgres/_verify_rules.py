@@ -10,7 +10,12 @@ import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ql3_runtime_core import MisfirePolicy, ScheduleDefinition, next_occurrence_ms
+from ql3_runtime_core import (
+    MisfirePolicy,
+    ScheduleDefinition,
+    next_occurrence_ms,
+    quarantine_reason,
+)
 
 from ._records import definition_from_columns
 from ._verify_report import ScheduleVerdict, Violation
@@ -18,7 +23,15 @@ from ._verify_report import ScheduleVerdict, Violation
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-__all__ = ["Findings", "Run", "Schedule", "check_schedules", "check_shape", "schedule_from_row"]
+__all__ = [
+    "Findings",
+    "Run",
+    "Schedule",
+    "check_invalid",
+    "check_schedules",
+    "check_shape",
+    "schedule_from_row",
+]
 
 _CREATION_SLACK_MS = 60_000
 _DEFINITION_COLUMNS = (
@@ -60,6 +73,47 @@ class Findings:
 
     def add(self, rule: str, schedule_id: int | None, detail: str) -> None:
         self.violations.append(Violation(rule=rule, schedule_id=schedule_id, detail=detail))
+
+
+def check_invalid(findings: Findings, rows: Sequence[dict[str, Any]]) -> set[int]:
+    """Report quarantined and unreadable schedules; return the ids the other rules must skip.
+
+    A quarantined schedule (state `invalid`) admits nothing: one `invalid_schedule` finding with
+    its reason. So does an active or paused one whose definition cannot be read (replicas will
+    quarantine it at its next claim). Neither has a definition the rules could judge its history
+    by; nor has a retired or exhausted row that cannot be read, which is skipped silently since
+    it is never claimed again.
+    """
+    skipped: set[int] = set()
+    for row in rows:
+        error = _definition_error(row)
+        if row["state"] == "invalid":
+            findings.add(
+                "invalid_schedule",
+                row["id"],
+                f"{row['name']!r} is quarantined since {row['invalidated_at_ms']} and admits"
+                f" nothing: {row['invalid_reason']} (apply a corrected definition, or resume"
+                " or retire it)",
+            )
+        elif error is not None and row["state"] in {"active", "paused"}:
+            findings.add(
+                "invalid_schedule",
+                row["id"],
+                f"{row['name']!r} (state {row['state']}) has a definition that cannot be read:"
+                f" {error}; replicas quarantine it at its next claim",
+            )
+        elif error is None:
+            continue
+        skipped.add(row["id"])
+    return skipped
+
+
+def _definition_error(row: dict[str, Any]) -> str | None:
+    try:
+        definition_from_columns(tuple(row[column] for column in _DEFINITION_COLUMNS))
+    except Exception as exc:  # noqa: BLE001  # any unreadable row is a finding, not a crash
+        return quarantine_reason(exc)
+    return None
 
 
 def schedule_from_row(row: dict[str, Any]) -> Schedule:

@@ -9,6 +9,7 @@ from uuid import UUID
 
 from psycopg import pq
 from ql3_cluster_postgres import PostgresScheduleRepository
+from ql3_runtime_core import zone_rules_version
 from repo_helpers import command, db_now_ms, fetch, make_schedules, owner_conn, wait_until
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def _bind_values(trace: str) -> list[bytes]:
 def test_claim_sends_one_clock_read_and_no_time_parameter(
     ql3_db: Ql3Database, tmp_path: Path
 ) -> None:
-    """The claim SQL on the wire reads clock_timestamp() once; its 4 parameters hold no time."""
+    """The claim SQL on the wire reads clock_timestamp() once; its 5 parameters hold no time."""
     make_schedules(ql3_db, 2)
     with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
         conn = repo._connection()
@@ -67,7 +68,7 @@ def test_claim_sends_one_clock_read_and_no_time_parameter(
     assert parse.count("clock_timestamp()") == 1
     assert "MATERIALIZED" in parse
     values = _bind_values(trace)
-    assert len(values) == 4
+    assert len(values) == 5
     now = db_now_ms(ql3_db.dsn("runtime"))
     for value in values:
         numbers = [int.from_bytes(value, "big", signed=True)]
@@ -75,7 +76,13 @@ def test_claim_sends_one_clock_read_and_no_time_parameter(
             numbers.append(int(value))
         assert all(abs(number - now) > DAY_MS for number in numbers), value
     assert sorted(values) == sorted(
-        [(7).to_bytes(2, "big"), b"owner-a", TOKEN.bytes, (5000).to_bytes(2, "big")]
+        [
+            (7).to_bytes(2, "big"),
+            b"owner-a",
+            TOKEN.bytes,
+            (5000).to_bytes(2, "big"),
+            zone_rules_version().encode(),
+        ]
     )
     assert len(claims) == 2
 
@@ -144,13 +151,20 @@ def test_claim_walks_the_partial_due_index(ql3_db: Ql3Database) -> None:
             row[0]
             for row in conn.execute(
                 "EXPLAIN " + sql.read_text(),
-                {"owner_id": "x", "claim_token": TOKEN, "lease_ms": 1000, "batch_limit": 16},
+                _EXPLAIN_PARAMS,
             ).fetchall()
         )
     assert "trigger_schedules_due" in plan
 
 
 _VERSIONS = "SELECT id, version FROM ql3.trigger_schedules"
+_EXPLAIN_PARAMS = {
+    "owner_id": "x",
+    "claim_token": TOKEN,
+    "lease_ms": 1000,
+    "batch_limit": 16,
+    "zone_rules_version": zone_rules_version(),
+}
 _CLAIM_COLUMNS = (
     "SELECT id, claim_owner_id, claim_token, claim_expires_at_ms, version, updated_at_ms"
     " FROM ql3.trigger_schedules"
@@ -160,7 +174,7 @@ _CLAIM_COLUMNS = (
 def _due_scan_rows(db: Ql3Database) -> int:
     """Rows the claim's scan of trigger_schedules visits (EXPLAIN ANALYZE, rolled back)."""
     sql = resources.files("ql3_cluster_postgres").joinpath("sql/claim_due_schedules.sql")
-    params = {"owner_id": "x", "claim_token": TOKEN, "lease_ms": 1000, "batch_limit": 16}
+    params = _EXPLAIN_PARAMS
     with owner_conn(db) as owner:
         owner.execute("ANALYZE ql3.trigger_schedules")
     with PostgresScheduleRepository(db.dsn("runtime")) as repo:

@@ -157,7 +157,7 @@ def test_connections_carry_keepalives_timeouts_and_the_callers_settings(
 
 
 def test_statement_observer_sees_each_statement_and_its_parameters(ql3_db: Ql3Database) -> None:
-    """The observer gets every statement sent; the claim's parameters are exactly four, no time."""
+    """The observer gets every statement sent; the claim's parameters are exactly five, no time."""
     make_schedules(ql3_db, 1)
     seen: list[tuple[str, str, dict[str, object]]] = []
     with PostgresScheduleRepository(
@@ -169,5 +169,11 @@ def test_statement_observer_sees_each_statement_and_its_parameters(ql3_db: Ql3Da
     assert [name for name, _, _ in seen] == ["claim_due_schedules", "commit_decisions"]
     claim_sql, claim_params = seen[0][1], seen[0][2]
     assert claim_sql.count("clock_timestamp()") == 1
-    assert sorted(claim_params) == ["batch_limit", "claim_token", "lease_ms", "owner_id"]
+    assert sorted(claim_params) == [
+        "batch_limit",
+        "claim_token",
+        "lease_ms",
+        "owner_id",
+        "zone_rules_version",
+    ]
     assert seen[1][1].count("clock_timestamp()") == 1

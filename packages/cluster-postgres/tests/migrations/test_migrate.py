@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 NOW_MS = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+# A migration one past the shipped ones (a newer build's file, for the version tests).
+NEXT_PROBE = f"{SCHEMA_VERSION + 1:04d}_add_probe.sql"
 
 
 def _shipped_names() -> list[str]:
@@ -117,7 +119,7 @@ def test_tampered_applied_file_is_refused(ql3_db: Ql3Database, source: Path) -> 
     recorded = hashlib.sha256(first.read_bytes()).hexdigest()
     first.write_text(first.read_text() + "\n-- edited after release\n")
     current = hashlib.sha256(first.read_bytes()).hexdigest()
-    (source / "0003_add_probe.sql").write_text("CREATE TABLE ql3.probe (x int);\n")
+    (source / NEXT_PROBE).write_text("CREATE TABLE ql3.probe (x int);\n")
     with pytest.raises(MigrationTamperedError) as caught:
         migrate(ql3_db.dsn("owner"), source=source)
     message = str(caught.value)
@@ -129,8 +131,8 @@ def test_tampered_applied_file_is_refused(ql3_db: Ql3Database, source: Path) -> 
 
 def test_newer_database_is_refused(ql3_db: Ql3Database, source: Path) -> None:
     """A database migrated past this build is refused by the check and by migrate, naming both."""
-    (source / "0003_add_probe.sql").write_text("CREATE TABLE ql3.probe (x int);\n")
-    assert migrate(ql3_db.dsn("owner"), source=source) == ["0003_add_probe.sql"]
+    (source / NEXT_PROBE).write_text("CREATE TABLE ql3.probe (x int);\n")
+    assert migrate(ql3_db.dsn("owner"), source=source) == [NEXT_PROBE]
     newer = SCHEMA_VERSION + 1
     with psycopg.connect(ql3_db.dsn("runtime")) as conn:
         with pytest.raises(SchemaMismatchError) as caught:
@@ -173,7 +175,7 @@ def test_check_inside_an_open_transaction_keeps_it_usable(ql3_db: Ql3Database) -
 
 def test_failed_migration_leaves_nothing_behind(ql3_db: Ql3Database, source: Path) -> None:
     """A file that fails halfway is rolled back entirely and not recorded."""
-    (source / "0003_half_broken.sql").write_text(
+    (source / f"{SCHEMA_VERSION + 1:04d}_half_broken.sql").write_text(
         "CREATE TABLE ql3.half (x int);\nSELECT no_such_function();\n"
     )
     with pytest.raises(DatabaseError, match="no_such_function"):

@@ -72,6 +72,8 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         "update:claim": "UPDATE ql3.trigger_schedules SET claim_owner_id = claim_owner_id,"
         " claim_token = claim_token, claim_expires_at_ms = claim_expires_at_ms"
         " WHERE id = %(schedule)s",
+        "update:quarantine": "UPDATE ql3.trigger_schedules SET invalid_reason = invalid_reason,"
+        " invalidated_at_ms = invalidated_at_ms WHERE id = %(schedule)s",
         "update:identity": "UPDATE ql3.trigger_schedules SET trigger_id = trigger_id,"
         " task_id = task_id, created_at_ms = created_at_ms WHERE id = %(schedule)s",
         "delete": "DELETE FROM ql3.trigger_schedules WHERE id = %(schedule)s",
@@ -108,6 +110,19 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         "delete": "DELETE FROM ql3.events WHERE id = %(event)s",
         "truncate": "TRUNCATE ql3.events",
     },
+    # One row, recorded when the template was migrated (prepare_ql3_database).
+    "zone_rules": {
+        "select": "SELECT * FROM ql3.zone_rules",
+        "upsert": "INSERT INTO ql3.zone_rules (version, recorded_at_ms, recorded_by)"
+        " VALUES ('probe', 0, 'probe') ON CONFLICT (singleton) DO UPDATE"
+        " SET version = excluded.version, recorded_at_ms = excluded.recorded_at_ms,"
+        " recorded_by = excluded.recorded_by",
+        "update:rules": "UPDATE ql3.zone_rules SET version = version,"
+        " recorded_at_ms = recorded_at_ms, recorded_by = recorded_by",
+        "update:identity": "UPDATE ql3.zone_rules SET singleton = singleton",
+        "delete": "DELETE FROM ql3.zone_rules",
+        "truncate": "TRUNCATE ql3.zone_rules",
+    },
     "schema_migrations": {
         "select": "SELECT * FROM ql3.schema_migrations",
         "insert": "INSERT INTO ql3.schema_migrations (name, version, sha256, applied_at_ms)"
@@ -120,7 +135,8 @@ PROBES: Final[dict[str, dict[str, str]]] = {
 }
 
 _READERS = frozenset({"owner", "admin", "runtime", "worker_ingress"})
-# The design (SPEC §5, migrations/0002_grant_privileges.sql): (table, probe) -> roles allowed.
+# The design (SPEC §5, migrations/0002_grant_privileges.sql and 0003_quarantine_and_zone_rules.sql):
+# (table, probe) -> roles allowed.
 # Anything absent is allowed to the owner only.
 ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("tasks", "select"): _READERS,
@@ -134,6 +150,7 @@ ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("trigger_schedules", "update:definition"): frozenset({"owner", "admin"}),
     ("trigger_schedules", "update:cursor"): frozenset({"owner", "admin", "runtime"}),
     ("trigger_schedules", "update:claim"): frozenset({"owner", "runtime"}),
+    ("trigger_schedules", "update:quarantine"): frozenset({"owner", "admin", "runtime"}),
     ("runs", "select"): _READERS,
     ("runs", "insert"): frozenset({"owner", "runtime"}),
     ("attempts", "select"): _READERS,
@@ -142,6 +159,9 @@ ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("events", "select"): _READERS,
     ("events", "insert"): frozenset({"owner", "runtime", "worker_ingress"}),
     ("schema_migrations", "select"): _READERS,
+    ("zone_rules", "select"): frozenset({"owner", "admin", "runtime"}),
+    ("zone_rules", "upsert"): frozenset({"owner", "admin"}),
+    ("zone_rules", "update:rules"): frozenset({"owner", "admin"}),
 }
 
 
@@ -281,6 +301,7 @@ def test_matrix_covers_every_table_and_role() -> None:
         "attempts",
         "events",
         "schema_migrations",
+        "zone_rules",
     }
     for table, probe in ALLOWED:
         assert probe in PROBES[table]

@@ -38,7 +38,18 @@ from ._errors import (
     RepositoryUnavailableError,
     UnknownTimezoneError,
 )
-from ._repository import AdmittedRun, CommitBatch, CommitOutcome, CommitStatus, ScheduleRepository
+from ._repository import (
+    QUARANTINE_REASON_MAX_LENGTH,
+    AdmittedRun,
+    ClaimRound,
+    CommitBatch,
+    CommitOutcome,
+    CommitStatus,
+    QuarantinedSchedule,
+    ScheduleRepository,
+    ZoneRulesCheck,
+    quarantine_reason,
+)
 from ._summary import CycleSummary, summarize_cycle
 from ._zones import load_timezone, zone_rules_version
 
@@ -49,9 +60,11 @@ __all__ = [
     "LEASE_MS_MAX",
     "LEASE_MS_MIN",
     "OWNER_ID_MAX_LENGTH",
+    "QUARANTINE_REASON_MAX_LENGTH",
     "AdmittedRun",
     "ClaimClusterScheduleCommand",
     "ClaimCommit",
+    "ClaimRound",
     "ClockRegressionError",
     "ClusterScheduleClaim",
     "CommitBatch",
@@ -63,12 +76,14 @@ __all__ = [
     "InvalidDecisionError",
     "MisfirePolicy",
     "QL3Error",
+    "QuarantinedSchedule",
     "RepositoryUnavailableError",
     "ScheduleDecision",
     "ScheduleDefinition",
     "ScheduleRepository",
     "ScheduleState",
     "UnknownTimezoneError",
+    "ZoneRulesCheck",
     "__version__",
     "count_occurrences_ms",
     "is_interval_like",
@@ -77,6 +92,7 @@ __all__ = [
     "next_occurrence_ms",
     "normalize_commit",
     "preview_occurrences",
+    "quarantine_reason",
     "resolve_cluster_schedule_decision",
     "same_claim",
     "summarize_cycle",

@@ -65,12 +65,15 @@ class ScheduleState(StrEnum):
     - `PAUSED`: kept with its cursor, never claimed until resumed.
     - `EXHAUSTED`: the cursor passed `end_at_ms`; nothing will ever be due again.
     - `RETIRED`: removed by an operator; history is kept, the schedule is never claimed.
+    - `INVALID`: quarantined: no replica could read or decide it (its record keeps the reason);
+      never claimed until an operator fixes its definition or resumes it.
     """
 
     ACTIVE = "active"
     PAUSED = "paused"
     EXHAUSTED = "exhausted"
     RETIRED = "retired"
+    INVALID = "invalid"
 
 
 OwnerId = Annotated[

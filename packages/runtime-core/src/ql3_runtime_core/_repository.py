@@ -1,9 +1,12 @@
-"""The repository protocol the Coordinator calls, and its typed outcomes (SPEC §7).
+"""The repository protocol the Coordinator calls, and its typed outcomes (SPEC §6, §7).
 
 Storage backends (ql3-cluster-postgres) implement `ScheduleRepository`. Expected outcomes
-(committed, raced, uncertain) are returned values; faults and fail-closed cases are exceptions:
-`ClockRegressionError` when the database clock went back, `RepositoryUnavailableError` when the
-store cannot be reached before anything was sent.
+(committed, raced, uncertain, quarantined, zone rules that differ) are returned values; faults and
+fail-closed cases are exceptions: `ClockRegressionError` when the database clock went back,
+`RepositoryUnavailableError` when the store cannot be reached before anything was sent.
+
+A schedule row that cannot be read or decided is *quarantined* (state `invalid`, with its reason)
+instead of raising: one bad row must never stop the other schedules (issue 10.2).
 """
 
 from __future__ import annotations
@@ -12,21 +15,31 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ._contracts import ClusterScheduleClaim  # pydantic resolves it at runtime
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ._commit import ClaimCommit
-    from ._contracts import ClaimClusterScheduleCommand, ClusterScheduleClaim
+    from ._contracts import ClaimClusterScheduleCommand
 
 __all__ = [
+    "QUARANTINE_REASON_MAX_LENGTH",
     "AdmittedRun",
+    "ClaimRound",
     "CommitBatch",
     "CommitOutcome",
     "CommitStatus",
+    "QuarantinedSchedule",
     "ScheduleRepository",
+    "ZoneRulesCheck",
+    "quarantine_reason",
 ]
+
+# The database keeps a reason of at most this many characters (CHECK in migration 0003).
+QUARANTINE_REASON_MAX_LENGTH = 2000
 
 
 class CommitStatus(StrEnum):
@@ -88,15 +101,101 @@ class CommitBatch(BaseModel):
     serialization_retries: int = 0
 
 
+class QuarantinedSchedule(BaseModel):
+    """A schedule put in state `invalid` because it could not be read or decided.
+
+    `quarantined_at_ms` is the quarantine statement's own `clock_timestamp()` sample; the claim
+    it held was released by the same statement.
+    """
+
+    model_config = _OUTCOME
+
+    schedule_id: int
+    reason: str
+    quarantined_at_ms: int
+
+
+class ZoneRulesCheck(BaseModel):
+    """The zone rules version of a replica against the one recorded in the store (SPEC §6).
+
+    A replica claims only while they agree; `recorded_version` is None when none is recorded.
+    """
+
+    model_config = _OUTCOME
+
+    local_version: str
+    recorded_version: str | None
+
+    @property
+    def agrees(self) -> bool:
+        """True when this replica decides with the recorded zone rules."""
+        return self.recorded_version == self.local_version
+
+
+class ClaimRound(BaseModel):
+    """What one claim statement did: readable claims, quarantined rows, the zone rules seen.
+
+    When the zone rules disagree the statement claimed nothing (the check is part of it), so
+    `claims` and `quarantined` are empty.
+    """
+
+    model_config = _OUTCOME
+
+    claims: tuple[ClusterScheduleClaim, ...] = ()
+    quarantined: tuple[QuarantinedSchedule, ...] = ()
+    zone_rules: ZoneRulesCheck
+
+
+def quarantine_reason(error: BaseException, context: str = "") -> str:
+    """Describe why a schedule cannot be read or decided, as one bounded line for its record.
+
+    `context` (e.g. "decision failed: ") is put first; the whole line is cut to
+    `QUARANTINE_REASON_MAX_LENGTH`.
+    """
+    if isinstance(error, ValidationError):
+        details = []
+        for item in error.errors():
+            field = ".".join(str(part) for part in item["loc"])
+            message = item["msg"].removeprefix("Value error, ")
+            details.append(
+                message if not field or message.startswith(field) else f"{field}: {message}"
+            )
+        detail = "; ".join(details)
+    else:
+        detail = str(error)
+    line = " ".join(f"{context}{type(error).__name__}: {detail}".split())
+    if len(line) > QUARANTINE_REASON_MAX_LENGTH:
+        line = line[: QUARANTINE_REASON_MAX_LENGTH - 3] + "..."
+    return line
+
+
 class ScheduleRepository(Protocol):
     """What the Coordinator needs from storage. Every time it uses is the store's own clock."""
+
+    def claim_round(self, command: ClaimClusterScheduleCommand, limit: int) -> ClaimRound:
+        """Claim up to `limit` due schedules in one statement observing the database clock once.
+
+        The statement claims nothing while this replica's zone rules differ from the recorded
+        ones. A claimed row that cannot be read is quarantined (its claim released) and reported
+        in `quarantined`, never raised.
+        """
+        ...
 
     def claim_due_schedules(
         self,
         command: ClaimClusterScheduleCommand,
         limit: int,
     ) -> list[ClusterScheduleClaim]:
-        """Claim up to `limit` due schedules in one statement observing the database clock once."""
+        """Return the readable claims of `claim_round` (for callers that need nothing else)."""
+        ...
+
+    def quarantine_claims(
+        self, failures: Sequence[tuple[ClusterScheduleClaim, str]]
+    ) -> tuple[QuarantinedSchedule, ...]:
+        """Quarantine each claimed schedule with its reason, fenced on its exact claim.
+
+        A claim that no longer stands exactly is left alone (not reported).
+        """
         ...
 
     def commit_decisions(self, commits: Sequence[ClaimCommit]) -> CommitBatch:

@@ -22,6 +22,7 @@ class CycleSummary(BaseModel):
 
     `first_claim_acquired_at_ms` / `last_claim_acquired_at_ms` are the acquired times of the
     cycle's first and last claim, in claim order, or None for a cycle that claimed nothing.
+    `quarantined` counts schedules this cycle put in state `invalid` (unreadable or undecidable).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -35,6 +36,7 @@ class CycleSummary(BaseModel):
     uncertain: int
     skipped: int
     serialization_retries: int
+    quarantined: int = 0
     first_claim_acquired_at_ms: int | None
     last_claim_acquired_at_ms: int | None
 
@@ -46,6 +48,7 @@ def summarize_cycle(
     *,
     skipped: int = 0,
     serialization_retries: int = 0,
+    quarantined: int = 0,
 ) -> CycleSummary:
     """Summarize a cycle from its claims (in claim order) and its commit outcomes."""
 
@@ -62,6 +65,7 @@ def summarize_cycle(
         uncertain=count(CommitStatus.UNCERTAIN),
         skipped=skipped,
         serialization_retries=serialization_retries,
+        quarantined=quarantined,
         first_claim_acquired_at_ms=claims[0].claim_acquired_at_ms if claims else None,
         last_claim_acquired_at_ms=claims[-1].claim_acquired_at_ms if claims else None,
     )

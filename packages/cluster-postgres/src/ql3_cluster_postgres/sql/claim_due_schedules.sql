@@ -1,11 +1,19 @@
 -- D2: one statement, one database observation. `obs` is MATERIALIZED so the database clock is
 -- read exactly once; due-ness, takeover of an expired claim and never-backwards all compare
 -- against it, and it is written as the acquired time (updated_at_ms) and the lease base.
--- Parameters: owner_id, claim_token, lease_ms, batch_limit. No time is ever a parameter.
+-- Parameters: owner_id, claim_token, lease_ms, batch_limit, zone_rules_version. No time is ever
+-- a parameter.
 -- The scalar subquery makes the cursor bound an index condition on trigger_schedules_due,
 -- so the scan walks only due active rows, in due order, and idle schedules cost nothing.
+-- Zone rules (SPEC §6): nothing is claimed unless the replica's zone rules version is the one
+-- recorded in ql3.zone_rules, read by this very statement, so an operator's switch is atomic for
+-- every replica. The result always has at least one row carrying the recorded version; claimed
+-- rows follow it in the same rows (claim columns NULL when nothing was claimed).
 WITH obs AS MATERIALIZED (
     SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+),
+rules AS MATERIALIZED (
+    SELECT (SELECT z.version FROM ql3.zone_rules AS z) AS recorded
 ),
 due AS (
     SELECT s.id
@@ -14,19 +22,28 @@ due AS (
       AND s.next_due_at_ms <= (SELECT now_ms FROM obs)
       AND (s.claim_expires_at_ms IS NULL OR s.claim_expires_at_ms <= (SELECT now_ms FROM obs))
       AND s.updated_at_ms <= (SELECT now_ms FROM obs)
+      AND (SELECT recorded FROM rules) = %(zone_rules_version)s::text
     ORDER BY s.next_due_at_ms, s.id
     LIMIT %(batch_limit)s
     FOR UPDATE OF s SKIP LOCKED
+),
+claimed AS (
+    UPDATE ql3.trigger_schedules AS t
+    SET claim_owner_id = %(owner_id)s,
+        claim_token = %(claim_token)s,
+        claim_expires_at_ms = obs.now_ms + %(lease_ms)s,
+        updated_at_ms = obs.now_ms,
+        version = t.version + 1
+    FROM due, obs
+    WHERE t.id = due.id
+    RETURNING
+        t.id, t.task_id, t.version, t.claim_owner_id, t.claim_token, t.updated_at_ms,
+        t.claim_expires_at_ms, t.next_due_at_ms, t.cron, t.timezone, t.misfire_policy,
+        t.misfire_grace_ms, t.start_at_ms, t.end_at_ms, t.ctid::text
 )
-UPDATE ql3.trigger_schedules AS t
-SET claim_owner_id = %(owner_id)s,
-    claim_token = %(claim_token)s,
-    claim_expires_at_ms = obs.now_ms + %(lease_ms)s,
-    updated_at_ms = obs.now_ms,
-    version = t.version + 1
-FROM due, obs
-WHERE t.id = due.id
-RETURNING
-    t.id, t.task_id, t.version, t.claim_owner_id, t.claim_token, t.updated_at_ms,
-    t.claim_expires_at_ms, t.next_due_at_ms, t.cron, t.timezone, t.misfire_policy,
-    t.misfire_grace_ms, t.start_at_ms, t.end_at_ms, t.ctid::text
+SELECT
+    rules.recorded, c.id, c.task_id, c.version, c.claim_owner_id, c.claim_token, c.updated_at_ms,
+    c.claim_expires_at_ms, c.next_due_at_ms, c.cron, c.timezone, c.misfire_policy,
+    c.misfire_grace_ms, c.start_at_ms, c.end_at_ms, c.ctid
+FROM rules
+LEFT JOIN claimed AS c ON true

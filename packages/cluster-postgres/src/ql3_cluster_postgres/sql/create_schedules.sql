@@ -42,7 +42,8 @@ new_schedules AS (
 )
 SELECT s.id, s.task_id, t.name, s.cron, s.timezone, s.misfire_policy, s.misfire_grace_ms,
        s.start_at_ms, s.end_at_ms, s.state, s.next_due_at_ms, s.claim_owner_id,
-       s.claim_expires_at_ms, s.version, s.updated_at_ms, s.created_at_ms
+       s.claim_expires_at_ms, s.version, s.updated_at_ms, s.created_at_ms, s.invalid_reason,
+       s.invalidated_at_ms
 FROM new_schedules AS s
 JOIN new_tasks AS t ON t.id = s.task_id
 ORDER BY t.name

@@ -1,4 +1,4 @@
--- verify_history: every schedule with its definition, cursor and claim, oldest first.
+-- verify_history: every schedule with its definition, cursor, claim and quarantine, oldest first.
 SELECT s.id,
        s.task_id,
        t.name,
@@ -13,7 +13,9 @@ SELECT s.id,
        s.claim_owner_id,
        s.claim_expires_at_ms,
        s.updated_at_ms,
-       s.created_at_ms
+       s.created_at_ms,
+       s.invalid_reason,
+       s.invalidated_at_ms
 FROM ql3.trigger_schedules AS s
 JOIN ql3.tasks AS t ON t.id = s.task_id
 ORDER BY s.id
