@@ -7,6 +7,11 @@ conditions by polling the database against a monotonic deadline (never sleep-and
 with `finish()`: stop the replicas gracefully, then check the history (every expected occurrence
 exactly once, none early, 1 run : 1 attempt : 2 events, no claim left at rest) and
 `verify_history`. Rule zero holds here too: every time value comes from the database.
+
+Expected occurrences come from `expected.py` (cronsim), never from QL3's cron functions. Every
+lateness bound is a `Bound`: named parts whose sum and arithmetic are printed in EVIDENCE.md.
+A `wait_until` timeout only stops a hung run, unless it is built from a `Bound` (the recovery
+after network-faults' partition), which then says so in the scenario's notes.
 """
 
 from __future__ import annotations
@@ -50,12 +55,15 @@ POLL_S = 0.1
 # `ql3 run --poll-interval-ms` of every replica: the longest idle sleep. An idle replica sleeps
 # until the database's next-due hint + 1 ms (claim expiries included), capped by this.
 POLL_INTERVAL_MS = 200
-# One claim statement + one SERIALIZABLE commit on a local server: measured 2-10 ms quiet.
+# One claim statement + one SERIALIZABLE commit on a local server: a cycle with claims measured
+# 2-15 ms quiet, up to 71 ms at load average 5 (its own share of scheduling noise included).
 ROUND_TRIPS_MS = 50
 # How long a runnable `ql3 run` may wait for a CPU on this 2-core machine while other test
-# suites, PostgreSQL servers and replica start-ups compete: measured up to ~400 ms (the
-# baseline's and node-clock-skew's max lateness under a parallel package session); doubled.
-SCHEDULING_NOISE_MS = 800
+# suites, PostgreSQL servers and replica start-ups compete. Measured at load average 3-5 (three
+# other suites running): <= 38 ms (baseline), <= 78 ms (node-clock-skew), <= 55 ms
+# (sigkill-replicas, admission after a dead claim's expiry). Allowed: 500 ms, ~6x the worst
+# sample, for bursts the samples missed; a bound that needs more is reporting a real delay.
+SCHEDULING_NOISE_MS = 500
 # A due occurrence nobody holds is admitted within this: one (capped) sleep, the round trips,
 # the noise. Every scenario's bound is this plus what its fault costs, stated beside it.
 CYCLE_SLACK_MS = POLL_INTERVAL_MS + ROUND_TRIPS_MS + SCHEDULING_NOISE_MS
