@@ -30,9 +30,11 @@ HOLD_S = 4.0
 GRACE_MS = 5_000
 CATCH_UP_CRON = "*/10 * * * * *"
 PROXY_DELAY_MS = 150
-# How much later than its claim a commit may land: the slow replica's claim reply, BEGIN and
-# commit statement are < 30 protocol messages, each held PROXY_DELAY_MS by the proxy, then a
-# cycle slack; far below the hour of missed occurrences the skip check is about.
+# How much later than its claim a commit may land (its time is sampled when the commit statement
+# runs): the slow replica's claim reply, BEGIN and its reply, and the commit statement's own
+# messages are ~12 protocol messages, each held PROXY_DELAY_MS by the proxy (an empty claim
+# round trip through a proxy is 8 messages); 30 allowed, then a cycle slack. Far below the hour
+# of missed occurrences the skip check is about.
 COMMIT_LAG_MS = 30 * PROXY_DELAY_MS + CYCLE_SLACK_MS
 # A step of -30 s shows as a read ~30 s earlier than the one before; 5 s tells "stepped" from
 # "not stepped" while leaving room for libfaketime picking the offset up a little late.
