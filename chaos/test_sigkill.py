@@ -202,3 +202,7 @@ def test_repeated_sigkill_loses_and_doubles_nothing(
     assert hunter.kills >= MIN_KILLS
     assert hunter.mid_cycle >= 1, "no kill caught a replica holding a claim"
     assert taken_over >= 1, "no occurrence was taken over from a dead claim"
+    run.evidence.verdict = (
+        f"{hunter.kills} kills; every occurrence admitted <= {worst} ms after its last dead claim"
+        " expired"
+    )
