@@ -8,6 +8,7 @@ shows the latest run.
 
 from __future__ import annotations
 
+import os
 import shutil
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,8 @@ from harness import EVIDENCE, Scenario
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterator
+
+KEEP_LOGS = os.environ.get("CHAOS_KEEP_LOGS") == "1"
 
 
 @pytest.fixture
@@ -38,8 +41,10 @@ def scenario(request: pytest.FixtureRequest) -> Iterator[Callable[[str, str], Sc
             created.evidence.outcome = "error"
         else:
             created.evidence.outcome = "passed" if report.passed else "FAILED"
-        if created.evidence.outcome == "passed":
-            # Replica logs are kept only for scenarios that did not pass.
+        if created.evidence.outcome == "passed" and created.evidence.verdict:
+            created.evidence.outcome = f"passed: {created.evidence.verdict}"
+        if created.evidence.outcome.startswith("passed") and not KEEP_LOGS:
+            # Replica logs are kept only for scenarios that did not pass (or CHAOS_KEEP_LOGS=1).
             shutil.rmtree(created.workdir, ignore_errors=True)
 
 
@@ -53,6 +58,15 @@ def pytest_runtest_makereport(
     if report.when == "call":
         item.rep_call = report  # type: ignore[attr-defined]  # read back by the fixture
     return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Show every scenario's measurements in the console (a partial run writes no document)."""
+    for row in EVIDENCE:
+        terminalreporter.write_line(
+            f"{row.scenario}: {row.outcome}; max lateness {row.max_lateness_ms} ms, bound"
+            f" {row.bound}; " + "; ".join(row.notes)
+        )
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:  # noqa: ARG001 - hook signature

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from harness import SLACK, Bound
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -11,6 +13,9 @@ if TYPE_CHECKING:
 
 WINDOW_S = 12
 LEASE_MS = 2_000
+# No fault: nothing is ever orphaned, so the lease never enters; a due occurrence waits only for
+# a replica's (capped) sleep, its round trips and the machine's scheduling noise.
+BOUND = Bound.of(SLACK)
 
 
 def test_baseline_admits_every_occurrence_once(scenario: Callable[[str, str], Scenario]) -> None:
@@ -22,6 +27,6 @@ def test_baseline_admits_every_occurrence_once(scenario: Callable[[str, str], Sc
     run.wait_ready()
     run.add_schedules(3, window_s=WINDOW_S)
     run.wait_exhausted(timeout_s=WINDOW_S + 20)
-    outcome = run.finish(lateness_bound_ms=LEASE_MS + 10_000)
-    run.note(f"max lateness {outcome.max_lateness_ms} ms")
+    outcome = run.finish(bound=BOUND)
+    # Every whole second of the window is an occurrence, less the one the creation fell into.
     assert outcome.expected >= 3 * (WINDOW_S - 1)

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
-from harness import wait_until
+from expected import first_after
+from harness import EVERY_SECOND, wait_until
 from psycopg.conninfo import make_conninfo
 from ql3_cluster_postgres import ThrowawayCluster, WireFaultProxy, verify_history
-from ql3_runtime_core import next_occurrence_ms
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -82,7 +82,7 @@ def _broken_admit(
     conn.execute(
         "UPDATE ql3.trigger_schedules SET next_due_at_ms = greatest(next_due_at_ms, %s),"
         " updated_at_ms = %s, version = version + 1 WHERE id = %s",
-        (next_occurrence_ms("* * * * * *", "UTC", occurrence), stamp_ms, schedule_id),
+        (first_after(EVERY_SECOND, "UTC", occurrence), stamp_ms, schedule_id),
     )
     if commit:
         conn.commit()

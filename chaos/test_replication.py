@@ -2,21 +2,26 @@
 
 Both runs: primary + standby, one `ql3 run` replica reaching the primary through a proxy (the
 stable address that fails over). Replication is cut (the standby's `primary_conninfo` emptied),
-the replica keeps working for a while, the primary is fenced, the standby promoted, and the proxy
-sent to it. "Acknowledged" admissions are the ones the replica's cycle summaries report as
-committed before the fence.
+the replica keeps working for a while, then the proxy stops forwarding (so what the replica has
+been told is frozen), the old primary's runs are read, the primary is fenced, the standby
+promoted, and the proxy sent to it. "Acknowledged" admissions are the ones the replica's cycle
+summaries report as committed; the old primary's runs give their identities.
 
 - Asynchronous: the primary keeps acknowledging commits that never reach the standby; after the
   promotion they are gone and the Coordinator admits those occurrences again on the new timeline.
   The new timeline's history is clean (the checker cannot see the lost one), which is exactly why
   QL3 requires a synchronous standby: this run documents the hazard, it is not a supported setup.
-- Synchronous (`synchronous_standby_names` + `synchronous_commit = on`): with the standby cut off
-  every commit waits and none is acknowledged, so nothing acknowledged is lost; the waiting
-  commit becomes *uncertain* and is settled on the new primary.
+  It fails unless the hazard is reproduced: acknowledged admissions missing after the promotion,
+  each admitted again on timeline 2.
+- Synchronous (`synchronous_standby_names` + `synchronous_commit = on`): admissions acknowledged
+  before the cut (required: > 0) are all on the new timeline; after the cut every write of the
+  replica, its claims included, waits for the standby and none is acknowledged. A write that waited
+  is committed on the old primary only, and is decided again on the new one.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from harness import fetch, pause, wait_until
@@ -32,10 +37,14 @@ LEASE_MS = 2_000
 CUT_S = 3.0
 FIRST = 2  # admissions before the cut
 PROMOTED_TIMELINE = 2
+# A cycle's summary is logged when it ends, milliseconds after its last reply; the proxy holds
+# every later reply, so this pause only lets the replica finish writing what it was told.
+SUMMARY_FLUSH_S = 1.0
 SENDERS_SQL = "SELECT count(*) FROM pg_stat_replication"
 SYNC_WAIT_SQL = "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
 REPLAYED_SQL = "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn"
-OWN_RUNS_SQL = "SELECT count(*) FROM ql3.runs WHERE owner_id = %s"
+OWN_RUNS_SQL = "SELECT schedule_id, scheduled_for_ms FROM ql3.runs WHERE owner_id = %s"
+RUNS_OF_SQL = "SELECT schedule_id, scheduled_for_ms, claim_token::text FROM ql3.runs"
 
 
 def _cut_replication(primary: ThrowawayCluster, standby: ThrowawayCluster) -> None:
@@ -55,20 +64,49 @@ def _cut_replication(primary: ThrowawayCluster, standby: ThrowawayCluster) -> No
     )
 
 
+@dataclass(frozen=True)
+class Failover:
+    """What the replica was told, what the old primary held, what the new primary has."""
+
+    acknowledged: int  # admissions the replica's cycle summaries report as committed
+    on_old: frozenset[tuple[int, int]]  # its runs on the old primary, read before the fence
+    on_new: frozenset[tuple[int, int]]  # its runs on the promoted standby
+    new_admin: str
+
+    @property
+    def missing(self) -> frozenset[tuple[int, int]]:
+        """Runs the old primary had and the new one has not."""
+        return self.on_old - self.on_new
+
+
+def _runs(dsn: str, owner: str) -> frozenset[tuple[int, int]]:
+    return frozenset((int(r[0]), int(r[1])) for r in fetch(dsn, OWN_RUNS_SQL, (owner,)))
+
+
 def _fail_over(
-    run: Scenario, primary: ThrowawayCluster, standby: ThrowawayCluster, replica: Replica
-) -> tuple[int, int, str]:
-    """Fence, promote; return (acknowledged admissions, those on the new primary, new DSN)."""
-    primary.fence()
-    pause(1.0)  # let the replica log the summary of a cycle acknowledged just before the fence
+    run: Scenario,
+    primary: ThrowawayCluster,
+    standby: ThrowawayCluster,
+    proxy: WireFaultProxy,
+    replica: Replica,
+) -> Failover:
+    """Freeze the replica's view, read the old primary, fence, promote, read the new one."""
+    proxy.partition()
+    pause(SUMMARY_FLUSH_S)
     acknowledged = replica.admitted()
+    on_old = _runs(run.dsn("admin"), replica.owner_id)
+    primary.fence()
     standby.promote()
     timeline = standby.timeline()
     assert timeline == PROMOTED_TIMELINE, f"timeline after promotion is {timeline}, expected 2"
     new_admin = make_conninfo(run.dsn("admin"), port=str(standby.port))
-    survived = int(fetch(new_admin, OWN_RUNS_SQL, (replica.owner_id,))[0][0])
-    run.fault("old primary fenced, standby promoted (timeline 1 -> 2)")
-    return acknowledged, survived, new_admin
+    on_new = _runs(new_admin, replica.owner_id)
+    run.fault(
+        "replica's traffic held (proxy), old primary fenced, standby promoted (timeline 1 -> 2)"
+    )
+    proxy.set_upstream(standby.host, standby.port)
+    proxy.heal()
+    return Failover(acknowledged, on_old, on_new, new_admin)
 
 
 def _start(run: Scenario, *, synchronous: bool) -> tuple[ThrowawayCluster, ThrowawayCluster]:
@@ -105,18 +143,34 @@ def test_async_replication_loses_acknowledged_admissions(
     run = scenario("async-replication-loses-acks", "7")
     primary, standby, proxy, replica = _admitting_then_cut(run, synchronous=False)
     pause(CUT_S)
-    acknowledged, survived, new_admin = _fail_over(run, primary, standby, replica)
-    lost = acknowledged - survived
-    run.note(f"{acknowledged} admissions acknowledged, {survived} on the new timeline: {lost} lost")
-    assert lost > 0, "asynchronous replication lost nothing: the hazard was not reproduced"
-    proxy.set_upstream(standby.host, standby.port)
-    proxy.reset_connections()
-    run.wait_exhausted(timeout_s=30, dsn=new_admin)
-    outcome = run.finish(dsn=new_admin)
+    failover = _fail_over(run, primary, standby, proxy, replica)
+    survived = len(failover.on_new)
+    lost = failover.acknowledged - survived
+    missing = failover.missing
     run.note(
-        f"the {lost} lost occurrences were admitted again on the new timeline, which alone looks"
-        f" clean ({outcome.duplicated} duplicates there): a worker may run them twice -> QL3"
-        " requires a synchronous standby"
+        f"{failover.acknowledged} admissions acknowledged, {survived} on the new timeline:"
+        f" {lost} acknowledged admissions lost ({len(missing)} runs of the old primary missing)"
+    )
+    assert lost > 0, "asynchronous replication lost nothing: the hazard was not reproduced"
+    assert len(missing) >= lost, (
+        failover.acknowledged,
+        sorted(failover.on_old),
+        sorted(failover.on_new),
+    )
+    run.wait_exhausted(timeout_s=30, dsn=failover.new_admin)
+    outcome = run.finish(dsn=failover.new_admin)
+    # Each lost occurrence was admitted again on the new timeline (under a new claim token).
+    final = {(int(r[0]), int(r[1])) for r in fetch(failover.new_admin, RUNS_OF_SQL)}
+    readmitted = missing & final
+    assert readmitted == missing, f"lost and never admitted again: {sorted(missing - final)}"
+    run.note(
+        f"the {len(readmitted)} lost occurrences were admitted again on the new timeline, which"
+        f" alone looks clean ({outcome.duplicated} duplicates there): a worker may run them twice"
+        " -> QL3 requires a synchronous standby"
+    )
+    run.evidence.verdict = (
+        f"{lost} acknowledged admissions lost at promotion, {len(readmitted)} re-admitted on"
+        " timeline 2 (the hazard, reproduced)"
     )
 
 
@@ -130,15 +184,32 @@ def test_sync_replication_keeps_acknowledged_admissions(
     wait_until(
         lambda: int(fetch(primary.dsn(), SYNC_WAIT_SQL)[0][0]) > 0,
         timeout_s=10,
-        what="a commit on the primary waits for the synchronous standby",
+        what="a write on the primary waits for the synchronous standby",
     )
+    # Nothing is acknowledged after the cut, so once the summaries are written this counts
+    # exactly the admissions acknowledged before it.
+    pause(SUMMARY_FLUSH_S)
+    before_cut = replica.admitted()
+    assert before_cut > 0, "no admission was acknowledged before the cut: nothing to keep"
     pause(CUT_S)
-    acknowledged, survived, new_admin = _fail_over(run, primary, standby, replica)
-    run.note(f"{acknowledged} admissions acknowledged, {survived} on the new timeline: 0 lost")
-    assert survived >= acknowledged, f"lost acknowledged admissions: {acknowledged - survived}"
-    proxy.set_upstream(standby.host, standby.port)
-    proxy.reset_connections()
-    run.wait_exhausted(timeout_s=30, dsn=new_admin)
+    failover = _fail_over(run, primary, standby, proxy, replica)
+    survived = len(failover.on_new)
+    run.note(
+        f"{before_cut} admissions acknowledged before the cut, {failover.acknowledged} in all;"
+        f" {survived} on the new timeline: 0 lost; {len(failover.missing)} committed on the old"
+        " primary only, never acknowledged (waiting for the standby)"
+    )
+    assert failover.acknowledged == before_cut, (
+        f"{failover.acknowledged - before_cut} admissions acknowledged after the synchronous"
+        " standby was cut off"
+    )
+    assert survived >= failover.acknowledged, (
+        f"lost acknowledged admissions: {failover.acknowledged - survived}"
+    )
+    run.wait_exhausted(timeout_s=30, dsn=failover.new_admin)
     settled = ", ".join(str(e.get("outcome")) for e in replica.events("uncertain.resolved"))
-    run.note(f"uncertain commits settled as: {settled or 'none'}")
-    run.finish(dsn=new_admin)
+    run.note(
+        f"uncertain commits settled as: {settled or 'none (the write that waited was a claim)'}"
+    )
+    run.finish(dsn=failover.new_admin)
+    run.evidence.verdict = f"{before_cut} acknowledged before the cut, 0 lost"
