@@ -169,7 +169,11 @@ class FakeRepository:
         if not self._stands(claim) or obs >= claim.claim_expires_at_ms:
             return CommitOutcome(schedule_id=claim.schedule_id, status=CommitStatus.RACED)
         runs = []
+        taken = {run.scheduled_for_ms for run in self.runs if run.schedule_id == claim.schedule_id}
+        already = tuple(t for t in commit.decision.occurrences if t in taken)
         for occurrence in commit.decision.occurrences:
+            if occurrence in taken:
+                continue  # UNIQUE (schedule, occurrence): settled by the run that exists
             run_id = next(self._ids)
             run = AdmittedRun(
                 run_id=run_id,
@@ -194,6 +198,7 @@ class FakeRepository:
             status=CommitStatus.COMMITTED,
             committed_at_ms=obs,
             runs=tuple(runs),
+            already_admitted=already,
         )
 
     def resolve_uncertain_commit(self, commit: ClaimCommit) -> CommitOutcome:

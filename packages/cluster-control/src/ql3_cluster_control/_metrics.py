@@ -46,6 +46,11 @@ class CoordinatorMetrics:
             ["outcome"],
             registry=reg,
         )
+        self.already_admitted = Counter(
+            "ql3_already_admitted",
+            "Decided occurrences that already had a run: settled by UNIQUE, not admitted again",
+            registry=reg,
+        )
         self.serialization_retries = Counter(
             "ql3_serialization_retries", "SQLSTATE 40001 retries of commits", registry=reg
         )

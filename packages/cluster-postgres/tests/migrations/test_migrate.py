@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 NOW_MS = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
 
+def _next_file(phrase: str) -> str:
+    """Name a migration file one past the shipped ones (the number a next release would take)."""
+    return f"{SCHEMA_VERSION + 1:04d}_{phrase}.sql"
+
+
 def _shipped_names() -> list[str]:
     folder = files("ql3_cluster_postgres") / "migrations"
     return sorted(entry.name for entry in folder.iterdir() if entry.name.endswith(".sql"))
@@ -117,7 +122,7 @@ def test_tampered_applied_file_is_refused(ql3_db: Ql3Database, source: Path) -> 
     recorded = hashlib.sha256(first.read_bytes()).hexdigest()
     first.write_text(first.read_text() + "\n-- edited after release\n")
     current = hashlib.sha256(first.read_bytes()).hexdigest()
-    (source / "0003_add_probe.sql").write_text("CREATE TABLE ql3.probe (x int);\n")
+    (source / _next_file("add_probe")).write_text("CREATE TABLE ql3.probe (x int);\n")
     with pytest.raises(MigrationTamperedError) as caught:
         migrate(ql3_db.dsn("owner"), source=source)
     message = str(caught.value)
@@ -129,8 +134,8 @@ def test_tampered_applied_file_is_refused(ql3_db: Ql3Database, source: Path) -> 
 
 def test_newer_database_is_refused(ql3_db: Ql3Database, source: Path) -> None:
     """A database migrated past this build is refused by the check and by migrate, naming both."""
-    (source / "0003_add_probe.sql").write_text("CREATE TABLE ql3.probe (x int);\n")
-    assert migrate(ql3_db.dsn("owner"), source=source) == ["0003_add_probe.sql"]
+    (source / _next_file("add_probe")).write_text("CREATE TABLE ql3.probe (x int);\n")
+    assert migrate(ql3_db.dsn("owner"), source=source) == [_next_file("add_probe")]
     newer = SCHEMA_VERSION + 1
     with psycopg.connect(ql3_db.dsn("runtime")) as conn:
         with pytest.raises(SchemaMismatchError) as caught:
@@ -173,7 +178,7 @@ def test_check_inside_an_open_transaction_keeps_it_usable(ql3_db: Ql3Database) -
 
 def test_failed_migration_leaves_nothing_behind(ql3_db: Ql3Database, source: Path) -> None:
     """A file that fails halfway is rolled back entirely and not recorded."""
-    (source / "0003_half_broken.sql").write_text(
+    (source / _next_file("half_broken")).write_text(
         "CREATE TABLE ql3.half (x int);\nSELECT no_such_function();\n"
     )
     with pytest.raises(DatabaseError, match="no_such_function"):
@@ -211,3 +216,36 @@ def test_concurrent_migrations_apply_each_file_once(bare_db: Ql3Database) -> Non
     assert errors == []
     assert sorted(name for applied in results for name in applied) == _shipped_names()
     assert [row[0] for row in _ledger(bare_db.dsn("owner"))] == _shipped_names()
+
+
+def test_upgrade_backfills_a_revision_for_existing_schedules(
+    bare_db: Ql3Database, source: Path
+) -> None:
+    """Schedules older than schema 4 get a revision 1 'migrated' starting at their cursor."""
+    for path in source.iterdir():
+        if not path.name.startswith(("0001_", "0002_")):
+            path.unlink()
+    migrate(bare_db.dsn("owner"), source=source)
+    with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
+        conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', 1)")
+        conn.execute("INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (1, 1)")
+        conn.execute(
+            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, misfire_policy,"
+            " next_due_at_ms, end_at_ms, updated_at_ms, created_at_ms)"
+            " VALUES (1, 1, '*/5 * * * *', 'skip', 600000, 9000000, 1, 1)"
+        )
+    before = _now_ms(bare_db.dsn("owner"))
+    migrate(bare_db.dsn("owner"))
+    rows = _rows(
+        bare_db.dsn("admin"),
+        "SELECT revision, reason, cron, misfire_policy, end_at_ms, first_cursor_ms,"
+        " end_cursor_ms, ended_at_ms, created_at_ms FROM ql3.schedule_revisions",
+    )
+    assert len(rows) == 1
+    assert rows[0][:8] == (1, "migrated", "*/5 * * * *", "skip", 9_000_000, 600_000, None, None)
+    assert rows[0][8] >= before
+
+
+def _rows(dsn: str, statement: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(statement).fetchall()
