@@ -53,6 +53,8 @@ def test_commit_records_the_skipped_range_at_its_own_sample(ql3_db: Ql3Database)
             "skip",
         )
         assert row[5:8] == (claim.claim_acquired_at_ms, claim.owner_id, claim.claim_token)
+        assert decision.skipped_first_ms is not None
+        assert decision.skipped_last_ms is not None
         assert row[8] == claim.claim_acquired_at_ms - decision.skipped_last_ms
         assert row[9] == claim.claim_acquired_at_ms - decision.skipped_first_ms
         assert row[10] == sample
