@@ -23,6 +23,7 @@ from ql3_cluster_postgres import (
     drop_database,
     migrate,
     provision_roles,
+    verify_history,
 )
 
 if TYPE_CHECKING:
@@ -249,3 +250,49 @@ def test_upgrade_backfills_a_revision_for_existing_schedules(
 def _rows(dsn: str, statement: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(dsn) as conn:
         return conn.execute(statement).fetchall()
+
+
+def test_history_older_than_accounting_verifies_clean_after_the_upgrade(
+    bare_db: Ql3Database, source: Path
+) -> None:
+    """Runs admitted under schema 2 are not judged by accounting; later occurrences are."""
+    for path in source.iterdir():
+        if not path.name.startswith(("0001_", "0002_")):
+            path.unlink()
+    migrate(bare_db.dsn("owner"), source=source)
+    now = _now_ms(bare_db.dsn("owner"))
+    first = now - now % 10_000 - 30_000
+    with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
+        conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', %s)", (first,))
+        conn.execute("INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (1, %s)", (first,))
+        conn.execute(
+            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, misfire_policy,"
+            " next_due_at_ms, updated_at_ms, created_at_ms)"
+            " VALUES (1, 1, '*/10 * * * * *', 'catch_up', %s, %s, %s)",
+            (first + 20_000, first + 10_005, first - 500),
+        )
+        for at in (first, first + 10_000):
+            run = conn.execute(
+                "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id,"
+                " claim_token, created_at_ms) VALUES (1, 1, %s, 'old', gen_random_uuid(), %s)"
+                " RETURNING id",
+                (at, at + 5),
+            ).fetchone()
+            assert run is not None
+            attempt = conn.execute(
+                "INSERT INTO ql3.attempts (run_id, created_at_ms, updated_at_ms)"
+                " VALUES (%s, %s, %s) RETURNING id",
+                (run[0], at + 5, at + 5),
+            ).fetchone()
+            assert attempt is not None
+            for kind in ("run.admitted", "attempt.queued"):
+                conn.execute(
+                    "INSERT INTO ql3.events (run_id, attempt_id, kind, created_at_ms)"
+                    " VALUES (%s, %s, %s, %s)",
+                    (run[0], attempt[0], kind, at + 5),
+                )
+    migrate(bare_db.dsn("owner"))
+    report = verify_history(bare_db.dsn("admin"))
+    assert report.ok, report.lines()
+    # Accounting starts at the cursor the schedule had at the upgrade.
+    assert (report.admitted, report.expected, report.missing) == (2, 0, 0)
