@@ -38,6 +38,10 @@ def _verify(db: Ql3Database) -> VerifyReport:
     return verify_history(db.dsn("admin"), stale_claim_grace_ms=0)
 
 
+def _wait_until_due(db: Ql3Database, due_ms: int) -> None:
+    wait_until(lambda: db_now_ms(db.dsn("admin")) >= due_ms, what=f"{due_ms} is due")
+
+
 def _wait_a_second(db: Ql3Database) -> None:
     start = db_now_ms(db.dsn("admin"))
     wait_until(lambda: db_now_ms(db.dsn("admin")) >= start + 1_000, what="a second passes")
@@ -104,8 +108,7 @@ def test_definition_changes_between_commits_stay_accounted_for(ql3_db: Ql3Databa
             admin.apply_schedules([ScheduleSpec(name="s00000", definition=definition)])
             (record,) = admin.list_schedules()
             assert record.next_due_at_ms is not None
-            due = record.next_due_at_ms
-            wait_until(lambda due=due: db_now_ms(ql3_db.dsn("admin")) >= due, what="due")
+            _wait_until_due(ql3_db, record.next_due_at_ms)
             _cycle(ql3_db)
     report = _verify(ql3_db)
     assert report.ok, report.lines()
