@@ -250,6 +250,16 @@ class FakeRepository:
 
     # -- service extras -------------------------------------------------------------------------
 
+    def count_overdue_schedules(self, lease_ms: int) -> int:
+        """Count active rows whose cursor is more than lease + grace behind the fake clock."""
+        return sum(
+            1
+            for row in self.schedules.values()
+            if row.state is ScheduleState.ACTIVE
+            and row.next_due_at_ms is not None
+            and self.now_ms - row.next_due_at_ms > lease_ms + row.definition.misfire_grace_ms
+        )
+
     def check_schema(self) -> int:
         """Report the expected schema version: the fake always matches."""
         return 1

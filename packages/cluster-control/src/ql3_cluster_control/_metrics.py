@@ -70,6 +70,12 @@ class CoordinatorMetrics:
             registry=reg,
         )
         self.claims_held = Gauge("ql3_claims_held", "Claims held right now", registry=reg)
+        self.schedules_overdue = Gauge(
+            "ql3_schedules_overdue",
+            "Active schedules whose cursor is more than lease + misfire grace behind the"
+            " database clock (read when idle)",
+            registry=reg,
+        )
 
     def observe_cycle(self, summary: CycleSummary, duration_s: float) -> None:
         """Account one finished cycle."""

@@ -50,6 +50,10 @@ class ServiceRepository(ScheduleRepository, Protocol):
         """Block up to `timeout_s` (monotonic) for a schedule-change notification."""
         ...
 
+    def count_overdue_schedules(self, lease_ms: int) -> int:
+        """Count active schedules more than `lease_ms` + their grace behind the database clock."""
+        ...
+
     def close(self) -> None:
         """Close every connection."""
         ...
@@ -200,6 +204,7 @@ class CoordinatorService:
 
     def _idle(self, repository: ServiceRepository) -> None:
         """Sleep until the next due time by the database, a change notification, or the cap."""
+        self._observe_overdue(repository)
         cap_s = self.settings.poll_interval_ms / 1000
         hint_ms = repository.next_due_in_ms()
         if hint_ms is None:
@@ -219,6 +224,15 @@ class CoordinatorService:
             if repository.wait_for_wakeup(min(left, _WAIT_SLICE_S)):
                 logger.debug("woken by a schedule change", extra={"event": "service.woken"})
                 return
+
+    def _observe_overdue(self, repository: ServiceRepository) -> None:
+        """Refresh the `ql3_schedules_overdue` gauge from the database (issue 10.5).
+
+        Read at each idle poll: a replica idles only when nothing it can claim is due, so a
+        schedule overdue by more than lease + grace then means no replica is deciding it.
+        """
+        overdue = repository.count_overdue_schedules(self.settings.lease_ms)
+        self.metrics.schedules_overdue.set(overdue)
 
     def _fault(self, exc: QL3Error, failures: int) -> None:
         delay = self.backoff.delay_s(failures)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg.types.json import Jsonb
 from ql3_runtime_core import (
+    LEASE_MS_DEFAULT,
     ScheduleDefinition,
     ScheduleState,
 )
@@ -346,12 +347,16 @@ class ScheduleAdmin(Closing):
             raise ScheduleNotFoundError(name)
         return _record(rows[0])
 
-    def status(self) -> StatusReport:
-        """Every schedule at one database instant: due in, claim holder and expiry, runs."""
+    def status(self, *, lease_ms: int = LEASE_MS_DEFAULT) -> StatusReport:
+        """Every schedule at one database instant: due in, claim holder and expiry, runs.
+
+        A schedule is overdue when active and its cursor lies more than `lease_ms` (the
+        replicas' lease) plus its misfire grace behind the database clock.
+        """
         rows = self._in_transaction(
             "admin: status", lambda conn: self._rows(conn, "schedule_status", {})
         )
-        return _status(rows)
+        return _status(rows, lease_ms)
 
 
 def _definition_columns(definitions: Sequence[ScheduleDefinition]) -> dict[str, list[Any]]:
@@ -381,10 +386,10 @@ def _record(row: _Row) -> ScheduleRecord:
     )
 
 
-def _status(rows: Sequence[_Row]) -> StatusReport:
+def _status(rows: Sequence[_Row], lease_ms: int) -> StatusReport:
     now = int(rows[0][0])
     schedules: list[ScheduleStatus] = []
-    for _, sid, name, state, due, owner, expires, version, runs, last in rows:
+    for _, sid, name, state, due, owner, expires, version, runs, last, grace in rows:
         if sid is None:
             continue
         active = state == ScheduleState.ACTIVE.value
@@ -400,6 +405,7 @@ def _status(rows: Sequence[_Row]) -> StatusReport:
                 version=version,
                 runs_admitted=runs,
                 last_admitted_at_ms=last,
+                overdue=active and due is not None and now - due > lease_ms + grace,
             )
         )
     dues = [s.next_due_in_ms for s in schedules if s.next_due_in_ms is not None]
@@ -409,4 +415,6 @@ def _status(rows: Sequence[_Row]) -> StatusReport:
         schedules=tuple(schedules),
         claims_held=held,
         next_due_in_ms=min(dues) if dues else None,
+        lease_ms=lease_ms,
+        schedules_overdue=sum(1 for s in schedules if s.overdue),
     )

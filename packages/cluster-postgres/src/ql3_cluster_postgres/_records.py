@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from ql3_runtime_core import MisfirePolicy, ScheduleDefinition, ScheduleState
+from ql3_runtime_core import LEASE_MS_DEFAULT, MisfirePolicy, ScheduleDefinition, ScheduleState
 
 __all__ = [
     "ApplyReport",
@@ -77,7 +77,11 @@ class ApplyReport(BaseModel):
 
 
 class ScheduleStatus(BaseModel):
-    """One schedule seen from the database clock: due in, claim holder, runs admitted."""
+    """One schedule seen from the database clock: due in, claim holder, runs admitted.
+
+    `overdue` is True for an active schedule whose cursor lies more than the lease plus its
+    misfire grace behind the database clock: no replica is deciding it.
+    """
 
     model_config = _MODEL
 
@@ -91,10 +95,15 @@ class ScheduleStatus(BaseModel):
     version: int
     runs_admitted: int
     last_admitted_at_ms: int | None
+    overdue: bool = False
 
 
 class StatusReport(BaseModel):
-    """The cluster's schedules at one database instant (`database_now_ms`)."""
+    """The cluster's schedules at one database instant (`database_now_ms`).
+
+    `schedules_overdue` counts the overdue schedules, judged with `lease_ms` (see
+    `ScheduleStatus`).
+    """
 
     model_config = _MODEL
 
@@ -102,3 +111,5 @@ class StatusReport(BaseModel):
     schedules: tuple[ScheduleStatus, ...]
     claims_held: int
     next_due_in_ms: int | None
+    lease_ms: int = LEASE_MS_DEFAULT
+    schedules_overdue: int = 0

@@ -219,6 +219,13 @@ class PostgresScheduleRepository(Closing):
             return None
         return int(rows[0][0])
 
+    def count_overdue_schedules(self, lease_ms: int) -> int:
+        """Count active schedules whose cursor is more than lease + grace behind the database."""
+        rows = self._run(
+            "count_overdue_schedules", {"lease_ms": lease_ms}, "repository: count overdue"
+        )
+        return int(rows[0][0])
+
     # -- claim (D2) -----------------------------------------------------------------------------
 
     def claim_due_schedules(

@@ -181,3 +181,30 @@ def test_a_retired_schedule_brought_back_opens_a_replaced_revision(ql3_db: Ql3Da
     assert rows[0][6] == retired.next_due_at_ms
     assert rows[1][5] == back.next_due_at_ms
     assert back.state is ScheduleState.ACTIVE
+
+
+def test_status_and_the_repository_agree_on_overdue_schedules(ql3_db: Ql3Database) -> None:
+    """Active cursors more than lease + grace behind are overdue; paused or recent ones are not."""
+    late, recent, paused = make_schedules(ql3_db, 3, grace_ms=1_000, shift_back_ms=0)
+    with owner_conn(ql3_db) as owner:
+        owner.execute(
+            "UPDATE ql3.trigger_schedules SET next_due_at_ms = next_due_at_ms - %s WHERE id = %s",
+            (40_000, late),
+        )
+        owner.execute(
+            "UPDATE ql3.trigger_schedules SET next_due_at_ms = next_due_at_ms - %s,"
+            " state = 'paused' WHERE id = %s",
+            (40_000, paused),
+        )
+    with ScheduleAdmin(ql3_db.dsn("admin")) as admin:
+        report = admin.status(lease_ms=30_000)
+        lenient = admin.status(lease_ms=60_000)
+    assert {s.schedule_id: s.overdue for s in report.schedules} == {
+        late: True,
+        recent: False,
+        paused: False,
+    }
+    assert (report.schedules_overdue, lenient.schedules_overdue) == (1, 0)
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        assert repo.count_overdue_schedules(30_000) == 1
+        assert repo.count_overdue_schedules(60_000) == 0

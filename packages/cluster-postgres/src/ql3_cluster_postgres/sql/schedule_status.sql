@@ -1,5 +1,6 @@
 -- ScheduleAdmin.status: every schedule at one database instant, with its claim holder, how long
--- until due and until the claim expires (by the database clock), and runs admitted so far.
+-- until due and until the claim expires (by the database clock), runs admitted so far, and its
+-- misfire grace (how overdue a cursor may be before status calls it overdue).
 WITH obs AS MATERIALIZED (
     SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
 ),
@@ -10,13 +11,13 @@ run_counts AS (
 ),
 schedules AS (
     SELECT s.id, t.name, s.state, s.next_due_at_ms, s.claim_owner_id, s.claim_expires_at_ms,
-           s.version, coalesce(rc.runs, 0) AS runs, rc.last_admitted_at_ms
+           s.version, coalesce(rc.runs, 0) AS runs, rc.last_admitted_at_ms, s.misfire_grace_ms
     FROM ql3.trigger_schedules AS s
     JOIN ql3.tasks AS t ON t.id = s.task_id
     LEFT JOIN run_counts AS rc ON rc.schedule_id = s.id
 )
 SELECT obs.now_ms, x.id, x.name, x.state, x.next_due_at_ms, x.claim_owner_id,
-       x.claim_expires_at_ms, x.version, x.runs, x.last_admitted_at_ms
+       x.claim_expires_at_ms, x.version, x.runs, x.last_admitted_at_ms, x.misfire_grace_ms
 FROM obs
 LEFT JOIN schedules AS x ON true
 ORDER BY x.name
