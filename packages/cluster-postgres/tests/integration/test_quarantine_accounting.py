@@ -186,3 +186,17 @@ def test_status_tells_a_quarantined_schedule_from_an_overdue_one(ql3_db: Ql3Data
     assert by_id[active].invalid_reason is None
     assert not by_id[quarantined].overdue
     assert by_id[quarantined].invalid_reason == "decision failed: boom"
+
+
+def test_a_quarantined_claim_never_writes_a_skip_record(ql3_db: Ql3Database) -> None:
+    """The quarantine moves the claim on, so a commit that would skip occurrences writes nothing."""
+    (sid,) = make_schedules(ql3_db, 1, policy=MisfirePolicy.SKIP, grace_ms=0)
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        (claim,) = repo.claim_round(command(), 16).claims
+        commit = decide(claim)
+        assert commit.decision.skipped > 0
+        repo.quarantine_claims([(claim, "decision failed: boom")])
+        (outcome,) = repo.commit_decisions([commit]).outcomes
+    assert outcome.status.value == "raced"
+    assert _skip_records(ql3_db, sid) == 0
+    assert fetch(ql3_db.dsn("admin"), "SELECT count(*) FROM ql3.runs") == [(0,)]
