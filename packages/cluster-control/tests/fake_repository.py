@@ -260,7 +260,11 @@ class FakeRepository:
         if not self._stands(claim) or obs >= claim.claim_expires_at_ms:
             return CommitOutcome(schedule_id=claim.schedule_id, status=CommitStatus.RACED)
         runs = []
+        taken = {run.scheduled_for_ms for run in self.runs if run.schedule_id == claim.schedule_id}
+        already = tuple(t for t in commit.decision.occurrences if t in taken)
         for occurrence in commit.decision.occurrences:
+            if occurrence in taken:
+                continue  # UNIQUE (schedule, occurrence): settled by the run that exists
             run_id = next(self._ids)
             run = AdmittedRun(
                 run_id=run_id,
@@ -285,6 +289,7 @@ class FakeRepository:
             status=CommitStatus.COMMITTED,
             committed_at_ms=obs,
             runs=tuple(runs),
+            already_admitted=already,
         )
 
     def resolve_uncertain_commit(self, commit: ClaimCommit) -> CommitOutcome:
@@ -341,6 +346,16 @@ class FakeRepository:
         self.calls.append("cluster_state")
         invalid = sum(1 for row in self.schedules.values() if row.state is ScheduleState.INVALID)
         return ClusterState(zone_rules=self._zone_rules(), invalid_schedules=invalid)
+
+    def count_overdue_schedules(self, lease_ms: int) -> int:
+        """Count active rows whose cursor is more than lease + grace behind the fake clock."""
+        return sum(
+            1
+            for row in self.schedules.values()
+            if row.state is ScheduleState.ACTIVE
+            and row.next_due_at_ms is not None
+            and self.now_ms - row.next_due_at_ms > lease_ms + row.definition.misfire_grace_ms
+        )
 
     def check_schema(self) -> int:
         """Report the expected schema version: the fake always matches."""

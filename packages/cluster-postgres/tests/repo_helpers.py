@@ -54,9 +54,10 @@ def make_schedules(
     policy: MisfirePolicy = MisfirePolicy.CATCH_UP,
     shift_back_ms: int = 3000,
     prefix: str = "s",
+    grace_ms: int = 60_000,
 ) -> list[int]:
     """Create `count` schedules as admin, then move them `shift_back_ms` into the past."""
-    definition = ScheduleDefinition(cron=cron, misfire_policy=policy)
+    definition = ScheduleDefinition(cron=cron, misfire_policy=policy, misfire_grace_ms=grace_ms)
     specs = [ScheduleSpec(name=f"{prefix}{i:05d}", definition=definition) for i in range(count)]
     with ScheduleAdmin(db.dsn("admin")) as admin:
         admin.apply_schedules(specs)
@@ -69,6 +70,12 @@ def make_schedules(
                 "UPDATE ql3.trigger_schedules SET next_due_at_ms = next_due_at_ms - %(shift)s,"
                 " created_at_ms = created_at_ms - %(shift)s,"
                 " updated_at_ms = updated_at_ms - %(shift)s WHERE id = ANY(%(ids)s)",
+                {"shift": shift_back_ms, "ids": ids},
+            )
+            conn.execute(
+                "UPDATE ql3.schedule_revisions SET first_cursor_ms = first_cursor_ms - %(shift)s,"
+                " placed_after_ms = placed_after_ms - %(shift)s,"
+                " created_at_ms = created_at_ms - %(shift)s WHERE schedule_id = ANY(%(ids)s)",
                 {"shift": shift_back_ms, "ids": ids},
             )
     return sorted(ids)

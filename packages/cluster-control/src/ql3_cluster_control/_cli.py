@@ -30,7 +30,14 @@ from ql3_cluster_postgres import (
     record_zone_rules,
     verify_history,
 )
-from ql3_runtime_core import QL3Error, preview_occurrences, zone_rules_version
+from ql3_runtime_core import (
+    LEASE_MS_DEFAULT,
+    LEASE_MS_MAX,
+    LEASE_MS_MIN,
+    QL3Error,
+    preview_occurrences,
+    zone_rules_version,
+)
 from rich.console import Console
 
 from ._config import ConfigurationError, LogFormat, check_environment, load_settings
@@ -398,10 +405,23 @@ def run_command(  # one flag per setting
 
 @app.command("status")
 @_guarded
-def status_command(as_json: AsJson = False, dsn: Dsn = None) -> None:
-    """Schedules, claims held and by whom, runs admitted, next due: all in database time."""
+def status_command(
+    as_json: AsJson = False,
+    dsn: Dsn = None,
+    lease_ms: Annotated[
+        int,
+        typer.Option(
+            "--lease-ms",
+            help="The replicas' lease: overdue means more than lease + grace behind.",
+        ),
+    ] = LEASE_MS_DEFAULT,
+) -> None:
+    """Schedules, claims held and by whom, runs admitted, next due, overdue: in database time."""
+    if not LEASE_MS_MIN <= lease_ms <= LEASE_MS_MAX:
+        msg = f"--lease-ms: must be {LEASE_MS_MIN}..{LEASE_MS_MAX}, got {lease_ms}"
+        raise ConfigurationError(msg)
     with ScheduleAdmin(_require_dsn(dsn)) as admin:
-        report = admin.status()
+        report = admin.status(lease_ms=lease_ms)
     if as_json:
         _print_json(report.model_dump(mode="json"))
     else:

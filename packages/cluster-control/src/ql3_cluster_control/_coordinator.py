@@ -236,6 +236,7 @@ class Coordinator:
         for outcome in settled:
             if outcome.status is CommitStatus.COMMITTED:
                 self._admitted(outcome.runs, state)
+                self._already_admitted(outcome)
         _raise_if_regressed(settled, by_schedule)
         return True
 
@@ -344,6 +345,27 @@ class Coordinator:
                     run.run_id,
                     extra={"event": "admission.callback_failed", "run_id": run.run_id},
                 )
+
+    def _already_admitted(self, outcome: CommitOutcome) -> None:
+        """Report decided occurrences the commit found already admitted (issue 10.4).
+
+        The UNIQUE occurrence settled them: no second run, nothing notified. It should not
+        happen (the admin never places a cursor at or before an admitted occurrence), so each
+        one is a WARNING an operator can trace.
+        """
+        for occurrence in outcome.already_admitted:
+            logger.warning(
+                "schedule %d occurrence %d already had a run; not admitted again",
+                outcome.schedule_id,
+                occurrence,
+                extra={
+                    "event": "commit.already_admitted",
+                    "schedule_id": outcome.schedule_id,
+                    "scheduled_for_ms": occurrence,
+                },
+            )
+        if self.metrics is not None and outcome.already_admitted:
+            self.metrics.already_admitted.inc(len(outcome.already_admitted))
 
     def _settle(self, commit: ClaimCommit) -> CommitOutcome:
         """Resolve a commit whose reply was lost, from durable facts, until it is settled (§7).

@@ -46,6 +46,11 @@ class CoordinatorMetrics:
             ["outcome"],
             registry=reg,
         )
+        self.already_admitted = Counter(
+            "ql3_already_admitted",
+            "Decided occurrences that already had a run: settled by UNIQUE, not admitted again",
+            registry=reg,
+        )
         self.serialization_retries = Counter(
             "ql3_serialization_retries", "SQLSTATE 40001 retries of commits", registry=reg
         )
@@ -78,6 +83,12 @@ class CoordinatorMetrics:
         self.zone_rules_mismatch = Gauge(
             "ql3_zone_rules_mismatch",
             "1 while this replica's zone rules differ from the recorded ones (it claims nothing)",
+            registry=reg,
+        )
+        self.schedules_overdue = Gauge(
+            "ql3_schedules_overdue",
+            "Active schedules whose cursor is more than lease + misfire grace behind the"
+            " database clock (read at idle polls)",
             registry=reg,
         )
 

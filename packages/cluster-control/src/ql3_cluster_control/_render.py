@@ -59,7 +59,8 @@ def status_text(report: StatusReport) -> None:
     now = report.database_now_ms
     console.print(
         f"database time {format_ms(now)} ({now}); {len(report.schedules)} schedules,"
-        f" {report.claims_held} claims held, next due in {in_ms(report.next_due_in_ms)};"
+        f" {report.claims_held} claims held, next due in {in_ms(report.next_due_in_ms)},"
+        f" {report.schedules_overdue} overdue (more than lease {report.lease_ms} ms + grace);"
         f" zone rules tzdata {report.zone_rules_version or 'none recorded'}"
     )
     if report.invalid_schedules:
@@ -77,7 +78,7 @@ def status_text(report: StatusReport) -> None:
     for item in report.schedules:
         table.add_row(
             item.name,
-            str(item.state),
+            f"{item.state} (overdue)" if item.overdue else str(item.state),
             format_ms(item.next_due_at_ms),
             in_ms(item.next_due_in_ms),
             item.claim_owner_id or "-",

@@ -12,7 +12,9 @@ Zone rules (issue 10.3): a replica whose zone rules differ from the recorded one
 interval instead of a due hint it cannot act on. Once an operator adopts its version (which wakes
 it), it claims again without a restart. The recorded version and the number of quarantined
 schedules (`ql3_schedules_invalid`) are read at connect and at idle polls, at most every
-`_CLUSTER_STATE_EVERY_S` seconds; every claim statement reports the zone rules too.
+`_CLUSTER_STATE_EVERY_S` seconds; every claim statement reports the zone rules too. The number
+of overdue schedules (`ql3_schedules_overdue`, issue 10.5) is read at idle polls only, on the
+same period.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ logger = logging.getLogger(__name__)
 _WAIT_SLICE_S = 0.25
 _MIN_EMPTY_WAIT_S = 0.005
 _DUE_MARGIN_MS = 1
-# How often an idle replica reads the recorded zone rules and the invalid count (monotonic).
+# How often an idle replica reads the recorded zone rules, the invalid count and the overdue
+# count (monotonic): each is a scan a busy cluster of idle replicas should not repeat per poll.
 _CLUSTER_STATE_EVERY_S = 5.0
 
 
@@ -62,6 +65,10 @@ class ServiceRepository(ScheduleRepository, Protocol):
 
     def read_cluster_state(self) -> ClusterState:
         """Read the recorded zone rules version and how many schedules are quarantined."""
+        ...
+
+    def count_overdue_schedules(self, lease_ms: int) -> int:
+        """Count active schedules more than `lease_ms` + their grace behind the database clock."""
         ...
 
     def close(self) -> None:
@@ -115,6 +122,7 @@ class CoordinatorService:
         self._metrics_server: MetricsServer | None = None
         self._signal: str | None = None
         self._cluster_state_read_at: float | None = None
+        self._overdue_read_at: float | None = None
 
     def request_stop(self) -> None:
         """Ask the loop to finish its cycle, release its claims and return; safe from a signal."""
@@ -252,9 +260,10 @@ class CoordinatorService:
     def _idle(self, repository: ServiceRepository) -> None:
         """Sleep until the next due time by the database, a change notification, or the cap."""
         cap_s = self.settings.poll_interval_ms / 1000
-        read_at = self._cluster_state_read_at
-        if read_at is None or time.monotonic() - read_at >= _CLUSTER_STATE_EVERY_S:
+        if _due(self._cluster_state_read_at):
             self._read_cluster_state(repository)
+        if _due(self._overdue_read_at):
+            self._observe_overdue(repository)
         zone_rules = self.health.zone_rules
         # A replica whose zone rules differ cannot claim what is due: only a change (adopt
         # notifies) or the poll interval is worth waking for.
@@ -280,6 +289,17 @@ class CoordinatorService:
             if repository.wait_for_wakeup(min(left, _WAIT_SLICE_S)):
                 logger.debug("woken by a schedule change", extra={"event": "service.woken"})
                 return
+
+    def _observe_overdue(self, repository: ServiceRepository) -> None:
+        """Refresh the `ql3_schedules_overdue` gauge from the database (issue 10.5).
+
+        Read at idle polls (at most every `_CLUSTER_STATE_EVERY_S`): a replica idles only when
+        nothing it can claim is due, so a schedule overdue by more than lease + grace then means
+        no replica is deciding it.
+        """
+        overdue = repository.count_overdue_schedules(self.settings.lease_ms)
+        self._overdue_read_at = time.monotonic()
+        self.metrics.schedules_overdue.set(overdue)
 
     def _fault(self, exc: QL3Error, failures: int) -> None:
         delay = self.backoff.delay_s(failures)
@@ -347,3 +367,8 @@ class CoordinatorService:
             self._metrics_server.port,
             extra={"event": "metrics.serving", "port": self._metrics_server.port},
         )
+
+
+def _due(read_at: float | None) -> bool:
+    """Whether a periodic idle read last done at `read_at` (monotonic, None: never) is due."""
+    return read_at is None or time.monotonic() - read_at >= _CLUSTER_STATE_EVERY_S

@@ -156,6 +156,25 @@ def test_status_shows_database_time_and_schedules(ql3_db: Ql3Database) -> None:
     assert "hourly" in text
 
 
+def test_status_shows_overdue_schedules(ql3_db: Ql3Database) -> None:
+    """An active cursor more than lease + grace behind the database clock is `overdue`."""
+    dsn = ql3_db.dsn("admin")
+    _ok("schedule", "add", "late", "--cron", "* * * * * *", "--dsn", dsn)
+    _ok("schedule", "add", "fine", "--cron", "0 * * * *", "--dsn", dsn)
+    sql_rows(
+        ql3_db.superuser_dsn,
+        "UPDATE ql3.trigger_schedules SET next_due_at_ms = next_due_at_ms - 600000"
+        " WHERE task_id = (SELECT id FROM ql3.tasks WHERE name = 'late')",
+    )
+    status = json.loads(_ok("status", "--json", "--dsn", dsn))
+    assert {s["name"]: s["overdue"] for s in status["schedules"]} == {"fine": False, "late": True}
+    assert (status["schedules_overdue"], status["lease_ms"]) == (1, 30_000)
+    text = _ok("status", "--lease-ms", "60000", "--dsn", dsn)
+    assert "1 overdue (more than lease 60000 ms + grace)" in text
+    assert "active (overdue)" in text
+    assert "--lease-ms" in _fails(2, "status", "--lease-ms", "5", "--dsn", dsn)
+
+
 def test_verify_clean_then_one_line_per_violation(ql3_db: Ql3Database) -> None:
     """`ql3 verify` exits 0 on a clean history and 1 with a line per violation otherwise."""
     dsn = ql3_db.dsn("admin")

@@ -14,6 +14,7 @@ from fix_db import db_now_ms, sql_rows, wait_for
 from history import add_schedules, assert_exact_history
 from ql3_cluster_control import (
     Coordinator,
+    CoordinatorMetrics,
     CoordinatorService,
     load_settings,
     postgres_repository_factory,
@@ -304,3 +305,68 @@ def test_connections_carry_keepalives_and_tcp_user_timeout(ql3_db: Ql3Database) 
     assert parameters["keepalives_count"] == "4"
     assert parameters["tcp_user_timeout"] == "9000"
     assert parameters["application_name"] == "ql3-keepalive-check"
+
+
+def test_an_occurrence_already_admitted_is_warned_counted_and_not_admitted_again(
+    ql3_db: Ql3Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A decided occurrence with a run already is a WARNING and a metric; the cycle commits."""
+    first = add_schedules(ql3_db.dsn("admin"), 1)
+    ((schedule_id, cursor),) = first.items()
+    _wait_all_due(ql3_db, first)
+    sql_rows(
+        ql3_db.superuser_dsn,
+        "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,"
+        " created_at_ms) SELECT id, task_id, %s, 'earlier', gen_random_uuid(), %s"
+        " FROM ql3.trigger_schedules WHERE id = %s",
+        (cursor, cursor, schedule_id),
+    )
+    metrics = CoordinatorMetrics()
+    seen: list[AdmittedRun] = []
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        result = Coordinator(
+            repo, owner_id="a", metrics=metrics, on_admitted=seen.append
+        ).run_cycle()
+    assert result.summary.committed == 1
+    assert cursor not in {run.scheduled_for_ms for run in seen}
+    warnings = [r for r in caplog.records if getattr(r, "event", None) == "commit.already_admitted"]
+    assert [(r.levelname, r.schedule_id, r.scheduled_for_ms) for r in warnings] == [  # type: ignore[attr-defined]
+        ("WARNING", schedule_id, cursor)
+    ]
+    assert metrics.registry.get_sample_value("ql3_already_admitted_total") == 1
+    owners = sql_rows(
+        ql3_db.superuser_dsn,
+        "SELECT owner_id FROM ql3.runs WHERE schedule_id = %s AND scheduled_for_ms = %s",
+        (schedule_id, cursor),
+    )
+    assert owners == [("earlier",)]
+
+
+def test_idle_service_reports_overdue_schedules(ql3_db: Ql3Database) -> None:
+    """While another replica holds an overdue schedule, the idle service's gauge counts it."""
+    first = add_schedules(ql3_db.dsn("admin"), 1)
+    ((schedule_id, _),) = first.items()
+    sql_rows(
+        ql3_db.superuser_dsn,
+        "UPDATE ql3.trigger_schedules SET next_due_at_ms = next_due_at_ms - 600000,"
+        " updated_at_ms = updated_at_ms - 600000 WHERE id = %s",
+        (schedule_id,),
+    )
+    settings = load_settings(dsn=ql3_db.dsn("runtime"), owner_id="idle", poll_interval_ms=200)
+    service = CoordinatorService(settings)
+    gauge = partial(service.metrics.registry.get_sample_value, "ql3_schedules_overdue")
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as holder:
+        command = ClaimClusterScheduleCommand(
+            owner_id="holder", claim_token=uuid.uuid4(), lease_ms=60_000
+        )
+        (claim,) = holder.claim_due_schedules(command, 1)
+        worker = threading.Thread(target=service.run)
+        worker.start()
+        try:
+            wait_for(lambda: gauge() == 1, timeout_s=10, what="one overdue schedule")
+            assert holder.release_claims([claim]) == 1
+            wait_for(lambda: gauge() == 0, timeout_s=10, what="decided again, none overdue")
+        finally:
+            service.request_stop()
+            worker.join(20)
+    assert not worker.is_alive()

@@ -3,7 +3,12 @@
 Admin never touches the claim columns: a change to a claimed schedule bumps its version, so the
 holder's commit fails its exact-claim fence (raced) and the next claim sees the new definition.
 Cursors are computed by runtime-core's cron engine from the database's `now`, read in the same
-transaction (rule zero); every change notifies `ql3_schedule_changed` inside its transaction.
+transaction (rule zero) AFTER the changed rows are locked, together with each schedule's latest
+decided occurrence: a replica's commit can no longer land between the clock read and the lock
+and leave the new cursor at or before an admitted run (issue 10.4). Every creation, every cursor
+placed anew and every definition change opens a schedule revision in the same transaction, so
+`ql3 verify` can account for each definition's occurrences. Every change notifies
+`ql3_schedule_changed` inside its transaction.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg.types.json import Jsonb
 from ql3_runtime_core import (
+    LEASE_MS_DEFAULT,
     ScheduleDefinition,
     ScheduleState,
 )
@@ -57,21 +63,49 @@ _RETRYABLE = frozenset({"40001", "40P01"})
 _RETRIES = 3
 
 
-def _database_now(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute(query("database_now_ms")).fetchone()
+# Revision reasons written for new schedules (see migrations/0004).
+_CREATED = "created"
+
+
+def _database_now(conn: psycopg.Connection[Any], name: str = "database_now_ms") -> int:
+    row = conn.execute(query(name)).fetchone()
     if row is None:  # pragma: no cover - the statement always returns one row
         msg = "admin: the database clock statement returned no row"
         raise DatabaseError(msg)
     return int(row[0])
 
 
-class ScheduleAdmin(Closing):
-    """Create, reconcile, pause, resume, retire and inspect schedules (role `ql3_admin`)."""
+def _placement_now(conn: psycopg.Connection[Any]) -> int:
+    """Read the time new cursors are placed after; call it only once the rows are locked."""
+    return _database_now(conn, "placement_now_ms")
 
-    def __init__(self, conninfo: str, *, application_name: str = "ql3-admin") -> None:
+
+class ScheduleAdmin(Closing):
+    """Create, reconcile, pause, resume, retire and inspect schedules (role `ql3_admin`).
+
+    Args:
+        conninfo: libpq connection string.
+        application_name: shown in `pg_stat_activity`.
+        step_hook: called with `"locked"` inside a changing transaction, once the rows are locked
+            and before the database time is read; a seam for interleaving tests, None otherwise.
+
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        application_name: str = "ql3-admin",
+        step_hook: Callable[[str], None] | None = None,
+    ) -> None:
         self._options = ConnectionOptions(conninfo, application_name=application_name)
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.RLock()
+        self._step_hook = step_hook
+
+    def _step(self, name: str) -> None:
+        if self._step_hook is not None:
+            self._step_hook(name)
 
     def close(self) -> None:
         """Close the connection (reopened on next use)."""
@@ -128,7 +162,8 @@ class ScheduleAdmin(Closing):
         payload = dict(payload_template or {})
 
         def add(conn: psycopg.Connection[Any]) -> list[_Row]:
-            rows = self._create(conn, [spec], _database_now(conn), [payload])
+            # A new row has no lock to wait for and no decided occurrence.
+            rows = self._create(conn, [spec], _placement_now(conn), [payload])
             if not rows:
                 raise DuplicateScheduleError(name)
             self._rows(conn, "notify_schedule_changed", {"reason": "created"})
@@ -153,17 +188,23 @@ class ScheduleAdmin(Closing):
         lock_names = None if prune else names
 
         def apply(conn: psycopg.Connection[Any]) -> ApplyReport:
-            now = _database_now(conn)
             stored = {
                 row[2]: _record(row)
                 for row in self._rows(conn, "lock_schedules", {"names": lock_names})
             }
-            plan = reconcile(checked, stored, now, prune=prune)
+            # Lock first, then read the clock and what was decided (issue 10.4): a commit can
+            # land before the lock, never between the reads and the writes.
+            self._step("locked")
+            now = _placement_now(conn)
+            decided = self._latest_decided(conn, [r.schedule_id for r in stored.values()])
+            plan = reconcile(checked, stored, now, decided, prune=prune)
             created = self._create(conn, plan.creates, now, [{} for _ in plan.creates])
             if len(created) != len(plan.creates):  # a concurrent admin created one of them
                 taken = {spec.name for spec in plan.creates} - {row[2] for row in created}
                 raise DuplicateScheduleError(min(taken))
-            self._update(conn, plan.updates)
+            self._update(
+                conn, plan.updates, {r.schedule_id: r.next_due_at_ms for r in stored.values()}
+            )
             if plan.creates or plan.updates:
                 self._rows(conn, "notify_schedule_changed", {"reason": "applied"})
             return plan.report
@@ -188,9 +229,45 @@ class ScheduleAdmin(Closing):
             "cursors": [cursor for cursor, _ in cursors],
             "states": [state.value for _, state in cursors],
         }
-        return self._rows(conn, "create_schedules", params)
+        rows = self._rows(conn, "create_schedules", params)
+        self._open_revisions(conn, [(row[0], _CREATED, row[10]) for row in rows])
+        return rows
 
-    def _update(self, conn: psycopg.Connection[Any], updates: Sequence[Update]) -> None:
+    def _latest_decided(self, conn: psycopg.Connection[Any], ids: Sequence[int]) -> dict[int, int]:
+        """Return each schedule's latest admitted or skipped occurrence (rows already locked)."""
+        if not ids:
+            return {}
+        rows = self._rows(conn, "latest_decided", {"schedule_ids": list(ids)})
+        return {int(sid): int(latest) for sid, latest in rows if latest is not None}
+
+    def _open_revisions(
+        self, conn: psycopg.Connection[Any], revisions: Sequence[tuple[int, str, int | None]]
+    ) -> None:
+        """Open one revision per (schedule id, reason, first cursor), after the row was written."""
+        if not revisions:
+            return
+        params = {
+            "schedule_ids": [sid for sid, _, _ in revisions],
+            "reasons": [reason for _, reason, _ in revisions],
+            "first_cursors": [first for _, _, first in revisions],
+        }
+        self._rows_count(conn, "open_revisions", params)
+
+    @staticmethod
+    def _rows_count(conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any]) -> int:
+        return conn.execute(query(name), params).rowcount
+
+    def _update(
+        self,
+        conn: psycopg.Connection[Any],
+        updates: Sequence[Update],
+        old_cursors: Mapping[int, int | None] | None = None,
+    ) -> None:
+        """Rewrite rows; close and open a revision for each update that opens one.
+
+        `old_cursors` holds each revising schedule's cursor before the change (where its live
+        revision ends).
+        """
         if not updates:
             return
         params = {
@@ -201,6 +278,25 @@ class ScheduleAdmin(Closing):
             "keeps": [update.definition is None for update in updates],
         }
         self._rows(conn, "update_schedules", params)
+        revising = [update for update in updates if update.revision is not None]
+        if not revising:
+            return
+        ends = old_cursors or {}
+        self._rows_count(
+            conn,
+            "close_revisions",
+            {
+                "schedule_ids": [update.schedule_id for update in revising],
+                "end_cursors": [ends.get(update.schedule_id) for update in revising],
+            },
+        )
+        self._open_revisions(
+            conn,
+            [
+                (update.schedule_id, str(update.revision), update.first_cursor_ms)
+                for update in revising
+            ],
+        )
 
     # -- state changes --------------------------------------------------------------------------
 
@@ -214,7 +310,9 @@ class ScheduleAdmin(Closing):
         The misfire policy decides what the time spent paused admits. A quarantined schedule
         (state `invalid`) comes back only if its stored definition reads now (say, after
         `ql3 zone-rules adopt` brought rules that know its zone); otherwise apply a corrected
-        definition with `apply_schedules`.
+        definition with `apply_schedules`. Bringing it back opens a schedule revision; a cursor
+        that is missing, not after the latest run or skip record, or not an occurrence of the
+        stored definition is placed anew after them (see `_admin_plan.resumed`).
         """
         allowed = {ScheduleState.PAUSED, ScheduleState.INVALID}
         return self._set_state(name, "resume", ScheduleState.ACTIVE, allowed)
@@ -248,10 +346,14 @@ class ScheduleAdmin(Closing):
                         " apply a corrected one (ql3 schedule apply)"
                     )
                     raise ScheduleStateError(name, record.state.value, action, detail)
-                update = resumed(record, record.definition, _database_now(conn))
+                # The row is locked: now read the clock and what was decided (issue 10.4).
+                self._step("locked")
+                now = _placement_now(conn)
+                decided = self._latest_decided(conn, [record.schedule_id])
+                update = resumed(record, record.definition, now, decided.get(record.schedule_id))
             else:
                 update = Update(record.schedule_id, None, record.next_due_at_ms, target)
-            self._update(conn, [update])
+            self._update(conn, [update], {record.schedule_id: record.next_due_at_ms})
             self._rows(conn, "notify_schedule_changed", {"reason": action})
             return _record(self._rows(conn, "read_schedules", {"names": [name]})[0])
 
@@ -277,12 +379,16 @@ class ScheduleAdmin(Closing):
             raise ScheduleNotFoundError(name)
         return _record(rows[0])
 
-    def status(self) -> StatusReport:
-        """Every schedule at one database instant: due in, claim holder and expiry, runs."""
+    def status(self, *, lease_ms: int = LEASE_MS_DEFAULT) -> StatusReport:
+        """Every schedule at one database instant: due in, claim holder and expiry, runs.
+
+        A schedule is overdue when active and its cursor lies more than `lease_ms` (the
+        replicas' lease) plus its misfire grace behind the database clock.
+        """
         rows = self._in_transaction(
             "admin: status", lambda conn: self._rows(conn, "schedule_status", {})
         )
-        return _status(rows)
+        return _status(rows, lease_ms)
 
 
 def _definition_columns(
@@ -325,11 +431,12 @@ def _record(row: _Row) -> ScheduleRecord:
     )
 
 
-def _status(rows: Sequence[_Row]) -> StatusReport:
+def _status(rows: Sequence[_Row], lease_ms: int) -> StatusReport:
     now = int(rows[0][0])
     schedules: list[ScheduleStatus] = []
     for row in rows:
-        _, sid, name, state, due, owner, expires, version, runs, last, reason, invalidated, _ = row
+        sid, name, state, due, owner, expires, version, runs, last, grace = row[1:11]
+        reason, invalidated = row[11:13]
         if sid is None:
             continue
         active = state == ScheduleState.ACTIVE.value
@@ -347,6 +454,7 @@ def _status(rows: Sequence[_Row]) -> StatusReport:
                 last_admitted_at_ms=last,
                 invalid_reason=reason,
                 invalidated_at_ms=invalidated,
+                overdue=active and due is not None and now - due > lease_ms + grace,
             )
         )
     dues = [s.next_due_in_ms for s in schedules if s.next_due_in_ms is not None]
@@ -357,5 +465,7 @@ def _status(rows: Sequence[_Row]) -> StatusReport:
         claims_held=held,
         next_due_in_ms=min(dues) if dues else None,
         invalid_schedules=sum(1 for s in schedules if s.state is ScheduleState.INVALID),
-        zone_rules_version=rows[0][12],
+        zone_rules_version=rows[0][13],
+        lease_ms=lease_ms,
+        schedules_overdue=sum(1 for s in schedules if s.overdue),
     )

@@ -1,7 +1,11 @@
 """What `ScheduleAdmin` writes, decided without the database: validation, cursors, the plan.
 
-Pure functions of the specs, the stored records and the database's `now` (read by the caller in
-the same transaction, rule zero), so `_admin` stays about transactions and statements.
+Pure functions of the specs, the stored records, the database's `now` and each schedule's latest
+decided occurrence (both read by the caller in the same transaction after locking the rows, rule
+zero and issue 10.4), so `_admin` stays about transactions and statements.
+
+A cursor placed anew is the first occurrence strictly after max(now, start_at_ms - 1, latest
+decided occurrence): never at or before an occurrence a replica already admitted or skipped.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
 __all__ = [
+    "REDEFINED",
+    "REPLACED",
     "Plan",
     "Update",
     "checked_definition",
@@ -37,17 +43,33 @@ __all__ = [
 
 # States a definition given by `apply` always rewrites, even an equal one: retired rows come
 # back, quarantined ones are brought back to active (issue 10.2).
-_REPLACED = frozenset({ScheduleState.RETIRED, ScheduleState.INVALID})
+_ALWAYS_REWRITTEN = frozenset({ScheduleState.RETIRED, ScheduleState.INVALID})
+
+# Why a change opens a schedule revision (see migrations/0004): the cursor was placed anew, or the
+# definition changed around a kept cursor. State changes alone (pause, resume, retire) open none,
+# except bringing a quarantined schedule back, which always opens one (see `resumed`).
+REPLACED = "replaced"
+REDEFINED = "redefined"
 
 
 class Update:
-    """One schedule row to rewrite (definition, cursor, state).
+    """One schedule row to rewrite (definition, cursor, state), and the revision it opens.
 
     A `definition` of None keeps the stored one (a state change of a row whose definition this
     node may not even be able to read).
+
+    `revision` is None, REPLACED or REDEFINED; `first_cursor_ms` is that revision's first cursor
+    (the new cursor when replaced, the kept one when redefined, even if the row is now exhausted).
     """
 
-    __slots__ = ("definition", "next_due_at_ms", "schedule_id", "state")
+    __slots__ = (
+        "definition",
+        "first_cursor_ms",
+        "next_due_at_ms",
+        "revision",
+        "schedule_id",
+        "state",
+    )
 
     def __init__(
         self,
@@ -55,11 +77,16 @@ class Update:
         definition: ScheduleDefinition | None,
         next_due_at_ms: int | None,
         state: ScheduleState,
+        *,
+        revision: str | None = None,
+        first_cursor_ms: int | None = None,
     ) -> None:
         self.schedule_id = schedule_id
         self.definition = definition
         self.next_due_at_ms = next_due_at_ms
         self.state = state
+        self.revision = revision
+        self.first_cursor_ms = first_cursor_ms
 
 
 class Plan:
@@ -76,8 +103,14 @@ class Plan:
 
 
 def reconcile(
-    specs: Sequence[ScheduleSpec], stored: Mapping[str, ScheduleRecord], now: int, *, prune: bool
+    specs: Sequence[ScheduleSpec],
+    stored: Mapping[str, ScheduleRecord],
+    now: int,
+    decided: Mapping[int, int],
+    *,
+    prune: bool,
 ) -> Plan:
+    """Plan `apply_schedules`; `decided` maps schedule ids to their latest decided occurrence."""
     creates: list[ScheduleSpec] = []
     updates: list[Update] = []
     updated: list[str] = []
@@ -86,10 +119,10 @@ def reconcile(
         record = stored.get(spec.name)
         if record is None:
             creates.append(spec)
-        elif record.state not in _REPLACED and record.definition == spec.definition:
+        elif record.state not in _ALWAYS_REWRITTEN and record.definition == spec.definition:
             unchanged.append(spec.name)
         else:
-            updates.append(_changed(record, spec.definition, now))
+            updates.append(_changed(record, spec.definition, now, decided.get(record.schedule_id)))
             updated.append(spec.name)
     wanted = {spec.name for spec in specs}
     retired = sorted(
@@ -111,11 +144,16 @@ def reconcile(
     return Plan(creates, updates, report)
 
 
-def _changed(record: ScheduleRecord, definition: ScheduleDefinition, now: int) -> Update:
+def _changed(
+    record: ScheduleRecord, definition: ScheduleDefinition, now: int, decided_ms: int | None
+) -> Update:
     """Build the row update for a changed (or retired or quarantined, now wanted) schedule.
 
     A quarantined schedule given a definition with the same timing keeps its cursor, as a
-    resumed one does, so the misfire policy decides what the quarantine missed.
+    resumed one does, so the misfire policy decides what the quarantine missed; its live revision
+    ends there and a 'redefined' one starts at the same cursor. A quarantined row whose stored
+    definition cannot be read (or without a cursor to keep) gets a cursor placed anew, strictly
+    after the latest run or skip record ('replaced').
     """
     old = record.definition
     timing = (definition.cron, definition.timezone, definition.start_at_ms)
@@ -123,13 +161,15 @@ def _changed(record: ScheduleRecord, definition: ScheduleDefinition, now: int) -
     if (
         reborn
         or old is None
-        or record.next_due_at_ms is None
+        or not _keepable(record, definition, decided_ms)
         or timing != (old.cron, old.timezone, old.start_at_ms)
     ):
-        cursor, state = initial_cursor(definition, now)
+        cursor, state = initial_cursor(definition, now, decided_ms)
+        revision, first_cursor = REPLACED, cursor
     else:
         cursor = record.next_due_at_ms
         state = ScheduleState.ACTIVE
+        revision, first_cursor = REDEFINED, cursor
         if (
             cursor is not None
             and definition.end_at_ms is not None
@@ -138,23 +178,69 @@ def _changed(record: ScheduleRecord, definition: ScheduleDefinition, now: int) -
             cursor, state = None, ScheduleState.EXHAUSTED
     if state is ScheduleState.ACTIVE and record.state is ScheduleState.PAUSED:
         state = ScheduleState.PAUSED
-    return Update(record.schedule_id, definition, cursor, state)
+    return Update(
+        record.schedule_id,
+        definition,
+        cursor,
+        state,
+        revision=revision,
+        first_cursor_ms=first_cursor,
+    )
 
 
-def resumed(record: ScheduleRecord, definition: ScheduleDefinition, now: int) -> Update:
-    """Build the update that makes a paused or quarantined schedule active again.
+def _keepable(
+    record: ScheduleRecord, definition: ScheduleDefinition, decided_ms: int | None
+) -> bool:
+    """Whether the stored cursor may be kept: it exists and lies after every decided occurrence.
 
-    The cursor is kept, so the misfire policy decides what the pause or quarantine missed; a
-    quarantined row without one starts from its next occurrence. The stored definition is kept.
+    Commits keep it so; a quarantined row may have been written past the admin (that is what
+    quarantine is for), so its cursor must also be an occurrence of the definition it will be
+    decided with. Keeping any other cursor would hand a replica an occurrence already decided
+    (issue 10.4) or one that is no occurrence at all.
     """
     cursor = record.next_due_at_ms
-    if cursor is None:
-        cursor, state = initial_cursor(definition, now)
-    elif definition.end_at_ms is not None and cursor > definition.end_at_ms:
+    if cursor is None or (decided_ms is not None and cursor <= decided_ms):
+        return False
+    return record.state is not ScheduleState.INVALID or _is_occurrence(definition, cursor)
+
+
+def resumed(
+    record: ScheduleRecord, definition: ScheduleDefinition, now: int, decided_ms: int | None
+) -> Update:
+    """Build the update that makes a paused or quarantined schedule active again.
+
+    The cursor is kept, so the misfire policy decides what the pause or quarantine missed. A row
+    without one, or whose cursor is not after its latest decided occurrence (or, quarantined, is
+    not an occurrence of the stored definition) starts from its first occurrence after
+    max(now, the latest run or skip record). The stored definition is kept.
+
+    Resuming a paused schedule with its cursor opens no revision (a state change). Bringing a
+    quarantined one back always opens one, recording the definition the replicas decide with from
+    now on: 'redefined' at the kept cursor (the live revision ends there), or 'replaced' at a
+    cursor placed anew.
+    """
+    kept = record.next_due_at_ms
+    placed = not _keepable(record, definition, decided_ms)
+    cursor: int | None = kept
+    if placed:
+        cursor, state = initial_cursor(definition, now, decided_ms)
+    elif cursor is not None and definition.end_at_ms is not None and cursor > definition.end_at_ms:
         cursor, state = None, ScheduleState.EXHAUSTED
     else:
         state = ScheduleState.ACTIVE
+    if placed:
+        return Update(
+            record.schedule_id, None, cursor, state, revision=REPLACED, first_cursor_ms=cursor
+        )
+    if record.state is ScheduleState.INVALID:
+        return Update(
+            record.schedule_id, None, cursor, state, revision=REDEFINED, first_cursor_ms=kept
+        )
     return Update(record.schedule_id, None, cursor, state)
+
+
+def _is_occurrence(definition: ScheduleDefinition, at_ms: int) -> bool:
+    return _next_after(definition.cron, definition.timezone, at_ms - 1) == at_ms
 
 
 def readable_definition(fields: tuple[Any, ...]) -> tuple[ScheduleDefinition | None, str | None]:
@@ -165,9 +251,17 @@ def readable_definition(fields: tuple[Any, ...]) -> tuple[ScheduleDefinition | N
         return None, quarantine_reason(exc)
 
 
-def initial_cursor(definition: ScheduleDefinition, now: int) -> tuple[int | None, ScheduleState]:
-    """First occurrence strictly after max(now, start_at_ms - 1); exhausted past end_at_ms."""
+def initial_cursor(
+    definition: ScheduleDefinition, now: int, decided_ms: int | None = None
+) -> tuple[int | None, ScheduleState]:
+    """First occurrence strictly after max(now, start_at_ms - 1, decided_ms); exhausted past end.
+
+    `decided_ms` is the schedule's latest admitted or skipped occurrence (None for a new one): a
+    cursor at or before it would hand a replica an occurrence already decided (issue 10.4).
+    """
     after = now if definition.start_at_ms is None else max(now, definition.start_at_ms - 1)
+    if decided_ms is not None:
+        after = max(after, decided_ms)
     cursor = _next_after(definition.cron, definition.timezone, after)
     if definition.end_at_ms is not None and cursor > definition.end_at_ms:
         return None, ScheduleState.EXHAUSTED

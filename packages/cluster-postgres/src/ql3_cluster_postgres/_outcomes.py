@@ -3,8 +3,9 @@
 `committed_batch` / `uncertain_batch` turn the one row the commit statement returns into typed
 outcomes. A commit whose COMMIT reply was lost either landed completely or not at all; the other
 helpers look at what it would have left behind, without writing anything: the runs its claim
-token admitted (the first admitted occurrence is the witness, UNIQUE makes it unambiguous), or,
-for a decision admitting nothing, the schedule row moved exactly as that commit moves it.
+token admitted (any one of them is the witness, UNIQUE makes it unambiguous), or, for a decision
+admitting nothing (or only occurrences that already had a run), the schedule row moved exactly
+as that commit moves it.
 """
 
 from __future__ import annotations
@@ -29,13 +30,25 @@ __all__ = [
 ]
 
 
-def committed_outcome(commit: ClaimCommit, rows: Sequence[tuple[Any, ...]]) -> CommitOutcome | None:
-    """Rebuild the COMMITTED outcome from `find_committed_runs` rows, or None if it never landed."""
+def committed_outcome(
+    commit: ClaimCommit, rows: Sequence[tuple[Any, ...]], state: _Row | None
+) -> CommitOutcome | None:
+    """Rebuild the COMMITTED outcome from `find_committed_runs` rows, or None if it never landed.
+
+    The commit is atomic, so one run of this claim among the decided occurrences proves it
+    landed. Without one, every decided occurrence may already have had a run (then the commit
+    wrote none): the schedule row, moved exactly as this commit moves it, is the witness.
+    """
     claim = commit.claim
     mine = [row for row in rows if row[7] == claim.claim_token and row[6] == claim.owner_id]
-    first = commit.decision.occurrences[0]
-    if not any(row[4] == first for row in mine):
-        return None
+    if mine:
+        committed_at = int(mine[0][5])
+    else:
+        admitted_before = {row[4] for row in rows}
+        landed = decision_landed(commit, state)
+        if landed is None or not set(commit.decision.occurrences) <= admitted_before:
+            return None
+        committed_at = int(landed.committed_at_ms or claim.claim_acquired_at_ms)
     runs = tuple(
         AdmittedRun(
             run_id=row[0],
@@ -49,11 +62,13 @@ def committed_outcome(commit: ClaimCommit, rows: Sequence[tuple[Any, ...]]) -> C
         )
         for row in mine
     )
+    written = {run.scheduled_for_ms for run in runs}
     return CommitOutcome(
         schedule_id=claim.schedule_id,
         status=CommitStatus.COMMITTED,
-        committed_at_ms=runs[0].created_at_ms,
+        committed_at_ms=committed_at,
         runs=runs,
+        already_admitted=tuple(t for t in commit.decision.occurrences if t not in written),
     )
 
 
@@ -119,17 +134,26 @@ def committed_batch(commits: Sequence[ClaimCommit], row: _Row, retries: int) -> 
             )
         )
     outcomes = tuple(
-        CommitOutcome(
-            schedule_id=commit.claim.schedule_id,
-            status=CommitStatus.COMMITTED,
-            committed_at_ms=observed,
-            runs=tuple(runs.get(commit.claim.schedule_id, ())),
-        )
+        _fenced_outcome(commit, observed, tuple(runs.get(commit.claim.schedule_id, ())))
         if commit.claim.schedule_id in fenced
         else CommitOutcome(schedule_id=commit.claim.schedule_id, status=CommitStatus.RACED)
         for commit in commits
     )
     return CommitBatch(outcomes=outcomes, serialization_retries=retries)
+
+
+def _fenced_outcome(
+    commit: ClaimCommit, observed: int, runs: tuple[AdmittedRun, ...]
+) -> CommitOutcome:
+    """Build COMMITTED with the runs written; decided occurrences without one already had one."""
+    written = {run.scheduled_for_ms for run in runs}
+    return CommitOutcome(
+        schedule_id=commit.claim.schedule_id,
+        status=CommitStatus.COMMITTED,
+        committed_at_ms=observed,
+        runs=runs,
+        already_admitted=tuple(t for t in commit.decision.occurrences if t not in written),
+    )
 
 
 def uncertain_batch(commits: Sequence[ClaimCommit], fenced: set[int], retries: int) -> CommitBatch:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from ql3_runtime_core import MisfirePolicy, ScheduleDefinition, ScheduleState
+from ql3_runtime_core import LEASE_MS_DEFAULT, MisfirePolicy, ScheduleDefinition, ScheduleState
 
 __all__ = [
     "ApplyReport",
@@ -87,7 +87,12 @@ class ApplyReport(BaseModel):
 
 
 class ScheduleStatus(BaseModel):
-    """One schedule seen from the database clock: due in, claim holder, runs, quarantine."""
+    """One schedule seen from the database clock: due in, claim holder, runs, quarantine.
+
+    `overdue` is True for an active schedule whose cursor lies more than the lease plus its
+    misfire grace behind the database clock: no replica is deciding it. A quarantined schedule
+    (state `invalid`) is never overdue (nothing may decide it); it carries its reason instead.
+    """
 
     model_config = _MODEL
 
@@ -103,6 +108,7 @@ class ScheduleStatus(BaseModel):
     last_admitted_at_ms: int | None
     invalid_reason: str | None = None
     invalidated_at_ms: int | None = None
+    overdue: bool = False
 
 
 class StatusReport(BaseModel):
@@ -110,6 +116,8 @@ class StatusReport(BaseModel):
 
     `invalid_schedules` counts quarantined schedules (state `invalid`): they admit nothing until
     an operator fixes them. `zone_rules_version` is the version every replica must decide with.
+    `schedules_overdue` counts the overdue schedules, judged with `lease_ms` (see
+    `ScheduleStatus`).
     """
 
     model_config = _MODEL
@@ -120,3 +128,5 @@ class StatusReport(BaseModel):
     next_due_in_ms: int | None
     invalid_schedules: int = 0
     zone_rules_version: str | None = None
+    lease_ms: int = LEASE_MS_DEFAULT
+    schedules_overdue: int = 0

@@ -272,6 +272,13 @@ class PostgresScheduleRepository(Closing):
             return None
         return int(rows[0][0])
 
+    def count_overdue_schedules(self, lease_ms: int) -> int:
+        """Count active schedules whose cursor is more than lease + grace behind the database."""
+        rows = self._run(
+            "count_overdue_schedules", {"lease_ms": lease_ms}, "repository: count overdue"
+        )
+        return int(rows[0][0])
+
     # -- claim (D2) -----------------------------------------------------------------------------
 
     @property
@@ -438,6 +445,8 @@ class PostgresScheduleRepository(Closing):
             for occurrence in commit.decision.occurrences:
                 occurrence_ids.append(commit.claim.schedule_id)
                 occurrence_ms.append(occurrence)
+        # Normalization checked each range; only decisions that skipped something get a record.
+        skipping = [commit for commit in commits if commit.decision.skipped > 0]
         return {
             **_claim_params(claims),
             "row_ctids": [ctids.get(claim.schedule_id, "(0,0)") for claim in claims],
@@ -445,6 +454,11 @@ class PostgresScheduleRepository(Closing):
             "states": [commit.decision.state.value for commit in commits],
             "occurrence_schedule_ids": occurrence_ids,
             "occurrence_ms": occurrence_ms,
+            "skip_schedule_ids": [commit.claim.schedule_id for commit in skipping],
+            "skip_first_ms": [commit.decision.skipped_first_ms for commit in skipping],
+            "skip_last_ms": [commit.decision.skipped_last_ms for commit in skipping],
+            "skip_counts": [commit.decision.skipped for commit in skipping],
+            "skip_policies": [commit.claim.definition.misfire_policy.value for commit in skipping],
         }
 
     def _ctids_for(self, claims: Sequence[ClusterScheduleClaim]) -> dict[int, str]:
@@ -542,7 +556,7 @@ class PostgresScheduleRepository(Closing):
             {"schedule_id": commit.claim.schedule_id, "occurrence_ms": occurrences},
             "repository: find committed runs",
         )
-        return committed_outcome(commit, rows)
+        return committed_outcome(commit, rows, state)
 
     # -- release (§7) -----------------------------------------------------------------------
 

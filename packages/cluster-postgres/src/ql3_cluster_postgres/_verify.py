@@ -16,38 +16,44 @@ whole verdict is about one snapshot) and reports one `Violation` per finding. Ru
 - `time_backwards`: per schedule, commit times in run id order decrease, or the schedule's
   `updated_at_ms` is earlier than its latest run's commit time.
 - `order`: per schedule, occurrences in run id order decrease (the cursor never moves backwards).
-- `not_occurrence`: a run whose `scheduled_for_ms` is not an occurrence of the cron expression,
-  lies before the schedule's first possible occurrence (before `start_at_ms`, or more than 60 s
-  before its creation), or after its `end_at_ms`.
 - `invalid_schedule`: a schedule quarantined by a replica (state `invalid`, with the reason it
   gave), or an active or paused one whose definition cannot be read. It admits nothing, so the
   promise fails for it until an operator fixes it: verify fails (exit 1) while one exists. Its
-  history is not judged by the other rules (they need a definition to judge it by).
+  history (runs, revisions, skip records) is not judged by the other rules: they need the
+  definition it is decided with, which is what cannot be read. Once it is brought back (which
+  opens a revision), every rule judges it again, the quarantine's occurrences included.
 - `stale_claim`: a claim whose expiry is more than `stale_claim_grace_ms` behind the database
   clock. Claims are only taken on due schedules and any live replica takes an expired one over, so
   an old expired claim means no replica is running (or one is stuck); the default grace of 5 s lets
   an operator check a live system where a claim has just expired.
 - `cursor`: an active or paused schedule whose cursor is not an occurrence of its cron, is not
-  after its latest run, lies before its first possible occurrence, or passed `end_at_ms` while the
-  schedule is still active.
-- `missing`: an occurrence the misfire policy had to admit but that has no run. The occurrences
-  checked are those the cursor has passed: from the first occurrence strictly after the schedule's
-  creation (and at or after `start_at_ms`, and at or after `since_ms`) up to, not including, the
-  cursor (up to `end_at_ms` for exhausted schedules, up to the latest run for retired ones).
-  Let t be such an occurrence without a run, and decided at claim time A >= t (unknown):
-    * `catch_up`: every occurrence is admitted, so t is missing.
-    * any policy: on-time occurrences (A - t <= misfire_grace_ms) are always admitted. A is not
-      stored, but the first run r after t was decided in the same claim or a later one, and a
-      commit is never earlier than its claim (D5 fails closed), so A <= r.created_at_ms. If
-      r.created_at_ms - t <= grace, then t was on time: missing. Nothing is inferred without such
-      an r, so this rule never reports a false violation but can miss some.
-    * `fire_once`: every decision admits its latest due occurrence (the latest missed one, or a
-      later on-time one), so the last occurrence before the cursor must have a run.
-  The expected count of a schedule is every occurrence in that range for `catch_up`, and its
-  admitted occurrences plus the missing ones for the other policies.
+  after its latest run, lies before its live revision's first cursor, or passed `end_at_ms`
+  while the schedule is still active.
+- `revision`: the schedule revisions (written by the admin with every creation and definition
+  change, migrations/0004) do not hold together: none at all (a schedule written past the
+  admin), numbers not 1..n, not exactly the last one live, the schedule's definition differs
+  from its live revision (changed without one), a revision that keeps the cursor does not start
+  where the previous one ended, or a placed first cursor is not exactly the first occurrence
+  strictly after max(`placed_after_ms`, `start_at_ms - 1`, the latest decided occurrence).
+- `missing`: an occurrence with neither a run nor a skip record. For each revision, every
+  occurrence of its definition from its first cursor up to its end cursor (or the next
+  revision's first cursor if earlier; the schedule's cursor for the live revision; `end_at_ms`
+  once exhausted), at or after `since_ms`, must be exactly one run or lie inside exactly one skip
+  record. Runs and skip ranges are walked in order and each gap is counted with
+  `count_occurrences_ms`: nothing is enumerated.
+- `skip_record`: a skip record that is not what the commit writes: its count differs from the
+  occurrences in its range, it does not begin and end on occurrences, a run lies inside it or it
+  overlaps another, it records another policy than its revision's, it skips an occurrence that
+  was on time at its claim, under fire_once the occurrence after it has no run, under skip the
+  occurrence after it was missed too, or it lies outside every revision's range.
+- `not_occurrence`: a run whose `scheduled_for_ms` is not an occurrence of its revision's
+  definition or lies outside every revision's range (before the first cursor, after `end_at_ms`,
+  in an occurrence range a later revision dropped). Runs older than schema 4 (before a
+  'migrated' revision 1) are only checked to be occurrences of that revision.
 
-The checks use the schedule's *current* definition: after changing a cron expression, check with
-`since_ms` after the change. Cron math comes from `ql3_runtime_core` only, never from here.
+`expected` per schedule is the occurrences of its ranges minus those inside skip records (each
+needs a run); `missing` counts the occurrences with neither. Cron math comes from
+`ql3_runtime_core` only, never from here.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from psycopg.rows import dict_row
 
 from ._errors import DatabaseError
 from ._sql import query
+from ._verify_accounting import revision_from_row, skip_from_row
 from ._verify_report import ScheduleVerdict, VerifyReport, Violation
 from ._verify_rules import (
     Findings,
@@ -77,7 +84,6 @@ __all__ = [
 ]
 
 STALE_CLAIM_GRACE_MS_DEFAULT = 5_000
-MAX_OCCURRENCES_DEFAULT = 100_000
 RULES = (
     "cursor",
     "duplicate",
@@ -87,7 +93,9 @@ RULES = (
     "missing",
     "not_occurrence",
     "order",
+    "revision",
     "shape",
+    "skip_record",
     "stale_claim",
     "time_backwards",
 )
@@ -98,7 +106,6 @@ def verify_history(
     *,
     since_ms: int | None = None,
     stale_claim_grace_ms: int = STALE_CLAIM_GRACE_MS_DEFAULT,
-    max_occurrences: int = MAX_OCCURRENCES_DEFAULT,
 ) -> VerifyReport:
     """Check the history of the QL3 database at `conninfo`; read-only, runs as `ql3_admin`.
 
@@ -108,18 +115,14 @@ def verify_history(
             checked).
         stale_claim_grace_ms: how far past its expiry (database time) a claim may be before it is
             reported; 0 at rest, the default for a live system.
-        max_occurrences: per schedule, stop enumerating cron occurrences after this many (the
-            verdict then says `truncated`); narrow the range with `since_ms` instead.
 
     Raises:
         DatabaseError: the database could not be read.
-        ValueError: a negative grace or a non-positive occurrence limit.
+        ValueError: a negative grace.
 
     """
     if stale_claim_grace_ms < 0:
         raise ValueError(f"stale_claim_grace_ms must be >= 0, got {stale_claim_grace_ms}")
-    if max_occurrences < 1:
-        raise ValueError(f"max_occurrences must be >= 1, got {max_occurrences}")
     params = {"since_ms": since_ms}
     try:
         with psycopg.connect(conninfo, autocommit=False) as conn:
@@ -129,6 +132,8 @@ def verify_history(
                 now_row = cur.execute(query("verify_now")).fetchone()
                 schedule_rows = cur.execute(query("verify_schedules")).fetchall()
                 run_rows = cur.execute(query("verify_runs"), params).fetchall()
+                revision_rows = cur.execute(query("verify_revisions")).fetchall()
+                skip_rows = cur.execute(query("verify_skips"), params).fetchall()
                 shape_rows = cur.execute(query("verify_shape"), params).fetchall()
                 orphan_rows = cur.execute(query("verify_orphans")).fetchall()
             conn.rollback()
@@ -141,15 +146,18 @@ def verify_history(
     skipped = check_invalid(findings, schedule_rows)
     schedules = [schedule_from_row(row) for row in schedule_rows if row["id"] not in skipped]
     runs = [Run(**row) for row in run_rows if row["schedule_id"] not in skipped]
+    revisions = [revision_from_row(r) for r in revision_rows if r["schedule_id"] not in skipped]
+    skips = [skip_from_row(row) for row in skip_rows if row["schedule_id"] not in skipped]
     check_shape(findings, shape_rows, orphan_rows)
     verdicts = check_schedules(
         findings,
         schedules,
         runs,
+        revisions,
+        skips,
         now_ms=now_ms,
         since_ms=since_ms,
         grace_ms=stale_claim_grace_ms,
-        max_occurrences=max_occurrences,
     )
     return VerifyReport(
         ok=not findings.violations,

@@ -39,10 +39,10 @@ class ScheduleVerdict(BaseModel):
     occurrences: int
     expected: int
     admitted: int
+    skipped: int
     duplicated: int
     early: int
     missing: int
-    truncated: bool
 
 
 class VerifyReport(BaseModel):
@@ -70,6 +70,11 @@ class VerifyReport(BaseModel):
         return sum(item.admitted for item in self.per_schedule)
 
     @property
+    def skipped(self) -> int:
+        """Occurrences passed without a run, inside skip records, over every schedule."""
+        return sum(item.skipped for item in self.per_schedule)
+
+    @property
     def duplicated(self) -> int:
         """Extra runs beyond the first for an occurrence, over every schedule."""
         return sum(item.duplicated for item in self.per_schedule)
@@ -81,7 +86,7 @@ class VerifyReport(BaseModel):
 
     @property
     def missing(self) -> int:
-        """Occurrences the policy had to admit that have no run, over every schedule."""
+        """Occurrences with neither a run nor a skip record, over every schedule."""
         return sum(item.missing for item in self.per_schedule)
 
     def count(self, rule: str) -> int:

@@ -6,22 +6,19 @@ about reading and this module about judging. Cron math comes from `ql3_runtime_c
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ql3_runtime_core import (
-    MisfirePolicy,
-    ScheduleDefinition,
-    next_occurrence_ms,
-    quarantine_reason,
-)
+from ql3_runtime_core import ScheduleDefinition, next_occurrence_ms, quarantine_reason
 
 from ._records import definition_from_columns
+from ._verify_accounting import account_schedule
 from ._verify_report import ScheduleVerdict, Violation
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Sequence
+
+    from ._verify_accounting import Revision, Skip
 
 __all__ = [
     "Findings",
@@ -33,7 +30,9 @@ __all__ = [
     "schedule_from_row",
 ]
 
-_CREATION_SLACK_MS = 60_000
+# There is no creation slack any more (it was 60 s): where a schedule's occurrences begin is its
+# first revision's first cursor, checked exactly against the database time the admin recorded
+# placing it after (placed_after_ms), so the bound kept between clock read and insert is 0 ms.
 _DEFINITION_COLUMNS = (
     "cron",
     "timezone",
@@ -152,33 +151,70 @@ def check_shape(
         )
 
 
-def check_schedules(
+def check_schedules(  # the rows of one snapshot, and the options
     findings: Findings,
     schedules: Sequence[Schedule],
     runs: Sequence[Run],
+    revisions: Sequence[Revision],
+    skips: Sequence[Skip],
     *,
     now_ms: int,
     since_ms: int | None,
     grace_ms: int,
-    max_occurrences: int,
 ) -> list[ScheduleVerdict]:
-    by_schedule: dict[int, list[Run]] = {}
-    for run in runs:
-        by_schedule.setdefault(run.schedule_id, []).append(run)
+    by_schedule = _group(runs)
+    revisions_of = _group(revisions)
+    skips_of = _group(skips)
     known = {schedule.id for schedule in schedules}
     for schedule_id in sorted(set(by_schedule) - known):
         ids = [run.id for run in by_schedule[schedule_id]]
         findings.add("shape", schedule_id, f"runs {ids} belong to no schedule")
+    for schedule_id in sorted(set(revisions_of) - known):
+        findings.add("revision", schedule_id, "revisions belong to no schedule")
+    for schedule_id in sorted(set(skips_of) - known):
+        ids = [skip.id for skip in skips_of[schedule_id]]
+        findings.add("skip_record", schedule_id, f"skip records {ids} belong to no schedule")
     verdicts = []
     for schedule in schedules:
         own = by_schedule.get(schedule.id, [])
         _check_claim(findings, schedule, now_ms=now_ms, grace_ms=grace_ms)
         _check_runs(findings, schedule, own, now_ms=now_ms)
         _check_cursor(findings, schedule, own)
+        accounting = account_schedule(
+            findings,
+            schedule,
+            revisions_of.get(schedule.id, []),
+            own,
+            skips_of.get(schedule.id, []),
+            since_ms=since_ms,
+        )
+        admitted = len({run.scheduled_for_ms for run in own})
         verdicts.append(
-            _check_missing(findings, schedule, own, since_ms=since_ms, limit=max_occurrences),
+            ScheduleVerdict(
+                schedule_id=schedule.id,
+                name=schedule.name,
+                state=schedule.state,
+                misfire_policy=schedule.definition.misfire_policy.value,
+                range_start_ms=accounting.range_start_ms,
+                range_end_ms=accounting.range_end_ms,
+                occurrences=accounting.occurrences,
+                expected=accounting.occurrences - accounting.skipped,
+                admitted=admitted,
+                skipped=accounting.skipped,
+                duplicated=len(own) - admitted,
+                early=sum(1 for run in own if run.created_at_ms < run.scheduled_for_ms),
+                missing=accounting.missing,
+            )
         )
     return verdicts
+
+
+def _group(rows: Sequence[Any]) -> dict[int, list[Any]]:
+    """Group rows (in their order) by their `schedule_id`."""
+    grouped: dict[int, list[Any]] = {}
+    for row in rows:
+        grouped.setdefault(row.schedule_id, []).append(row)
+    return grouped
 
 
 def _check_claim(findings: Findings, schedule: Schedule, *, now_ms: int, grace_ms: int) -> None:
@@ -229,7 +265,6 @@ def _check_runs(
                 f"run {run.id} committed at {run.created_at_ms},"
                 f" {run.created_at_ms - now_ms} ms after the database clock {now_ms}",
             )
-        _check_occurrence(findings, schedule, run)
         if previous is not None:
             _check_pair(findings, schedule, previous, run)
         previous = run
@@ -263,50 +298,6 @@ def _is_occurrence(definition: ScheduleDefinition, at_ms: int) -> bool:
     return next_occurrence_ms(definition.cron, definition.timezone, at_ms - 1) == at_ms
 
 
-def _first_possible(schedule: Schedule, *, strictly_after_creation: bool) -> int:
-    """Return the schedule's first occurrence: after creation and at or after `start_at_ms`.
-
-    Strictly after creation bounds the `missing` range. The sanity bound (not strict) allows
-    `_CREATION_SLACK_MS` before `created_at_ms`: the admin computes the first cursor from a clock
-    read a moment before the row's creation time is sampled, so an occurrence in between is a
-    legitimate first cursor.
-    """
-    definition = schedule.definition
-    if strictly_after_creation:
-        after = schedule.created_at_ms
-    else:
-        after = schedule.created_at_ms - _CREATION_SLACK_MS - 1
-    if definition.start_at_ms is not None:
-        after = max(after, definition.start_at_ms - 1)
-    return next_occurrence_ms(definition.cron, definition.timezone, after)
-
-
-def _check_occurrence(findings: Findings, schedule: Schedule, run: Run) -> None:
-    definition = schedule.definition
-    at = run.scheduled_for_ms
-    if not _is_occurrence(definition, at):
-        findings.add(
-            "not_occurrence",
-            schedule.id,
-            f"run {run.id} admits {at}, which is not an occurrence of {definition.cron!r}"
-            f" in {definition.timezone}",
-        )
-    elif at < _first_possible(schedule, strictly_after_creation=False):
-        findings.add(
-            "not_occurrence",
-            schedule.id,
-            f"run {run.id} admits {at}, before the schedule's first possible occurrence"
-            f" (created at {schedule.created_at_ms}, start_at_ms {definition.start_at_ms},"
-            f" slack {_CREATION_SLACK_MS} ms)",
-        )
-    if definition.end_at_ms is not None and at > definition.end_at_ms:
-        findings.add(
-            "not_occurrence",
-            schedule.id,
-            f"run {run.id} admits {at}, after end_at_ms {definition.end_at_ms}",
-        )
-
-
 def _check_cursor(findings: Findings, schedule: Schedule, runs: Sequence[Run]) -> None:
     cursor = schedule.next_due_at_ms
     if schedule.state not in ("active", "paused") or cursor is None:
@@ -318,10 +309,6 @@ def _check_cursor(findings: Findings, schedule: Schedule, runs: Sequence[Run]) -
         problems.append(f"is not after the latest admitted occurrence {latest}")
     if not _is_occurrence(definition, cursor):
         problems.append(f"is not an occurrence of {definition.cron!r} in {definition.timezone}")
-    if cursor < _first_possible(schedule, strictly_after_creation=False):
-        problems.append(
-            f"is before the first possible occurrence (created at {schedule.created_at_ms})"
-        )
     if (
         schedule.state == "active"
         and definition.end_at_ms is not None
@@ -330,106 +317,3 @@ def _check_cursor(findings: Findings, schedule: Schedule, runs: Sequence[Run]) -
         problems.append(f"passed end_at_ms {definition.end_at_ms} but the schedule is still active")
     for problem in problems:
         findings.add("cursor", schedule.id, f"cursor {cursor} {problem}")
-
-
-def _range_end(schedule: Schedule, runs: Sequence[Run]) -> int | None:
-    """Return the exclusive end of the decided occurrences (see the module docstring)."""
-    if schedule.state in ("active", "paused") and schedule.next_due_at_ms is not None:
-        return schedule.next_due_at_ms
-    if schedule.state == "exhausted" and schedule.definition.end_at_ms is not None:
-        return schedule.definition.end_at_ms + 1
-    latest = max((run.scheduled_for_ms for run in runs), default=None)
-    return None if latest is None else latest + 1
-
-
-def _occurrences(definition: ScheduleDefinition, start: int, end: int, limit: int) -> Iterator[int]:
-    at = start
-    produced = 0
-    while at < end and produced < limit:
-        yield at
-        produced += 1
-        at = next_occurrence_ms(definition.cron, definition.timezone, at)
-
-
-def _check_missing(
-    findings: Findings,
-    schedule: Schedule,
-    runs: Sequence[Run],
-    *,
-    since_ms: int | None,
-    limit: int,
-) -> ScheduleVerdict:
-    definition = schedule.definition
-    start = _first_possible(schedule, strictly_after_creation=True)
-    if since_ms is not None and since_ms > start:
-        start = next_occurrence_ms(definition.cron, definition.timezone, since_ms - 1)
-    end = _range_end(schedule, runs)
-    occurrences = list(_occurrences(definition, start, end, limit + 1)) if end is not None else []
-    truncated = len(occurrences) > limit
-    occurrences = occurrences[:limit]
-    admitted_at = sorted({run.scheduled_for_ms for run in runs})
-    # The earliest commit among the runs of each occurrence: the bound on the deciding claim.
-    first_commit: dict[int, int] = {}
-    for run in runs:
-        known = first_commit.get(run.scheduled_for_ms)
-        first_commit[run.scheduled_for_ms] = (
-            run.created_at_ms if known is None else min(known, run.created_at_ms)
-        )
-    missing = [
-        at
-        for at in occurrences
-        if at not in first_commit and _must_admit(schedule, at, admitted_at, first_commit)
-    ]
-    policy = definition.misfire_policy
-    if (
-        policy is MisfirePolicy.FIRE_ONCE
-        and occurrences
-        and not truncated
-        and occurrences[-1] not in first_commit
-        and occurrences[-1] not in missing
-    ):
-        missing.append(occurrences[-1])
-    for at in missing:
-        findings.add(
-            "missing",
-            schedule.id,
-            f"occurrence {at} has no run, but the {policy.value} policy had to admit it"
-            f" (grace {definition.misfire_grace_ms} ms)",
-        )
-    in_range = [at for at in admitted_at if occurrences and occurrences[0] <= at <= occurrences[-1]]
-    admitted_total = len(admitted_at)
-    expected = (
-        len(occurrences) + (admitted_total - len(in_range))
-        if policy is MisfirePolicy.CATCH_UP
-        else admitted_total + len(missing)
-    )
-    return ScheduleVerdict(
-        schedule_id=schedule.id,
-        name=schedule.name,
-        state=schedule.state,
-        misfire_policy=policy.value,
-        range_start_ms=start if end is not None else None,
-        range_end_ms=end,
-        occurrences=len(occurrences),
-        expected=expected,
-        admitted=admitted_total,
-        duplicated=len(runs) - admitted_total,
-        early=sum(1 for run in runs if run.created_at_ms < run.scheduled_for_ms),
-        missing=len(missing),
-        truncated=truncated,
-    )
-
-
-def _must_admit(
-    schedule: Schedule,
-    at: int,
-    admitted_at: Sequence[int],
-    first_commit: dict[int, int],
-) -> bool:
-    definition = schedule.definition
-    if definition.misfire_policy is MisfirePolicy.CATCH_UP:
-        return True
-    index = bisect.bisect_right(admitted_at, at)
-    if index == len(admitted_at):
-        return False
-    return first_commit[admitted_at[index]] - at <= definition.misfire_grace_ms

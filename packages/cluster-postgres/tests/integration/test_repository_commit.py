@@ -272,7 +272,6 @@ def test_resolve_a_decision_admitting_nothing(ql3_db: Ql3Database) -> None:
                 next_due_at_ms=claim.next_due_at_ms + 1000,
                 state=ScheduleState.ACTIVE,
                 observed_at_ms=claim.claim_acquired_at_ms,
-                skipped=1,
             ),
         )
         assert repo.commit_decisions([empty]).outcomes[0].status is CommitStatus.COMMITTED

@@ -2,7 +2,8 @@
 
 Histories are written row by row as the superuser (not through the repository) so that each test
 can build exactly the broken history a rule exists for, including ones the schema's constraints
-would refuse (those tests drop the constraint first, as a broken build would).
+would refuse (those tests drop the constraint first, as a broken build would). Each schedule gets
+the revision 1 the admin writes with it (migrations/0004).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ql3_cluster_postgres import (
     VerifyReport,
     verify_history,
 )
+from ql3_runtime_core import next_occurrence_ms
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -53,8 +55,13 @@ class History:
         state: str = "active",
         updated_at_ms: int | None = None,
         end_at_ms: int | None = None,
+        first_cursor_ms: int | None = None,
     ) -> tuple[int, int]:
-        """Insert a task, trigger and schedule; return (schedule id, task id)."""
+        """Insert a task, trigger, schedule and its revision 1; return (schedule id, task id).
+
+        The revision starts at `first_cursor_ms` (default: the first occurrence after creation),
+        placed after a clock read no later than the creation, as the admin records it.
+        """
         name = f"task-{len(self.names)}-{uuid.uuid4().hex[:6]}"
         self.names.append(name)
         row = self.conn.execute(
@@ -86,7 +93,53 @@ class History:
             ),
         ).fetchone()
         assert row is not None
-        return int(row[0]), task_id
+        schedule_id = int(row[0])
+        first = first_cursor_ms
+        if first is None:
+            first = next_occurrence_ms(cron, "UTC", created_at_ms)
+        self.conn.execute(
+            "INSERT INTO ql3.schedule_revisions (schedule_id, revision, reason, cron, timezone,"
+            " misfire_policy, misfire_grace_ms, end_at_ms, first_cursor_ms, placed_after_ms,"
+            " created_at_ms) VALUES (%s, 1, 'created', %s, 'UTC', %s, %s, %s, %s, %s, %s)",
+            (
+                schedule_id,
+                cron,
+                policy,
+                grace_ms,
+                end_at_ms,
+                first,
+                min(created_at_ms, first - 1),
+                created_at_ms,
+            ),
+        )
+        return schedule_id, task_id
+
+    def skip(
+        self,
+        schedule: tuple[int, int],
+        first_ms: int,
+        last_ms: int,
+        count: int,
+        *,
+        acquired_at_ms: int,
+        policy: str = "skip",
+    ) -> None:
+        """Insert a skip record as a commit by a claim acquired at `acquired_at_ms` writes it."""
+        self.conn.execute(
+            "INSERT INTO ql3.skipped_occurrences (schedule_id, first_skipped_ms,"
+            " last_skipped_ms, skipped_count, misfire_policy, claim_acquired_at_ms, owner_id,"
+            " claim_token, created_at_ms) VALUES (%s, %s, %s, %s, %s, %s, 'test', %s, %s)",
+            (
+                schedule[0],
+                first_ms,
+                last_ms,
+                count,
+                policy,
+                acquired_at_ms,
+                uuid.uuid4(),
+                acquired_at_ms + 5,
+            ),
+        )
 
     def run(
         self,
@@ -365,43 +418,108 @@ def test_catch_up_gap_is_missing(history: History) -> None:
     assert (report.expected, report.admitted, report.missing) == (5, 4, 1)
 
 
-def test_skip_policy_gap_judged_by_grace(history: History) -> None:
-    """Under skip a gap is `missing` only when the next run proves it was on time."""
+def test_skip_policy_gap_needs_a_skip_record(history: History) -> None:
+    """Under skip a gap is accounted for only by a skip record of missed occurrences."""
     now = history.now_ms()
     created = _second(now) - 40 * SECOND + 500
     first = _second(created) + SECOND
-    late = history.schedule(
+    recorded = history.schedule(
         created_at_ms=created, next_due_at_ms=first + 11 * SECOND, policy="skip", grace_ms=2_000
     )
-    # Nothing proves first..first+9 s on time: the next run committed 3.5 s or more after them.
-    history.run(late, first + 10 * SECOND, first + 10 * SECOND + 2_500)
-    on_time = history.schedule(
-        created_at_ms=created, next_due_at_ms=first + 3 * SECOND, policy="skip", grace_ms=2_000
+    # A claim at first+10.5 s missed first..first+8 s (more than 2 s late) and admitted first+9 s
+    # and first+10 s on time.
+    history.skip(recorded, first, first + 8 * SECOND, 9, acquired_at_ms=first + 10_500)
+    history.run(recorded, first + 9 * SECOND, first + 10_510)
+    history.run(recorded, first + 10 * SECOND, first + 10_510)
+    bare = history.schedule(
+        created_at_ms=created, next_due_at_ms=first + 11 * SECOND, policy="skip", grace_ms=2_000
     )
-    # first+1 s has no run but first+2 s committed 1.1 s after it: it was on time.
-    history.run(on_time, first, first + 5)
-    history.run(on_time, first + 2 * SECOND, first + 2 * SECOND + 100)
+    history.run(bare, first + 9 * SECOND, first + 10_510)
+    history.run(bare, first + 10 * SECOND, first + 10_510)
     report = history.verify()
     assert report.count("missing") == 1, report.lines()
-    assert [v.schedule_id for v in report.violations] == [on_time[0]]
+    assert [v.schedule_id for v in report.violations] == [bare[0]]
+    verdicts = {verdict.schedule_id: verdict for verdict in report.per_schedule}
+    assert (verdicts[recorded[0]].skipped, verdicts[recorded[0]].expected) == (9, 2)
+    assert (verdicts[bare[0]].missing, verdicts[bare[0]].expected) == (9, 11)
 
 
-def test_fire_once_must_admit_the_last_decided_occurrence(history: History) -> None:
-    """Under fire_once the occurrence right before the cursor must have a run."""
+def test_fire_once_must_admit_the_occurrence_after_its_skip_record(history: History) -> None:
+    """Under fire_once the occurrence right after a skip record must have a run."""
     now = history.now_ms()
     created = _second(now) - 40 * SECOND + 500
     first = _second(created) + SECOND
     good = history.schedule(
         created_at_ms=created, next_due_at_ms=first + 6 * SECOND, policy="fire_once", grace_ms=0
     )
-    history.run(good, first + 5 * SECOND, first + 5 * SECOND + 3_000)
+    history.skip(
+        good, first, first + 4 * SECOND, 5, acquired_at_ms=first + 5_500, policy="fire_once"
+    )
+    history.run(good, first + 5 * SECOND, first + 5_510)
     bad = history.schedule(
         created_at_ms=created, next_due_at_ms=first + 6 * SECOND, policy="fire_once", grace_ms=0
     )
-    history.run(bad, first + 4 * SECOND, first + 5 * SECOND + 3_000)
+    history.skip(
+        bad, first, first + 3 * SECOND, 4, acquired_at_ms=first + 5_500, policy="fire_once"
+    )
+    history.run(bad, first + 5 * SECOND, first + 5_510)
     report = history.verify()
-    assert report.count("missing") == 1, report.lines()
-    assert report.violations[0].schedule_id == bad[0]
+    assert {v.schedule_id for v in report.violations} == {bad[0]}, report.lines()
+    assert report.count("skip_record") == 1
+    assert report.count("missing") == 1
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "count", "acquired", "policy", "problem"),
+    [
+        (0, 4, 4, 5_500, "skip", "counts 4 occurrences, its range holds 5"),
+        (0, 4, 5, 5_500, "fire_once", "records policy 'fire_once'"),
+        (0, 4, 5, 4_400, "skip", "on time at the claim"),
+        (0, 3, 4, 5_500, "skip", "which that claim had missed too"),
+    ],
+    ids=["wrong-count", "other-policy", "on-time", "stops-early"],
+)
+def test_inconsistent_skip_record_is_caught(
+    history: History,
+    *,
+    first: int,
+    last: int,
+    count: int,
+    acquired: int,
+    policy: str,
+    problem: str,
+) -> None:
+    """A skip record that is not the exact range of missed occurrences is `skip_record`."""
+    now = history.now_ms()
+    created = _second(now) - 40 * SECOND + 500
+    start = _second(created) + SECOND
+    schedule = history.schedule(
+        created_at_ms=created, next_due_at_ms=start + 6 * SECOND, policy="skip", grace_ms=500
+    )
+    history.skip(
+        schedule,
+        start + first * SECOND,
+        start + last * SECOND,
+        count,
+        acquired_at_ms=start + acquired,
+        policy=policy,
+    )
+    for at in range(last + 1, 6):
+        history.run(schedule, start + at * SECOND, start + max(acquired, at * SECOND) + 5)
+    report = history.verify()
+    assert report.count("skip_record") >= 1, report.lines()
+    assert any(problem in line for line in report.lines()), report.lines()
+
+
+def test_run_inside_a_skip_record_is_caught(history: History) -> None:
+    """An occurrence both skipped and admitted is accounted for twice: `skip_record`."""
+    schedule, first, _ = _clean_schedule(history)
+    history.conn.execute("UPDATE ql3.schedule_revisions SET misfire_policy = 'skip'")
+    history.conn.execute("UPDATE ql3.trigger_schedules SET misfire_policy = 'skip'")
+    history.skip(schedule, first, first + SECOND, 2, acquired_at_ms=first + 4_000)
+    report = history.verify()
+    assert report.count("skip_record") >= 1, report.lines()
+    assert any("overlaps" in line for line in report.lines()), report.lines()
 
 
 def test_since_limits_the_checked_occurrences(history: History) -> None:
@@ -440,14 +558,34 @@ def test_bad_arguments_are_refused(history: History) -> None:
 
 
 def test_first_cursor_just_before_creation_is_clean(history: History) -> None:
-    """An occurrence a few ms before the creation stamp is a legitimate first cursor and run."""
+    """A first cursor placed after a clock read a few ms before the creation stamp is exact."""
     now = history.now_ms()
     first = _second(now) - 10 * SECOND
-    schedule = history.schedule(created_at_ms=first + 3, next_due_at_ms=first + 3 * SECOND)
+    schedule = history.schedule(
+        created_at_ms=first + 3, next_due_at_ms=first + 3 * SECOND, first_cursor_ms=first
+    )
     for index in range(3):
         history.run(schedule, first + index * SECOND, first + index * SECOND + 9)
     report = history.verify()
     assert report.ok, report.lines()
+
+
+def test_first_cursor_before_its_placement_is_caught(history: History) -> None:
+    """A first cursor earlier than the first occurrence after its recorded placement: `revision`.
+
+    No slack is allowed: even one occurrence (1 s) before the placement is reported.
+    """
+    now = history.now_ms()
+    first = _second(now) - 10 * SECOND
+    schedule = history.schedule(created_at_ms=first + 1_003, next_due_at_ms=first + 3 * SECOND)
+    history.conn.execute(
+        "UPDATE ql3.schedule_revisions SET first_cursor_ms = %s WHERE schedule_id = %s",
+        (first, schedule[0]),
+    )
+    for index in range(3):
+        history.run(schedule, first + index * SECOND, first + index * SECOND + 9)
+    report = history.verify()
+    assert report.count("revision") == 1, report.lines()
 
 
 def test_run_long_before_creation_is_caught(history: History) -> None:

@@ -17,21 +17,28 @@ from ql3_cluster_postgres import (
     DatabaseError,
     MigrationTamperedError,
     Ql3Database,
+    ScheduleAdmin,
+    ScheduleSpec,
     SchemaMismatchError,
     ThrowawayCluster,
     check_schema_version,
     drop_database,
     migrate,
     provision_roles,
+    verify_history,
 )
+from ql3_runtime_core import ScheduleDefinition
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
 NOW_MS = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
-# A migration one past the shipped ones (a newer build's file, for the version tests).
-NEXT_PROBE = f"{SCHEMA_VERSION + 1:04d}_add_probe.sql"
+
+
+def _next_file(phrase: str) -> str:
+    """Name a migration file one past the shipped ones (the number a next release would take)."""
+    return f"{SCHEMA_VERSION + 1:04d}_{phrase}.sql"
 
 
 def _shipped_names() -> list[str]:
@@ -119,7 +126,7 @@ def test_tampered_applied_file_is_refused(ql3_db: Ql3Database, source: Path) -> 
     recorded = hashlib.sha256(first.read_bytes()).hexdigest()
     first.write_text(first.read_text() + "\n-- edited after release\n")
     current = hashlib.sha256(first.read_bytes()).hexdigest()
-    (source / NEXT_PROBE).write_text("CREATE TABLE ql3.probe (x int);\n")
+    (source / _next_file("add_probe")).write_text("CREATE TABLE ql3.probe (x int);\n")
     with pytest.raises(MigrationTamperedError) as caught:
         migrate(ql3_db.dsn("owner"), source=source)
     message = str(caught.value)
@@ -131,8 +138,8 @@ def test_tampered_applied_file_is_refused(ql3_db: Ql3Database, source: Path) -> 
 
 def test_newer_database_is_refused(ql3_db: Ql3Database, source: Path) -> None:
     """A database migrated past this build is refused by the check and by migrate, naming both."""
-    (source / NEXT_PROBE).write_text("CREATE TABLE ql3.probe (x int);\n")
-    assert migrate(ql3_db.dsn("owner"), source=source) == [NEXT_PROBE]
+    (source / _next_file("add_probe")).write_text("CREATE TABLE ql3.probe (x int);\n")
+    assert migrate(ql3_db.dsn("owner"), source=source) == [_next_file("add_probe")]
     newer = SCHEMA_VERSION + 1
     with psycopg.connect(ql3_db.dsn("runtime")) as conn:
         with pytest.raises(SchemaMismatchError) as caught:
@@ -175,7 +182,7 @@ def test_check_inside_an_open_transaction_keeps_it_usable(ql3_db: Ql3Database) -
 
 def test_failed_migration_leaves_nothing_behind(ql3_db: Ql3Database, source: Path) -> None:
     """A file that fails halfway is rolled back entirely and not recorded."""
-    (source / f"{SCHEMA_VERSION + 1:04d}_half_broken.sql").write_text(
+    (source / _next_file("half_broken")).write_text(
         "CREATE TABLE ql3.half (x int);\nSELECT no_such_function();\n"
     )
     with pytest.raises(DatabaseError, match="no_such_function"):
@@ -213,3 +220,127 @@ def test_concurrent_migrations_apply_each_file_once(bare_db: Ql3Database) -> Non
     assert errors == []
     assert sorted(name for applied in results for name in applied) == _shipped_names()
     assert [row[0] for row in _ledger(bare_db.dsn("owner"))] == _shipped_names()
+
+
+def test_upgrade_backfills_a_revision_for_existing_schedules(
+    bare_db: Ql3Database, source: Path
+) -> None:
+    """Schedules older than schema 4 get a revision 1 'migrated' starting at their cursor."""
+    for path in source.iterdir():
+        if not path.name.startswith(("0001_", "0002_")):
+            path.unlink()
+    migrate(bare_db.dsn("owner"), source=source)
+    with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
+        conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', 1)")
+        conn.execute("INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (1, 1)")
+        conn.execute(
+            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, misfire_policy,"
+            " next_due_at_ms, end_at_ms, updated_at_ms, created_at_ms)"
+            " VALUES (1, 1, '*/5 * * * *', 'skip', 600000, 9000000, 1, 1)"
+        )
+    before = _now_ms(bare_db.dsn("owner"))
+    migrate(bare_db.dsn("owner"))
+    rows = _rows(
+        bare_db.dsn("admin"),
+        "SELECT revision, reason, cron, misfire_policy, end_at_ms, first_cursor_ms,"
+        " end_cursor_ms, ended_at_ms, created_at_ms FROM ql3.schedule_revisions",
+    )
+    assert len(rows) == 1
+    assert rows[0][:8] == (1, "migrated", "*/5 * * * *", "skip", 9_000_000, 600_000, None, None)
+    assert rows[0][8] >= before
+
+
+def _rows(dsn: str, statement: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(statement).fetchall()
+
+
+def test_history_older_than_accounting_verifies_clean_after_the_upgrade(
+    bare_db: Ql3Database, source: Path
+) -> None:
+    """Runs admitted under schema 2 are not judged by accounting; later occurrences are."""
+    for path in source.iterdir():
+        if not path.name.startswith(("0001_", "0002_")):
+            path.unlink()
+    migrate(bare_db.dsn("owner"), source=source)
+    now = _now_ms(bare_db.dsn("owner"))
+    first = now - now % 10_000 - 30_000
+    with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
+        conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', %s)", (first,))
+        conn.execute("INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (1, %s)", (first,))
+        conn.execute(
+            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, misfire_policy,"
+            " next_due_at_ms, updated_at_ms, created_at_ms)"
+            " VALUES (1, 1, '*/10 * * * * *', 'catch_up', %s, %s, %s)",
+            (first + 20_000, first + 10_005, first - 500),
+        )
+        for at in (first, first + 10_000):
+            run = conn.execute(
+                "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id,"
+                " claim_token, created_at_ms) VALUES (1, 1, %s, 'old', gen_random_uuid(), %s)"
+                " RETURNING id",
+                (at, at + 5),
+            ).fetchone()
+            assert run is not None
+            attempt = conn.execute(
+                "INSERT INTO ql3.attempts (run_id, created_at_ms, updated_at_ms)"
+                " VALUES (%s, %s, %s) RETURNING id",
+                (run[0], at + 5, at + 5),
+            ).fetchone()
+            assert attempt is not None
+            for kind in ("run.admitted", "attempt.queued"):
+                conn.execute(
+                    "INSERT INTO ql3.events (run_id, attempt_id, kind, created_at_ms)"
+                    " VALUES (%s, %s, %s, %s)",
+                    (run[0], attempt[0], kind, at + 5),
+                )
+    migrate(bare_db.dsn("owner"))
+    report = verify_history(bare_db.dsn("admin"))
+    assert report.ok, report.lines()
+    # Accounting starts at the cursor the schedule had at the upgrade.
+    assert (report.admitted, report.expected, report.missing) == (2, 0, 0)
+
+
+def test_upgrade_keeps_a_quarantined_schedule_accountable(
+    bare_db: Ql3Database, source: Path
+) -> None:
+    """A schedule quarantined under schema 3 gets a migrated revision; verify passes once fixed."""
+    for path in source.iterdir():
+        if not path.name.startswith(("0001_", "0002_", "0003_")):
+            path.unlink()
+    migrate(bare_db.dsn("owner"), source=source)
+    now = _now_ms(bare_db.dsn("owner"))
+    cursor = now - now % 60_000 + 60_000
+    with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
+        conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('bad', %s)", (now,))
+        conn.execute("INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (1, %s)", (now,))
+        # `R` passes the schema 3 shape CHECK; the dialect refuses it, so a replica quarantined it.
+        conn.execute(
+            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, misfire_policy,"
+            " next_due_at_ms, state, invalid_reason, invalidated_at_ms, updated_at_ms,"
+            " created_at_ms) VALUES (1, 1, 'R 9 * * *', 'skip', %s, 'invalid',"
+            " 'InvalidCronError: R', %s, %s, %s)",
+            (cursor, now, now, now),
+        )
+    migrate(bare_db.dsn("owner"))
+    migrated = _rows(
+        bare_db.dsn("admin"),
+        "SELECT revision, reason, cron, first_cursor_ms, ended_at_ms FROM ql3.schedule_revisions",
+    )
+    assert migrated == [(1, "migrated", "R 9 * * *", cursor, None)]
+    quarantined = verify_history(bare_db.dsn("admin"))
+    assert [v.rule for v in quarantined.violations] == ["invalid_schedule"]
+    fixed = ScheduleDefinition(cron="0 9 * * *", timezone="UTC")
+    with ScheduleAdmin(bare_db.dsn("admin")) as admin:
+        admin.apply_schedules([ScheduleSpec(name="bad", definition=fixed)])
+    revisions = _rows(
+        bare_db.dsn("admin"),
+        "SELECT revision, reason, first_cursor_ms, end_cursor_ms, ended_at_ms IS NULL"
+        " FROM ql3.schedule_revisions ORDER BY revision",
+    )
+    assert [row[:2] for row in revisions] == [(1, "migrated"), (2, "replaced")]
+    # The unreadable revision ended where it began: it covers no occurrence to account for.
+    assert revisions[0][2:] == (cursor, cursor, False)
+    assert revisions[1][4] is True
+    report = verify_history(bare_db.dsn("admin"))
+    assert report.ok, report.lines()

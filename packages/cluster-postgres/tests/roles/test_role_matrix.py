@@ -123,6 +123,36 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         "delete": "DELETE FROM ql3.zone_rules",
         "truncate": "TRUNCATE ql3.zone_rules",
     },
+    "skipped_occurrences": {
+        "select": "SELECT * FROM ql3.skipped_occurrences",
+        "insert": "INSERT INTO ql3.skipped_occurrences (schedule_id, first_skipped_ms,"
+        " last_skipped_ms, skipped_count, misfire_policy, claim_acquired_at_ms, owner_id,"
+        " claim_token, created_at_ms)"
+        " VALUES (%(schedule)s, 1, 1, 1, 'skip', 2, 'probe', gen_random_uuid(), 2)",
+        "update:all": "UPDATE ql3.skipped_occurrences SET schedule_id = schedule_id,"
+        " first_skipped_ms = first_skipped_ms, last_skipped_ms = last_skipped_ms,"
+        " skipped_count = skipped_count, misfire_policy = misfire_policy,"
+        " claim_acquired_at_ms = claim_acquired_at_ms, owner_id = owner_id,"
+        " claim_token = claim_token, created_at_ms = created_at_ms WHERE id = %(skip)s",
+        "delete": "DELETE FROM ql3.skipped_occurrences WHERE id = %(skip)s",
+        "truncate": "TRUNCATE ql3.skipped_occurrences",
+    },
+    "schedule_revisions": {
+        "select": "SELECT * FROM ql3.schedule_revisions",
+        "insert": "INSERT INTO ql3.schedule_revisions (schedule_id, revision, reason, cron,"
+        " timezone, misfire_policy, misfire_grace_ms, first_cursor_ms, created_at_ms)"
+        " VALUES (%(schedule)s, 2, 'redefined', '* * * * *', 'UTC', 'fire_once', 0, 0, 0)",
+        "update:end": "UPDATE ql3.schedule_revisions SET end_cursor_ms = end_cursor_ms,"
+        " ended_at_ms = ended_at_ms WHERE schedule_id = %(schedule)s AND revision = 1",
+        "update:definition": "UPDATE ql3.schedule_revisions SET reason = reason, cron = cron,"
+        " timezone = timezone, misfire_policy = misfire_policy,"
+        " misfire_grace_ms = misfire_grace_ms, start_at_ms = start_at_ms,"
+        " end_at_ms = end_at_ms, first_cursor_ms = first_cursor_ms,"
+        " placed_after_ms = placed_after_ms, created_at_ms = created_at_ms"
+        " WHERE schedule_id = %(schedule)s AND revision = 1",
+        "delete": "DELETE FROM ql3.schedule_revisions WHERE schedule_id = %(schedule)s",
+        "truncate": "TRUNCATE ql3.schedule_revisions",
+    },
     "schema_migrations": {
         "select": "SELECT * FROM ql3.schema_migrations",
         "insert": "INSERT INTO ql3.schema_migrations (name, version, sha256, applied_at_ms)"
@@ -135,8 +165,7 @@ PROBES: Final[dict[str, dict[str, str]]] = {
 }
 
 _READERS = frozenset({"owner", "admin", "runtime", "worker_ingress"})
-# The design (SPEC §5, migrations/0002_grant_privileges.sql and 0003_quarantine_and_zone_rules.sql):
-# (table, probe) -> roles allowed.
+# The design (SPEC §5, migrations 0002, 0003 and 0004): (table, probe) -> roles allowed.
 # Anything absent is allowed to the owner only.
 ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("tasks", "select"): _READERS,
@@ -158,6 +187,11 @@ ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("attempts", "update:state"): frozenset({"owner", "worker_ingress"}),
     ("events", "select"): _READERS,
     ("events", "insert"): frozenset({"owner", "runtime", "worker_ingress"}),
+    ("skipped_occurrences", "select"): frozenset({"owner", "admin", "runtime"}),
+    ("skipped_occurrences", "insert"): frozenset({"owner", "runtime"}),
+    ("schedule_revisions", "select"): frozenset({"owner", "admin"}),
+    ("schedule_revisions", "insert"): frozenset({"owner", "admin"}),
+    ("schedule_revisions", "update:end"): frozenset({"owner", "admin"}),
     ("schema_migrations", "select"): _READERS,
     ("zone_rules", "select"): frozenset({"owner", "admin", "runtime"}),
     ("zone_rules", "upsert"): frozenset({"owner", "admin"}),
@@ -217,6 +251,21 @@ def _seed(conn: psycopg.Connection[Any]) -> dict[str, int]:
     ids["event"] = one(
         "INSERT INTO ql3.events (run_id, attempt_id, kind, created_at_ms)"
         " VALUES (%(run)s, %(attempt)s, 'run.admitted', 1) RETURNING id",
+        ids,
+    )
+    ids["skip"] = one(
+        "INSERT INTO ql3.skipped_occurrences (schedule_id, first_skipped_ms, last_skipped_ms,"
+        " skipped_count, misfire_policy, claim_acquired_at_ms, owner_id, claim_token,"
+        " created_at_ms) VALUES (%(schedule)s, 0, 0, 1, 'fire_once', 1, 'seed',"
+        " gen_random_uuid(), 1) RETURNING id",
+        ids,
+    )
+    # An ended revision 1, so that a probe may insert a live revision 2.
+    one(
+        "INSERT INTO ql3.schedule_revisions (schedule_id, revision, reason, cron, timezone,"
+        " misfire_policy, misfire_grace_ms, first_cursor_ms, end_cursor_ms, created_at_ms,"
+        " ended_at_ms) VALUES (%(schedule)s, 1, 'migrated', '* * * * *', 'UTC', 'fire_once', 0,"
+        " 0, 0, 0, 0) RETURNING revision",
         ids,
     )
     return ids
@@ -300,6 +349,8 @@ def test_matrix_covers_every_table_and_role() -> None:
         "runs",
         "attempts",
         "events",
+        "skipped_occurrences",
+        "schedule_revisions",
         "schema_migrations",
         "zone_rules",
     }

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from ._contracts import ClusterScheduleClaim, ScheduleState
+from ._contracts import ClusterScheduleClaim, MisfirePolicy, ScheduleState
+from ._cron import count_occurrences_ms, next_occurrence_ms
 from ._decision import ScheduleDecision
 from ._errors import InvalidDecisionError
 
@@ -35,7 +36,9 @@ def normalize_commit(
         InvalidDecisionError: the decision observed another time than the claim's acquired time,
             belongs to another schedule, moves the cursor backwards, admits an occurrence later
             than the observation or earlier than the cursor, repeats or disorders occurrences,
-            or admits more than `budget`.
+            or admits more than `budget`; or its skipped range is not the exact, contiguous run
+            of missed occurrences from the first due one, before every admitted occurrence and
+            the new cursor, with `skipped` counting them (catch_up never skips).
 
     """
     acquired = claim.claim_acquired_at_ms
@@ -51,6 +54,7 @@ def normalize_commit(
         )
     _check_occurrences(claim, decision, budget)
     _check_cursor(claim, decision)
+    _check_skipped(claim, decision)
     return ClaimCommit(claim=claim, decision=decision)
 
 
@@ -102,4 +106,64 @@ def _check_cursor(claim: ClusterScheduleClaim, decision: ScheduleDecision) -> No
     if decision.state is not ScheduleState.ACTIVE:
         raise InvalidDecisionError(
             "state", f"a cursor is set but state is {decision.state.value!r}"
+        )
+
+
+def _check_skipped(claim: ClusterScheduleClaim, decision: ScheduleDecision) -> None:
+    """Refuse a skipped range the commit could not record as the exact truth (SPEC §6).
+
+    The commit writes the range as the durable record of what the cursor passed without
+    admitting, and `ql3 verify` accounts every occurrence with it; so it must be exact here.
+    Cron math runs only when something was skipped (after an outage), never on the hot path.
+    """
+    first, last, count = decision.skipped_first_ms, decision.skipped_last_ms, decision.skipped
+    if count == 0 and first is None and last is None:
+        return
+    if count < 1 or first is None or last is None:
+        raise InvalidDecisionError(
+            "skipped",
+            f"skipped={count} needs both ends of its range, got first={first} last={last}"
+            " (and a count of at least 1 when a range is given)",
+        )
+    definition = claim.definition
+    if definition.misfire_policy is MisfirePolicy.CATCH_UP:
+        raise InvalidDecisionError("skipped", f"catch_up admits every occurrence, {count} skipped")
+    _check_skipped_bounds(claim, decision, first, last)
+    exact = count_occurrences_ms(definition.cron, definition.timezone, first, last)
+    if exact != count:
+        raise InvalidDecisionError(
+            "skipped", f"{count} skipped, but {exact} occurrences lie in [{first}, {last}]"
+        )
+
+
+def _check_skipped_bounds(
+    claim: ClusterScheduleClaim, decision: ScheduleDecision, first: int, last: int
+) -> None:
+    definition = claim.definition
+    cursor = claim.next_due_at_ms
+    low = cursor if definition.start_at_ms is None else max(cursor, definition.start_at_ms)
+    if next_occurrence_ms(definition.cron, definition.timezone, low - 1) != first:
+        raise InvalidDecisionError(
+            "skipped_first_ms", f"{first} is not the first due occurrence at or after {low}"
+        )
+    if last < first or next_occurrence_ms(definition.cron, definition.timezone, last - 1) != last:
+        raise InvalidDecisionError(
+            "skipped_last_ms", f"{last} is not an occurrence at or after the first skipped {first}"
+        )
+    missed_before = claim.claim_acquired_at_ms - definition.misfire_grace_ms
+    if last >= missed_before:
+        raise InvalidDecisionError(
+            "skipped_last_ms",
+            f"{last} was not missed at the observation {claim.claim_acquired_at_ms}"
+            f" (grace {definition.misfire_grace_ms} ms)",
+        )
+    if definition.end_at_ms is not None and last > definition.end_at_ms:
+        raise InvalidDecisionError(
+            "skipped_last_ms", f"{last} is after end_at_ms={definition.end_at_ms}"
+        )
+    following = [*decision.occurrences[:1], decision.next_due_at_ms]
+    if any(after is not None and after <= last for after in following):
+        raise InvalidDecisionError(
+            "skipped_last_ms",
+            f"{last} is not before the admitted occurrences and the new cursor {following}",
         )

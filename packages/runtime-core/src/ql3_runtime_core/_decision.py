@@ -29,9 +29,12 @@ class ScheduleDecision(BaseModel):
 
     `observed_at_ms` is always the claim's `claim_acquired_at_ms` (D4); commit normalization
     refuses anything else. `skipped` counts the missed occurrences the policy chose not to admit,
-    exactly (computed arithmetically, not by enumeration), so nothing is dropped silently. The
-    cursor `next_due_at_ms` is the first undecided occurrence (None once the schedule is
-    exhausted).
+    exactly (computed arithmetically, not by enumeration), so nothing is dropped silently.
+    `skipped_first_ms` and `skipped_last_ms` bound them (None when `skipped` is 0): they are
+    contiguous, every occurrence from the first due one up to the latest missed one (that one
+    excluded under fire_once, which admits it), so one range describes them all and the commit
+    records it durably (SPEC §6). The cursor `next_due_at_ms` is the first undecided occurrence
+    (None once the schedule is exhausted).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -42,6 +45,8 @@ class ScheduleDecision(BaseModel):
     state: ScheduleState
     observed_at_ms: int
     skipped: int = 0
+    skipped_first_ms: int | None = None
+    skipped_last_ms: int | None = None
 
 
 def resolve_cluster_schedule_decision(
@@ -93,13 +98,18 @@ def _resolve_dropping(
             definition.cron, definition.timezone, missed_high, first
         )
     admitted: list[int] = []
-    skipped = 0
+    skipped: tuple[int, int, int] | None = None
     on_time_from = first
     if latest_missed is not None:
-        skipped = count_occurrences_ms(definition.cron, definition.timezone, first, latest_missed)
+        last_skipped: int | None = latest_missed
         if definition.misfire_policy is MisfirePolicy.FIRE_ONCE:
             admitted.append(latest_missed)
-            skipped -= 1
+            last_skipped = latest_occurrence_ms(
+                definition.cron, definition.timezone, latest_missed - 1, first
+            )
+        if last_skipped is not None:
+            count = count_occurrences_ms(definition.cron, definition.timezone, first, last_skipped)
+            skipped = (count, first, last_skipped)
         on_time_from = _next(definition, latest_missed)
     occurrences, following = _take(definition, on_time_from, high, budget, admitted)
     return _decision(claim, occurrences, following, skipped=skipped)
@@ -136,14 +146,18 @@ def _decision(
     occurrences: tuple[int, ...],
     following: int | None,
     *,
-    skipped: int = 0,
+    skipped: tuple[int, int, int] | None = None,
 ) -> ScheduleDecision:
+    """Build the decision; `skipped` is (count, first, last) of the skipped range, if any."""
     exhausted = following is None or _past_end(claim.definition, following)
+    count, first, last = skipped if skipped is not None else (0, None, None)
     return ScheduleDecision(
         schedule_id=claim.schedule_id,
         occurrences=occurrences,
         next_due_at_ms=None if exhausted else following,
         state=ScheduleState.EXHAUSTED if exhausted else ScheduleState.ACTIVE,
         observed_at_ms=claim.claim_acquired_at_ms,
-        skipped=skipped,
+        skipped=count,
+        skipped_first_ms=first,
+        skipped_last_ms=last,
     )

@@ -81,7 +81,9 @@ class CommitOutcome(BaseModel):
     """The result of committing one claim's decision.
 
     `committed_at_ms` is the commit statement's own `clock_timestamp()` sample (D5), present when
-    the status is `COMMITTED`.
+    the status is `COMMITTED`. `already_admitted` lists the decided occurrences that already had
+    a run (the UNIQUE occurrence is the durable fact): the commit admitted them no second time
+    and wrote nothing for them, and the rest of the decision still committed.
     """
 
     model_config = _OUTCOME
@@ -90,6 +92,7 @@ class CommitOutcome(BaseModel):
     status: CommitStatus
     committed_at_ms: int | None = None
     runs: tuple[AdmittedRun, ...] = ()
+    already_admitted: tuple[int, ...] = ()
 
 
 class CommitBatch(BaseModel):

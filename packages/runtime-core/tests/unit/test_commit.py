@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from claims import make_claim, make_decision
@@ -13,6 +13,9 @@ from ql3_runtime_core import (
     normalize_commit,
     resolve_cluster_schedule_decision,
 )
+
+if TYPE_CHECKING:
+    from ql3_runtime_core import ClusterScheduleClaim, ScheduleDecision
 
 
 def test_resolved_decision_is_accepted() -> None:
@@ -98,3 +101,76 @@ def test_occurrence_equal_to_observation_is_accepted() -> None:
     claim = make_claim()
     decision = make_decision(claim, occurrences=(1_000_000,), next_due_at_ms=1_000_001)
     assert normalize_commit(claim, decision, 1).decision.occurrences == (1_000_000,)
+
+
+def _skip_claim(**definition: Any) -> ClusterScheduleClaim:
+    """Build a `*/5` skip claim, cursor 300 000, observed at 1 000 000: 300k-900k all missed."""
+    return make_claim(
+        next_due_at_ms=300_000,
+        definition={"misfire_policy": "skip", "misfire_grace_ms": 60_000, **definition},
+    )
+
+
+def _skip_decision(claim: ClusterScheduleClaim, **change: Any) -> ScheduleDecision:
+    payload: dict[str, Any] = {
+        "occurrences": (),
+        "next_due_at_ms": 1_200_000,
+        "skipped": 3,
+        "skipped_first_ms": 300_000,
+        "skipped_last_ms": 900_000,
+    }
+    payload.update(change)
+    return make_decision(claim, **payload)
+
+
+def test_exact_skipped_range_is_accepted() -> None:
+    """A range from the first due occurrence to the latest missed one, counted exactly, passes."""
+    claim = _skip_claim()
+    decision = _skip_decision(claim)
+    assert resolve_cluster_schedule_decision(claim, 16) == decision
+    assert normalize_commit(claim, decision, 16).decision == decision
+
+
+@pytest.mark.parametrize(
+    ("definition", "change", "field"),
+    [
+        ({}, {"skipped_first_ms": None}, "skipped"),
+        ({}, {"skipped_last_ms": None}, "skipped"),
+        ({}, {"skipped": 0}, "skipped"),
+        ({}, {"skipped": -1}, "skipped"),
+        ({}, {"skipped": 2}, "skipped"),
+        ({"misfire_policy": "catch_up"}, {}, "skipped"),
+        ({}, {"skipped_first_ms": 600_000, "skipped": 2}, "skipped_first_ms"),
+        ({}, {"skipped_first_ms": 0, "skipped": 4}, "skipped_first_ms"),
+        ({}, {"skipped_last_ms": 899_000}, "skipped_last_ms"),
+        ({}, {"skipped_last_ms": 299_000, "skipped": 1}, "skipped_last_ms"),
+        ({"misfire_grace_ms": 100_000}, {}, "skipped_last_ms"),
+        ({}, {"next_due_at_ms": 900_000}, "skipped_last_ms"),
+        ({}, {"occurrences": (900_000,)}, "skipped_last_ms"),
+        ({"end_at_ms": 600_000}, {"next_due_at_ms": None, "state": "exhausted"}, "skipped_last_ms"),
+    ],
+    ids=[
+        "count-without-first",
+        "count-without-last",
+        "range-without-count",
+        "negative-count",
+        "wrong-count",
+        "catch-up-skips",
+        "not-from-first-due",
+        "before-the-cursor",
+        "last-not-an-occurrence",
+        "last-before-first",
+        "last-on-time",
+        "last-at-new-cursor",
+        "last-is-admitted",
+        "after-end",
+    ],
+)
+def test_inconsistent_skipped_range_is_refused(
+    definition: dict[str, Any], change: dict[str, Any], field: str
+) -> None:
+    """A skipped range that is not the exact run of missed occurrences is refused by name."""
+    claim = _skip_claim(**definition)
+    with pytest.raises(InvalidDecisionError) as caught:
+        normalize_commit(claim, _skip_decision(claim, **change), 16)
+    assert caught.value.field == field, str(caught.value)

@@ -60,26 +60,41 @@ def test_occurrence_exactly_at_grace_is_on_time() -> None:
         claim_at(T0 + MINUTE + 1, policy=MisfirePolicy.SKIP), 16
     )
     assert (on_time.occurrences, on_time.skipped) == ((T0,), 0)
+    assert (on_time.skipped_first_ms, on_time.skipped_last_ms) == (None, None)
     assert (missed.occurrences, missed.skipped) == ((), 1)
+    assert (missed.skipped_first_ms, missed.skipped_last_ms) == (T0, T0)
     assert missed.next_due_at_ms == T0 + FIVE
 
 
 @pytest.mark.parametrize(
-    ("policy", "admitted", "skipped"),
+    ("policy", "admitted", "skipped", "skipped_range"),
     [
-        (MisfirePolicy.FIRE_ONCE, (T0 + 3 * HOUR - FIVE, T0 + 3 * HOUR), 35),
-        (MisfirePolicy.SKIP, (T0 + 3 * HOUR,), 36),
-        (MisfirePolicy.CATCH_UP, tuple(range(T0, T0 + 3 * HOUR + 1, FIVE)), 0),
+        (
+            MisfirePolicy.FIRE_ONCE,
+            (T0 + 3 * HOUR - FIVE, T0 + 3 * HOUR),
+            35,
+            (T0, T0 + 3 * HOUR - 2 * FIVE),
+        ),
+        (MisfirePolicy.SKIP, (T0 + 3 * HOUR,), 36, (T0, T0 + 3 * HOUR - FIVE)),
+        (MisfirePolicy.CATCH_UP, tuple(range(T0, T0 + 3 * HOUR + 1, FIVE)), 0, (None, None)),
     ],
 )
 def test_missed_occurrences_follow_the_policy(
-    policy: MisfirePolicy, admitted: tuple[int, ...], skipped: int
+    policy: MisfirePolicy,
+    admitted: tuple[int, ...],
+    skipped: int,
+    skipped_range: tuple[int | None, int | None],
 ) -> None:
-    """After 3 h down, 36 missed and 1 on-time: fire_once admits 1+1, skip 0+1, catch_up all 37."""
+    """After 3 h down, 36 missed and 1 on-time: fire_once admits 1+1, skip 0+1, catch_up all 37.
+
+    The skipped ones form one range from the first due occurrence to the latest missed one
+    (fire_once admits that one, so its range ends one occurrence earlier).
+    """
     claim = claim_at(T0 + 3 * HOUR, policy=policy)
     decision = resolve_cluster_schedule_decision(claim, 256)
     assert decision.occurrences == admitted
     assert decision.skipped == skipped
+    assert (decision.skipped_first_ms, decision.skipped_last_ms) == skipped_range
     assert decision.next_due_at_ms == T0 + 3 * HOUR + FIVE
     assert len(decision.occurrences) + decision.skipped == 37
     normalize_commit(claim, decision, 256)
@@ -105,6 +120,7 @@ def test_fire_once_backlog_beyond_budget_stays_due() -> None:
     end = T0 + 3 * HOUR
     assert decision.occurrences == (end - 25 * MINUTE, end - 20 * MINUTE, end - 15 * MINUTE)
     assert decision.skipped == 31
+    assert (decision.skipped_first_ms, decision.skipped_last_ms) == (T0, end - 30 * MINUTE)
     assert decision.next_due_at_ms == end - 10 * MINUTE
 
 
@@ -115,6 +131,7 @@ def test_skip_backlog_beyond_budget_stays_due() -> None:
     end = T0 + 3 * HOUR
     assert decision.occurrences == (end - 20 * MINUTE, end - 15 * MINUTE, end - 10 * MINUTE)
     assert decision.skipped == 32
+    assert (decision.skipped_first_ms, decision.skipped_last_ms) == (T0, end - 25 * MINUTE)
     assert decision.next_due_at_ms == end - 5 * MINUTE
 
 
@@ -124,6 +141,7 @@ def test_budget_zero_decides_nothing(policy: MisfirePolicy) -> None:
     claim = claim_at(T0 + 3 * HOUR, cursor=T0 - 1, policy=policy)
     decision = resolve_cluster_schedule_decision(claim, 0)
     assert (decision.occurrences, decision.skipped, decision.next_due_at_ms) == ((), 0, T0 - 1)
+    assert (decision.skipped_first_ms, decision.skipped_last_ms) == (None, None)
     assert decision.state is ScheduleState.ACTIVE
 
 
@@ -182,6 +200,8 @@ def test_week_long_outage_of_every_second_schedule_jumps(policy: MisfirePolicy) 
     assert decision.occurrences == expected
     missed = week // 1_000 - 60
     assert decision.skipped == (missed - 1 if policy is MisfirePolicy.FIRE_ONCE else missed)
+    last_skipped = latest_missed[0] - (1_000 if policy is MisfirePolicy.FIRE_ONCE else 0)
+    assert (decision.skipped_first_ms, decision.skipped_last_ms) == (T0, last_skipped)
     assert decision.next_due_at_ms == T0 + week + 1_000
     normalize_commit(claim, decision, 256)
 
@@ -221,3 +241,20 @@ def test_fixed_schedule_fires_once_across_the_fold() -> None:
     decision = resolve_cluster_schedule_decision(claim, 16)
     assert decision.occurrences == (first_0130,)
     assert decision.next_due_at_ms == first_0130 + 25 * HOUR
+
+
+def test_fire_once_with_a_single_missed_occurrence_skips_nothing() -> None:
+    """fire_once admits the only missed occurrence, so nothing is skipped and there is no range."""
+    decision = resolve_cluster_schedule_decision(claim_at(T0 + 2 * MINUTE), 16)
+    assert (decision.occurrences, decision.skipped) == ((T0,), 0)
+    assert (decision.skipped_first_ms, decision.skipped_last_ms) == (None, None)
+
+
+def test_skipped_range_starts_at_the_window_start() -> None:
+    """With start_at_ms after the cursor, the skipped range starts at the first due occurrence."""
+    claim = claim_at(T0 + HOUR, policy=MisfirePolicy.SKIP, start_at_ms=T0 + 7 * MINUTE)
+    decision = resolve_cluster_schedule_decision(claim, 16)
+    skipped_range = (decision.skipped_first_ms, decision.skipped_last_ms)
+    assert skipped_range == (T0 + 2 * FIVE, T0 + HOUR - FIVE)
+    assert decision.skipped == 10
+    normalize_commit(claim, decision, 16)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from claims import observed_claim
+from cron_reference import ReferenceCron
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ql3_runtime_core import (
@@ -12,6 +13,7 @@ from ql3_runtime_core import (
     MisfirePolicy,
     ScheduleDecision,
     ScheduleState,
+    load_timezone,
     next_occurrence_ms,
     normalize_commit,
     resolve_cluster_schedule_decision,
@@ -48,15 +50,32 @@ class Scenario:
     budget: int
 
 
+# Outages short enough for the reference walker, which steps through every second or minute.
+WALKED = (
+    ("* * * * * *", 20 * 60_000),
+    ("*/7 * * * * *", 60 * 60_000),
+    ("*/5 * * * *", 2 * 86_400_000),
+    ("30 1 * * *", 3 * 86_400_000),
+    ("0 2 * * *", 3 * 86_400_000),
+)
+
+
 @st.composite
-def scenarios(draw: st.DrawFn) -> Scenario:
+def scenarios(
+    draw: st.DrawFn,
+    schedules: tuple[tuple[str, int], ...] = SCHEDULES,
+    policies: tuple[MisfirePolicy, ...] = tuple(MisfirePolicy),
+    *,
+    outages_only: bool = False,
+) -> Scenario:
     """Draw a schedule, zone, cursor (on or between occurrences), observation, window and policy."""
-    expression, longest = draw(st.sampled_from(SCHEDULES))
+    expression, longest = draw(st.sampled_from(schedules))
     zone = draw(st.sampled_from(ZONES))
     cursor = draw(st.sampled_from(ANCHORS)) + draw(st.integers(-86_400_000, 86_400_000))
     if draw(st.booleans()):
         cursor = next_occurrence_ms(expression, zone, cursor - 1)
-    observed = cursor + draw(st.integers(-60_000, longest))
+    shortest = longest // 4 if outages_only else -60_000
+    observed = cursor + draw(st.integers(shortest, longest))
     start = draw(st.none() | st.integers(cursor - longest, observed + longest))
     end = draw(st.none() | st.integers(max(cursor, start or cursor), observed + longest))
     claim = observed_claim(
@@ -64,7 +83,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         cursor,
         cron=expression,
         timezone=zone,
-        misfire_policy=draw(st.sampled_from(list(MisfirePolicy))),
+        misfire_policy=draw(st.sampled_from(policies)),
         misfire_grace_ms=draw(
             st.sampled_from([0, 1_000, 60_000, 3_600_000]) | st.integers(0, longest)
         ),
@@ -97,7 +116,7 @@ def model(claim: ClusterScheduleClaim, budget: int) -> ScheduleDecision:
     due, after_due = due_occurrences(claim)
     missed = [t for t in due if observed - t > definition.misfire_grace_ms]
     on_time = [t for t in due if observed - t <= definition.misfire_grace_ms]
-    skipped = 0
+    skipped_list: list[int] = []
     if budget == 0:
         admitted: list[int] = []
         decided: list[int] = []
@@ -110,11 +129,11 @@ def model(claim: ClusterScheduleClaim, budget: int) -> ScheduleDecision:
             admitted = ([missed[-1]] if missed else []) + on_time
             admitted = admitted[:budget]
             decided = missed + on_time[: budget - (1 if missed else 0)]
-            skipped = max(len(missed) - 1, 0)
+            skipped_list = missed[:-1]
         else:
             admitted = on_time[:budget]
             decided = missed + admitted
-            skipped = len(missed)
+            skipped_list = missed
         undecided = [t for t in due if t not in set(decided)]
         cursor = undecided[0] if undecided else after_due
     exhausted = _past_end(claim, cursor)
@@ -124,7 +143,9 @@ def model(claim: ClusterScheduleClaim, budget: int) -> ScheduleDecision:
         next_due_at_ms=None if exhausted else cursor,
         state=ScheduleState.EXHAUSTED if exhausted else ScheduleState.ACTIVE,
         observed_at_ms=observed,
-        skipped=skipped,
+        skipped=len(skipped_list),
+        skipped_first_ms=skipped_list[0] if skipped_list else None,
+        skipped_last_ms=skipped_list[-1] if skipped_list else None,
     )
 
 
@@ -158,6 +179,46 @@ def test_decision_is_committable_and_accounts_for_every_due_occurrence(scenario:
     if budget == 0:
         assert decision.occurrences == ()
         assert cursor in {claim.next_due_at_ms, None}
+
+
+def walked_occurrences(claim: ClusterScheduleClaim, low_ms: int, high_ms: int) -> list[int]:
+    """Return the reference walker's occurrences in `[low_ms, high_ms)`, as epoch ms."""
+    definition = claim.definition
+    reference = ReferenceCron(definition.cron)
+    zone = load_timezone(definition.timezone)
+    found = reference.occurrences(zone, -(-low_ms // 1_000), (high_ms - 1) // 1_000)
+    return [instant * 1_000 for instant in found]
+
+
+@_SETTINGS
+@given(scenarios(WALKED, (MisfirePolicy.FIRE_ONCE, MisfirePolicy.SKIP), outages_only=True))
+def test_every_passed_occurrence_is_admitted_or_skipped_by_the_reference_walk(
+    scenario: Scenario,
+) -> None:
+    """From the old cursor to the new one, each occurrence is admitted or in the skipped range.
+
+    The occurrences are enumerated by the brute-force reference walker, which shares no code
+    with the engine, and the skipped count must equal how many of them the range holds.
+    """
+    claim, budget = scenario.claim, scenario.budget
+    decision = resolve_cluster_schedule_decision(claim, budget)
+    normalize_commit(claim, decision, budget)
+    definition = claim.definition
+    low = max(claim.next_due_at_ms, definition.start_at_ms or claim.next_due_at_ms)
+    if decision.next_due_at_ms is not None:
+        high = decision.next_due_at_ms
+    else:
+        assert definition.end_at_ms is not None
+        high = definition.end_at_ms + 1
+    passed = walked_occurrences(claim, low, high)
+    admitted = set(decision.occurrences)
+    first, last = decision.skipped_first_ms, decision.skipped_last_ms
+    skipped = [t for t in passed if first is not None and last is not None and first <= t <= last]
+    for occurrence in passed:
+        assert (occurrence in admitted) != (occurrence in skipped), occurrence
+    assert admitted <= set(passed)
+    assert len(skipped) == decision.skipped
+    assert len(admitted) + len(skipped) == len(passed)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

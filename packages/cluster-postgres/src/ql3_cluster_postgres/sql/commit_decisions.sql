@@ -4,11 +4,17 @@
 -- * obs >= claim_expires_at_ms: that claim is raced, nothing written for it.
 -- * obs < claim_acquired_at_ms for any claim: the clock went back; `regressed` blocks every write
 --   and the caller rolls back and raises.
--- * otherwise obs is created_at_ms/updated_at_ms of the Run, Attempt, both Events and schedule.
+-- * otherwise obs is created_at_ms/updated_at_ms of the Run, Attempt, both Events and schedule,
+--   and of the skip record of each fenced claim whose decision skipped occurrences (SPEC §6).
 -- SSI: the schedule rows are found by ctid (a TID scan takes a tuple-level SIREAD lock only) and
 -- the history tables are only inserted into (UNIQUE enforces one run per occurrence), so
 -- replicas committing different schedules hold no predicate lock that the other's writes hit.
 -- Identities come from INSERTs fed only by fenced rows: none is allocated for a raced claim.
+-- An occurrence that already has a run is settled by that durable fact (ON CONFLICT DO NOTHING):
+-- it is not admitted again and does not fail the other claims of the batch; no attempt, event or
+-- notification is written for it, and the caller reports it (issue 10.4). The arbiter probe
+-- reads the index with a dirty snapshot, which takes no SIREAD lock; a conflicting run committed
+-- after this transaction's snapshot still raises 40001 (retried) rather than being ignored.
 WITH obs AS MATERIALIZED (
     SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
 ),
@@ -70,7 +76,28 @@ new_runs AS (
     JOIN claims AS c ON c.schedule_id = o.schedule_id
     CROSS JOIN obs
     ORDER BY o.position
+    ON CONFLICT ON CONSTRAINT runs_occurrence_unique DO NOTHING
     RETURNING id, schedule_id, task_id, scheduled_for_ms
+),
+skips AS (
+    SELECT *
+    FROM unnest(
+        %(skip_schedule_ids)s::bigint[], %(skip_first_ms)s::bigint[], %(skip_last_ms)s::bigint[],
+        %(skip_counts)s::bigint[], %(skip_policies)s::text[]
+    ) AS k (schedule_id, first_ms, last_ms, skipped, policy)
+),
+new_skips AS (
+    INSERT INTO ql3.skipped_occurrences (
+        schedule_id, first_skipped_ms, last_skipped_ms, skipped_count, misfire_policy,
+        claim_acquired_at_ms, owner_id, claim_token, created_at_ms
+    )
+    SELECT k.schedule_id, k.first_ms, k.last_ms, k.skipped, k.policy, c.acquired_ms, c.owner_id,
+           c.claim_token, obs.now_ms
+    FROM skips AS k
+    JOIN fenced AS f ON f.id = k.schedule_id
+    JOIN claims AS c ON c.schedule_id = k.schedule_id
+    CROSS JOIN obs
+    RETURNING schedule_id
 ),
 new_attempts AS (
     INSERT INTO ql3.attempts (run_id, attempt_number, state, created_at_ms, updated_at_ms)
@@ -105,4 +132,5 @@ SELECT
     ARRAY(SELECT scheduled_for_ms FROM new_runs ORDER BY id) AS run_scheduled_for_ms,
     ARRAY(SELECT run_id FROM new_attempts ORDER BY run_id) AS attempt_run_ids,
     (SELECT count(*) FROM new_events) AS events_written,
-    (SELECT count(*) FROM notified) AS notifications
+    (SELECT count(*) FROM notified) AS notifications,
+    (SELECT count(*) FROM new_skips) AS skip_records_written

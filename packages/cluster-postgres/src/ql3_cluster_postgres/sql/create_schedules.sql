@@ -1,7 +1,7 @@
 -- ScheduleAdmin: create task + cron trigger + schedule for each input row, in one statement.
--- Cursors were computed by runtime-core from the database's own now (read earlier in the same
--- transaction); created_at_ms/updated_at_ms come from the database clock here. A taken name
--- yields no row (ON CONFLICT DO NOTHING), which the caller reports as a duplicate.
+-- Cursors were computed by runtime-core from the database's own now (placement_now_ms.sql, read
+-- earlier in the same transaction); created_at_ms/updated_at_ms come from the database clock here.
+-- A taken name yields no row (ON CONFLICT DO NOTHING), which the caller reports as a duplicate.
 WITH obs AS MATERIALIZED (
     SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
 ),

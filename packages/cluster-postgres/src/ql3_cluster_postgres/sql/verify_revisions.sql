@@ -1,0 +1,29 @@
+-- verify_history: every schedule revision (migrations/0004), with the latest occurrence already
+-- decided (a run, or the end of a skip record) before its first cursor: what the admin had to
+-- place that cursor after (issue 10.4). NULL first cursor: every decided occurrence counts.
+SELECT v.schedule_id,
+       v.revision,
+       v.reason,
+       v.cron,
+       v.timezone,
+       v.misfire_policy,
+       v.misfire_grace_ms,
+       v.start_at_ms,
+       v.end_at_ms,
+       v.first_cursor_ms,
+       v.end_cursor_ms,
+       v.placed_after_ms,
+       v.created_at_ms,
+       v.ended_at_ms,
+       greatest(
+           (SELECT max(r.scheduled_for_ms)
+            FROM ql3.runs AS r
+            WHERE r.schedule_id = v.schedule_id
+              AND (v.first_cursor_ms IS NULL OR r.scheduled_for_ms < v.first_cursor_ms)),
+           (SELECT max(k.last_skipped_ms)
+            FROM ql3.skipped_occurrences AS k
+            WHERE k.schedule_id = v.schedule_id
+              AND (v.first_cursor_ms IS NULL OR k.last_skipped_ms < v.first_cursor_ms))
+       ) AS decided_before_ms
+FROM ql3.schedule_revisions AS v
+ORDER BY v.schedule_id, v.revision
