@@ -49,7 +49,7 @@ class Mutant:
     select: tuple[str, ...]
 
     def command(self) -> list[str]:
-        """Return the pytest invocation of this mutant's focused tests (run from the repository root)."""
+        """Return the pytest command of this mutant's focused tests (run from the root)."""
         return pytest_command(self.suite, self.select)
 
 

@@ -186,7 +186,7 @@ def test_one_transaction_fences_each_claim_on_the_same_sample(
 
 
 def _frozen_second(dsn: str) -> int:
-    """A whole database second a little ahead of now, to freeze the clock on."""
+    """Return a whole database second a little ahead of now, to freeze the clock on."""
     return (db_now_ms(dsn) // 1000 + 2) * 1000
 
 
