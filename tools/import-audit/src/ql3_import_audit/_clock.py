@@ -28,8 +28,9 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Final
 
+from ._bindings import Binder, settle
 from ._findings import RULE_CLOCK, Finding
-from ._flow import DATETIME_CLASSES, NAMESPACE, ModuleFlow, Shared, settle, string
+from ._flow import DATETIME_CLASSES, NAMESPACE, ModuleFlow, Shared, string
 from ._importmap import parse
 from ._scopes import module_scopes
 
@@ -156,10 +157,10 @@ def analyse(files: dict[str, tuple[Path, ast.Module]]) -> dict[str, list[tuple[i
     names = {key: module_name(path) for key, (path, _) in files.items()}
     shared = Shared.over(VOCABULARY, {name for name, _ in names.values() if name})
     flows = {
-        key: ModuleFlow(*names[key], module_scopes(key, tree), shared)
+        key: ModuleFlow(names[key][0], module_scopes(key, tree), shared)
         for key, (_, tree) in files.items()
     }
-    settle(flows.values(), shared)
+    settle([Binder(flows[key], is_package=names[key][1]) for key in flows], shared)
     return {key: clock_problems(flow) for key, flow in flows.items()}
 
 

@@ -3,24 +3,21 @@
 Rule zero cannot be checked by name alone: `D = datetime.datetime; D.now()`,
 `from time import *; time()`, `class T(datetime.datetime)` then `T.now()`, `cls.now()` or
 `super().now()`, a clock kept in a dict or returned by a helper all read the wall clock without
-spelling it. This pass gives every expression the set of dotted names it may denote ("time",
-"datetime.datetime", "time.time", ...) by propagating bindings to a fixpoint over the whole
-audited tree:
+spelling it. This pass gives every expression the set of values it may denote: dotted names
+("time", "datetime.datetime", "time.time"), containers of them, and the tree's own functions and
+classes. `_bindings` grows the tables to a fixpoint over the whole audited tree; this module
+answers "what may this expression be" from them:
 
-- names bound by imports (plain, relative, star), assignments (chains, tuples, augmented, walrus,
-  `for`, `with ... as`), parameters (defaults; a method's first parameter is its class) and
-  `global` / `nonlocal`, each in its Python scope, flow-insensitively (every binding of a name in
-  a scope counts everywhere in that scope);
-- attributes stored anywhere (`obj.clock = time.time`, class bodies) are pooled by attribute name;
-- a class is what its bases resolve to, and an instance is treated as its class, so
-  `type(x)`, `x.__class__`, `self`, `cls` and `super()` inside a datetime subclass are datetime;
-- containers (`[...]`, `{...}`, `.append`, `d[k] = v`) hold their elements, read back by
-  subscripts, iteration, `next`, `.get` / `.pop`; `vars(m)` / `m.__dict__` hold `m`'s attributes;
-- `functools.partial`, `staticmethod`, `classmethod`, `type`, `typing.cast`, `getattr`, module
-  loaders and `sys.modules[...]` pass their target through; local functions and lambdas return
-  what their `return` statements return;
-- module-level names are exported, so `from ._base import Stamp` in one module sees the
-  datetime subclass defined in another.
+- a name is looked up in its Python scope (each scope's bindings count flow-insensitively);
+- attributes stored anywhere are pooled by attribute name (`obj.clock`, class attributes);
+- a class is what its bases resolve to plus itself; a datetime instance ("datetime.datetime()")
+  has its class's class methods; `type(x)`, `x.__class__`, and `self`, `cls` and `super()`
+  inside a datetime subclass are the class;
+- containers hold their elements, read back by subscripts, iteration, `next`, `.get`, `.pop`;
+  `vars(m)`, `m.__dict__` and `globals()` hold attributes;
+- `functools.partial`, `staticmethod`, `classmethod`, `type`, `typing.cast`, `getattr`,
+  `operator.attrgetter` / `methodcaller`, module loaders and `sys.modules[...]` pass their target
+  through; calling a local function gives what it returns or yields.
 
 Only names on the clock checker's vocabulary (and the tree's own modules) are kept, which makes
 the value space finite and the fixpoint certain to end.
@@ -32,7 +29,7 @@ import ast
 import dataclasses
 from typing import TYPE_CHECKING, Final
 
-from ._scopes import CLASS, MODULE, parameters
+from ._scopes import MODULE
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -40,20 +37,24 @@ if TYPE_CHECKING:
     from ._scopes import ModuleScopes, Scope
 
 CONTAINER: Final = "[]"  # "[]x": a container whose elements may be x
-NAMESPACE: Final = "{}"  # "{}x": x's attribute dictionary (vars(x), x.__dict__)
-_FUNCTION: Final = "fn:"
+NAMESPACE: Final = "{}"  # "{}x": x's attribute dictionary (vars(x), x.__dict__, globals())
+GETTER: Final = "get:"  # "get:now": operator.attrgetter("now") / methodcaller("now")
+FUNCTION_VALUE: Final = "fn:"  # "fn:<file>:<line>:<col>": a function or lambda of the tree
+CLASS_VALUE: Final = "class:"  # "class:<file>:<line>:<col>": a class of the tree (or an instance)
+INSTANCE: Final = "()"  # "datetime.datetime()": an instance; its class methods are the class's
 _MAX_NESTING: Final = 2
 
 # Callables whose result is (or calls) their first argument, for this pass's purpose.
-_FIRST_ARGUMENT: Final = frozenset(
+FIRST_ARGUMENT: Final = frozenset(
     {
         "functools.partial",
         "functools.partialmethod",
         "functools.cache",
         "functools.lru_cache",
+        "functools.cached_property",
         "staticmethod",
         "classmethod",
-        "type",
+        "property",
         "iter",
         "list",
         "tuple",
@@ -66,20 +67,18 @@ _FIRST_ARGUMENT: Final = frozenset(
     }
 )
 _MODULE_LOADERS: Final = frozenset({"importlib.import_module", "__import__"})
+_GETTERS: Final = frozenset({"operator.attrgetter", "operator.methodcaller"})
 # Builtins the pass follows when a module reads them without shadowing them.
 _BUILTINS: Final = frozenset(
-    {"getattr", "vars", "next", "dict", "super", "type", "__import__"}
-    | {name for name in _FIRST_ARGUMENT if "." not in name}
+    {"getattr", "setattr", "vars", "globals", "next", "dict", "super", "type", "__import__"}
+    | {name for name in FIRST_ARGUMENT if "." not in name}
 )
 # Attributes that are the object itself again (a bound method's function, a class's class...).
-_SAME_OBJECT: Final = frozenset({"__class__", "__call__", "__func__", "__wrapped__"})
+_SAME_OBJECT: Final = frozenset({"__class__", "__call__", "__func__", "__wrapped__", "__self__"})
 _CONTAINER_OF_SELF: Final = frozenset({"__bases__", "__mro__"})
 # Container methods that hand back an element, or the container (view) itself.
 _ELEMENT_METHODS: Final = frozenset({"get", "pop", "popitem", "popleft", "setdefault"})
 _VIEW_METHODS: Final = frozenset({"values", "items", "keys", "copy"})
-# Container methods that put their (last) argument, or every element of it, into the receiver.
-_ADD_ONE: Final = frozenset({"append", "appendleft", "add", "insert", "setdefault"})
-_ADD_ALL: Final = frozenset({"extend", "extendleft", "update"})
 # datetime classes and the class methods / instance methods that return an instance of them.
 DATETIME_CLASSES: Final = frozenset({"datetime.datetime", "datetime.date"})
 _CONSTRUCTORS: Final = frozenset(
@@ -98,15 +97,12 @@ _CONSTRUCTORS: Final = frozenset(
         "astimezone",
     }
 )
-HELPERS: Final = frozenset(
+_HELPERS: Final = frozenset(
     {
-        *_FIRST_ARGUMENT,
+        *FIRST_ARGUMENT,
         *_MODULE_LOADERS,
-        "getattr",
-        "vars",
-        "next",
-        "dict",
-        "super",
+        *_GETTERS,
+        *_BUILTINS,
         "typing.cast",
         "sys.modules",
         *(f"{cls}.{name}" for cls in DATETIME_CLASSES for name in _CONSTRUCTORS),
@@ -114,20 +110,46 @@ HELPERS: Final = frozenset(
 )
 
 
-def string(node: ast.expr | None) -> str | None:
+def string(node: ast.AST | None) -> str | None:
     """Return the value of a string literal, None for anything else."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     return None
 
 
-def _marked(value: str) -> bool:
-    return value.startswith((CONTAINER, NAMESPACE, _FUNCTION))
+def marked(value: str) -> bool:
+    """Return True for a container, namespace, getter, function or class value."""
+    return value.startswith((CONTAINER, NAMESPACE, GETTER, FUNCTION_VALUE, CLASS_VALUE))
+
+
+def _is_code(value: str) -> bool:
+    return value.lstrip(CONTAINER + NAMESPACE).startswith((FUNCTION_VALUE, CLASS_VALUE))
+
+
+def portable(values: Iterable[str]) -> set[str]:
+    """Return `values` without the tree's functions and classes.
+
+    Why: functions and classes travel only through names (scopes, imports, exports), never through
+    attributes, parameters, containers or returns. Letting them flow everywhere made every value
+    set hold every method of the tree (minutes per run); values from the stdlib still flow through
+    all of these, and calls reach methods through `Shared.methods` instead.
+    """
+    return {value for value in values if not _is_code(value)}
 
 
 def elements(values: Iterable[str]) -> set[str]:
     """Return what iterating or indexing containers holding `values` may produce."""
     return {value[len(CONTAINER) :] for value in values if value.startswith(CONTAINER)}
+
+
+def _constructed(callee: str) -> set[str]:
+    """Return the instance that calling a class (or a datetime constructor) creates."""
+    if callee.startswith(CLASS_VALUE):
+        return {callee}  # an instance of a tree class is tracked as the class
+    owner, _, method = callee.rpartition(".")
+    if owner in DATETIME_CLASSES and method in _CONSTRUCTORS:
+        return {owner + INSTANCE}
+    return {callee + INSTANCE} if callee in DATETIME_CLASSES else set()
 
 
 @dataclasses.dataclass
@@ -139,12 +161,16 @@ class Shared:
     exports: dict[str, set[str]] = dataclasses.field(default_factory=dict)
     attributes: dict[str, set[str]] = dataclasses.field(default_factory=dict)
     returns: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    # Methods by name (the "fn:" values of every class-body `def name`), for calls `obj.name(...)`.
+    methods: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    # Function and class scopes by their "fn:" / "class:" value, to bind arguments at calls.
+    scopes: dict[str, Scope] = dataclasses.field(default_factory=dict)
     changed: bool = False
 
     @classmethod
     def over(cls, vocabulary: Iterable[str], local_modules: Iterable[str]) -> Shared:
         """Start empty tables for a tree whose own modules are `local_modules`."""
-        parts = [name.split(".") for name in {*vocabulary, *HELPERS}]
+        parts = [name.split(".") for name in {*vocabulary, *_HELPERS}]
         prefixes = {".".join(part[:end]) for part in parts for end in range(1, len(part) + 1)}
         return cls(frozenset(prefixes), frozenset(local_modules))
 
@@ -155,9 +181,15 @@ class Shared:
             core, depth = core[len(CONTAINER) :], depth + 1
         if depth > _MAX_NESTING:
             return False
-        if core.startswith(_FUNCTION) or core in self.prefixes or core in self.local_modules:
+        if core.startswith((FUNCTION_VALUE, CLASS_VALUE)) or core in self.prefixes:
             return True
-        return core.rpartition(".")[0] in self.local_modules
+        if core.endswith(INSTANCE):
+            return core.removesuffix(INSTANCE) in DATETIME_CLASSES
+        if core.startswith(GETTER):
+            return any(prefix.endswith(f".{core[len(GETTER) :]}") for prefix in self.prefixes)
+        # A tree module is kept; a name in it only through what it holds (`expand`), or every
+        # imported helper would become a value that flows everywhere.
+        return core in self.local_modules
 
     def add(self, table: dict[str, set[str]], key: str, values: Iterable[str]) -> None:
         """Union `values` into `table[key]`, noting whether anything grew."""
@@ -173,9 +205,8 @@ class Shared:
 
     def star_names(self, module: str) -> dict[str, str]:
         """Return the names `from module import *` may bind that this pass cares about."""
-        names = {*self.prefixes, *self.exports}
         bound: dict[str, str] = {}
-        for name in names:
+        for name in (*self.prefixes, *self.exports):
             if name.startswith(f"{module}."):
                 first = name[len(module) + 1 :].split(".")[0]
                 if not first.startswith("_"):
@@ -184,53 +215,72 @@ class Shared:
 
 
 class ModuleFlow:
-    """The bindings of one module and the value of any of its expressions."""
+    """One module of the tree: its scopes, and the value of any of its expressions."""
 
-    def __init__(self, name: str, is_package: bool, scopes: ModuleScopes, shared: Shared) -> None:  # noqa: FBT001
+    def __init__(self, name: str, scopes: ModuleScopes, shared: Shared) -> None:
         self.name = name
-        self._package = name if is_package else name.rpartition(".")[0]
         self.scopes = scopes
-        self._shared = shared
-        self._sites = [(node, scope) for node, scope in scopes.pairs if _binds(node)]
+        self.shared = shared
+        self._cache: dict[ast.AST, set[str]] = {}
+        for scope in scopes.inner.values():
+            if scope.ident is not None:
+                shared.scopes[scope.ident] = scope
 
-    # -- values -------------------------------------------------------------------------------
+    def value(self, node: ast.AST, scope: Scope) -> set[str]:
+        """Return every value (see the module docstring) `node` may evaluate to."""
+        cached = self._cache.get(node)
+        if cached is None:
+            found = self._value(node, scope)
+            cached = self._cache[node] = {value for value in found if self.shared.keep(value)}
+        return set(cached)
 
-    def value(self, node: ast.AST, scope: Scope) -> set[str]:  # noqa: C901, PLR0911
-        """Return every dotted name (or marked container/function) `node` may evaluate to."""
+    def forget(self) -> None:
+        """Drop the values remembered since the last call (the tables have grown since).
+
+        Why: a node's value is asked for by every enclosing expression and binding; remembering it
+        for one round halves the work, and a value that went stale within the round is recomputed
+        in the next one, which `Shared.changed` guarantees.
+        """
+        self._cache.clear()
+
+    def _value(self, node: ast.AST, scope: Scope) -> set[str]:  # noqa: C901, PLR0911
         if isinstance(node, ast.Name):
             return self._lookup(node.id, scope)
         if isinstance(node, ast.Attribute):
-            return self._attribute(self.value(node.value, scope), node.attr)
+            return self.attribute(self.value(node.value, scope), node.attr)
         if isinstance(node, ast.Call):
             return self._call(node, scope)
         if isinstance(node, ast.Subscript):
-            return self._subscript(node, scope)
+            return self._keyed(self.value(node.value, scope), string(node.slice))
         if isinstance(node, ast.Tuple | ast.List | ast.Set):
-            return self._contain(self._union(node.elts, scope))
+            return self.contain(self.union(node.elts, scope))
         if isinstance(node, ast.Dict):
             spread = [v for k, v in zip(node.keys, node.values, strict=True) if k is None]
             held = [v for k, v in zip(node.keys, node.values, strict=True) if k is not None]
-            return self._union(spread, scope) | self._contain(self._union(held, scope))
+            return self.union(spread, scope) | self.contain(self.union(held, scope))
         if isinstance(node, ast.Starred | ast.Await | ast.NamedExpr):
             return self.value(node.value, scope)
         if isinstance(node, ast.IfExp):
-            return self._union([node.body, node.orelse], scope)
+            return self.union([node.body, node.orelse], scope)
         if isinstance(node, ast.BoolOp):
-            return self._union(node.values, scope)
+            return self.union(node.values, scope)
         if isinstance(node, ast.BinOp):
-            return self._union([node.left, node.right], scope)
+            return self.union([node.left, node.right], scope)
         if isinstance(node, ast.Lambda):
-            return {self.scopes.inner[node].function_id or ""}
+            return {self.scopes.inner[node].ident or ""}
         if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
             item = node.value if isinstance(node, ast.DictComp) else node.elt
-            return self._contain(self.value(item, self.scopes.inner[node]))
+            return self.contain(self.value(item, self.scopes.inner[node]))
         return set()
 
-    def _union(self, nodes: Iterable[ast.AST], scope: Scope) -> set[str]:
+    def union(self, nodes: Iterable[ast.AST], scope: Scope) -> set[str]:
+        """Return the union of the values of `nodes`."""
         return {value for node in nodes for value in self.value(node, scope)}
 
-    def _contain(self, values: Iterable[str]) -> set[str]:
-        return {CONTAINER + value for value in values if self._shared.keep(CONTAINER + value)}
+    def contain(self, values: Iterable[str]) -> set[str]:
+        """Return the values of a container holding `values` (functions and classes left out)."""
+        wrapped = (CONTAINER + value for value in portable(values))
+        return {value for value in wrapped if self.shared.keep(value)}
 
     def _lookup(self, name: str, scope: Scope) -> set[str]:
         current: Scope | None = scope.module if name in scope.declared_global else scope
@@ -245,45 +295,50 @@ class ModuleFlow:
             current = current.lookup_parent
         return {name} if name in _BUILTINS else set()
 
-    def _attribute(self, bases: Iterable[str], attr: str) -> set[str]:
-        shared = self._shared
-        found = set(shared.attributes.get(attr, ()))
+    def attribute(self, bases: Iterable[str], attr: str) -> set[str]:
+        """Return `base.attr` for every base, plus whatever was stored under `.attr` anywhere."""
+        found = set(self.shared.attributes.get(attr, ()))
         for base in bases:
-            if attr in _SAME_OBJECT:
+            if attr == "__class__":
+                found.add(base.removesuffix(INSTANCE))
+            elif attr in _SAME_OBJECT:
                 found.add(base)
-            elif base.startswith((CONTAINER, NAMESPACE, _FUNCTION)):
+            elif marked(base):
                 continue
             elif attr == "__dict__":
                 found.add(NAMESPACE + base)
             elif attr in _CONTAINER_OF_SELF:
                 found.add(CONTAINER + base)
             else:
-                found |= shared.expand(f"{base}.{attr}")
-        return {value for value in found if shared.keep(value)}
+                found |= self.shared.expand(f"{base.removesuffix(INSTANCE)}.{attr}")
+        return {value for value in found if self.shared.keep(value)}
 
-    def _keyed(self, bases: Iterable[str], key: str | None) -> set[str]:
+    def _keyed(self, bases: set[str], key: str | None) -> set[str]:
         """Return `bases[key]`: container elements, a namespace's attribute, a loaded module."""
         found = elements(bases)
         if key is not None:
             for base in bases:
                 if base.startswith(NAMESPACE):
-                    found |= self._attribute([base[len(NAMESPACE) :]], key)
+                    found |= self.attribute([base[len(NAMESPACE) :]], key)
                 elif base == "sys.modules":
-                    found |= self._shared.expand(key)
+                    found |= self.shared.expand(key)
         return found
 
-    def _subscript(self, node: ast.Subscript, scope: Scope) -> set[str]:
-        return self._keyed(self.value(node.value, scope), string(node.slice))
+    def callees(self, func: ast.expr, scope: Scope) -> set[str]:
+        """Return what a call's function may be, including methods reached as `obj.name`."""
+        found = self.value(func, scope)
+        if isinstance(func, ast.Attribute):
+            found |= self.shared.methods.get(func.attr, set())
+        return found
 
     def _call(self, node: ast.Call, scope: Scope) -> set[str]:
         found = self._method_result(node, scope)
-        args = node.args
-        first = self.value(args[0], scope) if args else set()
-        if args and isinstance(args[0], ast.Starred):
+        first = self.value(node.args[0], scope) if node.args else set()
+        if node.args and isinstance(node.args[0], ast.Starred):
             first = elements(first)
-        for callee in self.value(node.func, scope):
+        for callee in self.callees(node.func, scope):
             found |= self._result(callee, node, first, scope)
-        return {value for value in found if self._shared.keep(value)}
+        return found
 
     def _method_result(self, node: ast.Call, scope: Scope) -> set[str]:
         """Return what a container method call (`d.get(k)`, `d.values()`) hands back."""
@@ -302,219 +357,44 @@ class ModuleFlow:
         special = self._builtin_result(callee, node, first, scope)
         if special is not None:
             return special
-        if callee in _FIRST_ARGUMENT:
+        if callee in FIRST_ARGUMENT:
             return first
-        if callee in DATETIME_CLASSES:
-            return {callee}  # an instance; its class methods are the class's
-        owner, _, method = callee.rpartition(".")
-        if owner in DATETIME_CLASSES and method in _CONSTRUCTORS:
-            return {owner}
-        if callee.startswith(_FUNCTION):
-            return set(self._shared.returns.get(callee, ()))
-        return set()
+        if callee.startswith(FUNCTION_VALUE):
+            return set(self.shared.returns.get(callee, ()))
+        if callee.startswith(GETTER):  # attrgetter("now")(cls): treated as reading cls.now
+            return self.attribute(first, callee[len(GETTER) :])
+        return _constructed(callee)
 
-    def _builtin_result(  # noqa: PLR0911 (one return per builtin)
+    def _builtin_result(  # noqa: C901, PLR0911 (one return per builtin)
         self, callee: str, node: ast.Call, first: set[str], scope: Scope
     ) -> set[str] | None:
         """Return what a builtin or helper whose result depends on its arguments produces."""
         args = node.args
+        key = string(args[1]) if len(args) > 1 else None
         if callee == "type" and len(args) == 3:  # noqa: PLR2004 (name, bases, namespace)
             return elements(self.value(args[1], scope))
+        if callee == "type":  # type(x): the class of an instance (a class stays itself)
+            return {value.removesuffix(INSTANCE) for value in first}
         if callee == "next":
             return elements(first)
         if callee == "typing.cast":
             return self.value(args[1], scope) if len(args) > 1 else set()
         if callee == "getattr":
-            key = string(args[1]) if len(args) > 1 else None
-            return self._attribute(first, key) if key else set()
+            return self.attribute(first, key) if key else set()
         if callee == "vars":
-            return {NAMESPACE + value for value in first if not _marked(value)}
+            return {NAMESPACE + value for value in first if not marked(value)}
+        if callee == "globals":
+            return {NAMESPACE + self.name}
         if callee in _MODULE_LOADERS:
-            key = string(args[0]) if args else None
-            return self._shared.expand(key) if key else set()
+            name = string(args[0]) if args else None
+            return self.shared.expand(name) if name else set()
+        if callee in _GETTERS:
+            name = string(args[0]) if args else None
+            return {GETTER + name} if name else set()
         if callee == "super":
             cls = scope.enclosing_class()
             return set(cls.class_value) if cls is not None and not args else first
         if callee == "dict":
-            kwargs = self._union([keyword.value for keyword in node.keywords], scope)
-            return self._contain(kwargs) | {v for v in first if v.startswith(CONTAINER)}
+            kwargs = self.union([keyword.value for keyword in node.keywords], scope)
+            return self.contain(kwargs) | {v for v in first if v.startswith(CONTAINER)}
         return None
-
-    # -- bindings -----------------------------------------------------------------------------
-
-    def bind_round(self) -> None:
-        """Apply every binding of the module once with the current values, then export."""
-        for node, scope in self._sites:
-            self._bind_site(node, scope)
-        for name, values in self.scopes.module.table.items():
-            self._shared.add(self._shared.exports, f"{self.name}.{name}", values)
-
-    def _bind_site(self, node: ast.AST, scope: Scope) -> None:  # noqa: C901, PLR0912
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                self._assign(target, node.value, self.value(node.value, scope), scope)
-        elif isinstance(node, ast.AnnAssign | ast.AugAssign) and node.value is not None:
-            self._assign(node.target, node.value, self.value(node.value, scope), scope)
-        elif isinstance(node, ast.NamedExpr):
-            self._bind(node.target.id, self.value(node.value, scope), scope.walrus_scope())
-        elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
-            self._assign(node.target, None, elements(self.value(node.iter, scope)), scope)
-        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-            values = self.value(node.context_expr, scope)
-            self._assign(node.optional_vars, None, values, scope)
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                top = alias.name.split(".")[0]
-                bound = self._shared.expand(alias.name) if alias.asname else {top}
-                self._bind(alias.asname or top, bound, scope)
-        elif isinstance(node, ast.ImportFrom):
-            self._import_from(node, scope)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            self._function(node, scope)
-        elif isinstance(node, ast.ClassDef):
-            inner = self.scopes.inner[node]
-            bases = self._union(node.bases, scope)
-            if not bases <= inner.class_value:
-                inner.class_value |= bases
-                self._shared.changed = True
-            self._bind(node.name, bases, scope)
-        elif isinstance(node, ast.Return) and node.value is not None and scope.function_id:
-            self._shared.add(self._shared.returns, scope.function_id, self.value(node.value, scope))
-        elif isinstance(node, ast.Call):
-            self._mutation(node, scope)
-
-    def _bind(self, name: str, values: Iterable[str], scope: Scope) -> None:
-        target = scope.store_scope(name)
-        self._shared.add(target.table, name, values)
-        if target.kind == CLASS:  # a class attribute, readable as `Class.name` or `self.name`
-            self._shared.add(self._shared.attributes, name, values)
-
-    def _assign(
-        self, target: ast.expr, source: ast.expr | None, values: set[str], scope: Scope
-    ) -> None:
-        if isinstance(target, ast.Name):
-            self._bind(target.id, values, scope)
-        elif isinstance(target, ast.Attribute):
-            self._shared.add(self._shared.attributes, target.attr, values)
-        elif isinstance(target, ast.Subscript):
-            self._store_into(target.value, self._contain(values), scope)
-        elif isinstance(target, ast.Starred):
-            self._assign(target.value, None, values, scope)
-        elif isinstance(target, ast.Tuple | ast.List):
-            pairwise = (
-                isinstance(source, ast.Tuple | ast.List)
-                and len(source.elts) == len(target.elts)
-                and not any(isinstance(e, ast.Starred) for e in (*source.elts, *target.elts))
-            )
-            if pairwise and isinstance(source, ast.Tuple | ast.List):
-                for item, item_source in zip(target.elts, source.elts, strict=True):
-                    self._assign(item, item_source, self.value(item_source, scope), scope)
-                return
-            # Unpacking something unknown: every target may get any element (or the value).
-            spread = elements(values) | {value for value in values if not _marked(value)}
-            for item in target.elts:
-                self._assign(item, None, spread, scope)
-
-    def _store_into(self, holder: ast.expr, values: set[str], scope: Scope) -> None:
-        """Record that the container `holder` now also holds `values` (already wrapped)."""
-        if isinstance(holder, ast.Name):
-            self._bind(holder.id, values, scope)
-        elif isinstance(holder, ast.Attribute):
-            self._shared.add(self._shared.attributes, holder.attr, values)
-        elif isinstance(holder, ast.Subscript):
-            self._store_into(holder.value, self._contain(values), scope)
-
-    def _mutation(self, node: ast.Call, scope: Scope) -> None:
-        func = node.func
-        if not isinstance(func, ast.Attribute):
-            return
-        if func.attr in _ADD_ONE and node.args:
-            self._store_into(func.value, self._contain(self.value(node.args[-1], scope)), scope)
-        elif func.attr in _ADD_ALL:
-            added = self._union(node.args, scope)
-            added |= self._contain(self._union([k.value for k in node.keywords], scope))
-            self._store_into(func.value, added, scope)
-
-    def _function(
-        self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, scope: Scope
-    ) -> None:
-        inner = self.scopes.inner[node]
-        if not isinstance(node, ast.Lambda):
-            self._bind(node.name, {inner.function_id or ""}, scope)
-        else:
-            returned = self.value(node.body, inner)
-            self._shared.add(self._shared.returns, inner.function_id or "", returned)
-        params = parameters(node.args)
-        positional = [*node.args.posonlyargs, *node.args.args]
-        defaults = dict(zip(reversed(positional), reversed(node.args.defaults), strict=False))
-        defaults |= {
-            param: default
-            for param, default in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True)
-            if default is not None
-        }
-        for param in params:
-            if param in defaults:
-                self._bind(param.arg, self.value(defaults[param], scope), inner)
-        owner = scope if scope.kind == CLASS else None
-        if owner is not None and positional:
-            # `self` / `cls`: the class (an instance counts as its class in this pass).
-            self._bind(positional[0].arg, owner.class_value, inner)
-
-    def _import_from(self, node: ast.ImportFrom, scope: Scope) -> None:
-        module = self._absolute(node)
-        if module is None:
-            return
-        for alias in node.names:
-            if alias.name == "*":
-                for name, full in self._shared.star_names(module).items():
-                    self._bind(name, self._shared.expand(full), scope)
-            else:
-                bound = self._shared.expand(f"{module}.{alias.name}")
-                self._bind(alias.asname or alias.name, bound, scope)
-
-    def _absolute(self, node: ast.ImportFrom) -> str | None:
-        """Return the absolute module a (possibly relative) `from` import reads."""
-        if node.level == 0:
-            return node.module
-        parts = self._package.split(".") if self._package else []
-        if node.level - 1 > len(parts):
-            return None
-        base = parts[: len(parts) - (node.level - 1)]
-        return ".".join([*base, node.module] if node.module else base) or None
-
-
-_BINDING_NODES = (
-    ast.Assign,
-    ast.AnnAssign,
-    ast.AugAssign,
-    ast.NamedExpr,
-    ast.For,
-    ast.AsyncFor,
-    ast.comprehension,
-    ast.withitem,
-    ast.Import,
-    ast.ImportFrom,
-    ast.FunctionDef,
-    ast.AsyncFunctionDef,
-    ast.Lambda,
-    ast.ClassDef,
-    ast.Return,
-)
-
-
-def _binds(node: ast.AST) -> bool:
-    if isinstance(node, ast.Call):
-        func = node.func
-        return isinstance(func, ast.Attribute) and func.attr in _ADD_ONE | _ADD_ALL
-    return isinstance(node, _BINDING_NODES)
-
-
-def settle(flows: Iterable[ModuleFlow], shared: Shared, max_rounds: int = 64) -> None:
-    """Apply every module's bindings until no table grows (the value space is finite)."""
-    modules = list(flows)
-    for _ in range(max_rounds):
-        shared.changed = False
-        for flow in modules:
-            flow.bind_round()
-        if not shared.changed:
-            return

@@ -27,14 +27,18 @@ class Scope:
 
     kind: str
     parent: Scope | None
-    # For function and lambda scopes: the id their `return` values are recorded under.
-    function_id: str | None = None
+    # The function, lambda, class or comprehension node that opens the scope (None for modules).
+    node: ast.AST | None = None
+    # For function, lambda and class scopes: the value naming it ("fn:..." / "class:...").
+    ident: str | None = None
     local: set[str] = dataclasses.field(default_factory=set)
     declared_global: set[str] = dataclasses.field(default_factory=set)
     declared_nonlocal: set[str] = dataclasses.field(default_factory=set)
     table: dict[str, set[str]] = dataclasses.field(default_factory=dict)
-    # For class scopes: what the bases resolve to (a subclass of datetime is datetime to us).
+    # For class scopes: what the bases resolve to (a subclass of datetime is datetime to us),
+    # and the tree's own classes among them (whose initialisers a constructor call may run).
     class_value: set[str] = dataclasses.field(default_factory=set)
+    base_classes: set[str] = dataclasses.field(default_factory=set)
 
     @property
     def lookup_parent(self) -> Scope | None:
@@ -110,10 +114,11 @@ class _Builder:
         self._visit(tree, self.module)
 
     def _new(self, kind: str, node: ast.AST, parent: Scope) -> Scope:
-        function_id = None
-        if isinstance(node, (*_FUNCTIONS, ast.Lambda)):
-            function_id = f"fn:{self._key}:{node.lineno}:{node.col_offset}"
-        scope = Scope(kind, parent, function_id)
+        ident = None
+        if isinstance(node, (*_FUNCTIONS, ast.Lambda, ast.ClassDef)):
+            prefix = "class" if isinstance(node, ast.ClassDef) else "fn"
+            ident = f"{prefix}:{self._key}:{node.lineno}:{node.col_offset}"
+        scope = Scope(kind, parent, node, ident)
         self.inner[node] = scope
         return scope
 
