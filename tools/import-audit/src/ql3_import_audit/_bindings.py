@@ -23,7 +23,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from ._findings import AuditToolError
-from ._flow import CLASS_VALUE, FUNCTION_VALUE, elements, marked, portable
+from ._flow import CLASS_VALUE, FUNCTION_VALUE, elements, marked, portable, string
 from ._scopes import CLASS, parameters
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ._flow import ModuleFlow, Shared
     from ._scopes import Scope
 
-_ADD_ONE = frozenset({"append", "appendleft", "add", "insert", "setdefault"})
+_ADD_ONE = frozenset({"append", "appendleft", "add", "insert", "setdefault", "put", "put_nowait"})
 _ADD_ALL = frozenset({"extend", "extendleft", "update"})
 # Methods that a class call runs with its arguments (dataclass and pydantic fields bind by name).
 _INITIALISERS = ("__init__", "__new__", "__post_init__")
@@ -222,18 +222,12 @@ class Binder:
 
     def _call(self, node: ast.Call, scope: Scope) -> None:
         value = self._flow.value
-        func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in _ADD_ONE and node.args:
-            self._store_into(func.value, self._flow.contain(value(node.args[-1], scope)), scope)
-        elif isinstance(func, ast.Attribute) and func.attr in _ADD_ALL:
-            added = self._flow.union(node.args, scope)
-            added |= self._flow.contain(self._flow.union([k.value for k in node.keywords], scope))
-            self._store_into(func.value, added, scope)
-        callees = self._flow.callees(func, scope)
+        self._mutation(node, scope)
+        callees = self._flow.callees(node.func, scope)
         if "setattr" in callees and len(node.args) > 2:  # noqa: PLR2004 (object, name, value)
-            name = node.args[1]
-            if isinstance(name, ast.Constant) and isinstance(name.value, str):
-                self._store_attribute(name.value, value(node.args[2], scope))
+            name = string(node.args[1])
+            if name is not None:
+                self._store_attribute(name, value(node.args[2], scope))
         passed = [*node.args, *(keyword.value for keyword in node.keywords)]
         if not passed:
             return
@@ -243,14 +237,31 @@ class Binder:
             keywords.setdefault(keyword.arg, set()).update(portable(value(keyword.value, scope)))
         functions = {v for arg in passed for v in self._flow.callees(arg, scope)}
         self._callbacks(functions, [*arguments, *keywords.values()])
-        bound = isinstance(func, ast.Attribute)  # `obj.method(x)`: x may be the second parameter
-        for callee in callees:
+        bound = isinstance(node.func, ast.Attribute)  # `obj.method(x)`: x may be parameter two
+        tree_callees = [c for c in callees if c.startswith((FUNCTION_VALUE, CLASS_VALUE))]
+        for callee in tree_callees:
             if callee.startswith(FUNCTION_VALUE):
-                self._arguments(
-                    callee, node, arguments, keywords, offsets=(0, 1) if bound else (0,)
-                )
-            elif callee.startswith(CLASS_VALUE):
+                offsets = (0, 1) if bound else (0,)
+                self._arguments(callee, node, arguments, keywords, offsets=offsets)
+            else:
                 self._construct(callee, node, arguments, keywords)
+        if not tree_callees:
+            # Something outside the tree (SimpleNamespace, a library's pydantic or attrs
+            # class...) may keep a keyword argument as the attribute of that name.
+            for name, values in keywords.items():
+                if name is not None:
+                    self._store_attribute(name, values)
+
+    def _mutation(self, node: ast.Call, scope: Scope) -> None:
+        """Record what `c.append(v)`, `c.update(...)` and the like put into the container `c`."""
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _ADD_ONE and node.args:
+            added = self._flow.contain(self._flow.value(node.args[-1], scope))
+            self._store_into(func.value, added, scope)
+        elif isinstance(func, ast.Attribute) and func.attr in _ADD_ALL:
+            added = self._flow.union(node.args, scope)
+            added |= self._flow.contain(self._flow.union([k.value for k in node.keywords], scope))
+            self._store_into(func.value, added, scope)
 
     def _arguments(
         self,

@@ -1,25 +1,32 @@
 """AST pass for rule zero: no node wall clock in src, tests, bench, chaos or tools (SPEC §1).
 
 ruff's TID251 (root pyproject) bans the direct spellings; this pass finds what it cannot. The data
-flow of `_flow` gives every expression the stdlib objects it may hold, over the whole audited tree,
-so these are all reported where the clock is reached (and again where it is called):
+flow of `_flow` / `_bindings` gives every expression the stdlib objects it may hold, over the whole
+audited tree at once, so each of these is reported where the clock is reached (and again where it
+is called):
 
 - import aliases (`import datetime as dt; dt.datetime.now()`, `from time import time_ns as t`)
   and star imports (`from time import *; time()`, `from datetime import *; datetime.now()`);
 - assignment aliases and chains (`D = datetime.datetime; D.now()`, `a = time; b = a.time; b()`),
-  tuple unpacking, walrus, `for` / `with` targets, `global` / `nonlocal`, parameter defaults,
-  attributes (`self.clock = time.time`, class attributes), containers (`{"t": time.time}["t"]()`,
+  tuple unpacking, walrus, `for` / `with` / `match` targets, `global` / `nonlocal`, attributes
+  (`self.clock = time.time`, class attributes, `setattr`), containers (`{"t": time.time}["t"]()`,
   `.append`, `.get`, iteration), `functools.partial(time.time)`, `staticmethod`, `typing.cast`,
-  what a local function or lambda returns, and names imported from another audited module;
-- subclasses: a class whose base resolves to `datetime.datetime` or `datetime.date` (also
-  through an alias, another subclass or another module) calling `now`, `utcnow`, `today` or
+  `operator.attrgetter` / `methodcaller`, `globals()[...]`, arguments passed to the tree's
+  functions and constructors (and to callbacks such as `map(f, xs)`), what a function, method,
+  property, generator or lambda returns, and names imported from another audited module;
+- subclasses: a class whose base resolves to `datetime.datetime` or `datetime.date` (through an
+  alias, another subclass or another module) calling `now`, `utcnow`, `today` or
   `fromtimestamp` without a timestamp through the class, `cls`, `self`, `self.__class__`,
-  `type(self)` or `super()`; `type(x).now()` for a datetime instance `x`;
-- `getattr(time, "time")` (and `getattr` on a clock holder with a computed name),
+  `type(self)` or `super()`; `type(x).now()` and `x.now()` for a datetime instance `x`;
+- `getattr(time, "time")` (and `getattr` on `time` or a datetime class with a computed name),
   `vars(time)["time"]`, `time.__dict__`, `importlib.import_module("time").time`,
   `sys.modules["time"]`, a wall clock passed as a value (`default_factory=time.time`),
   `clock_gettime(CLOCK_REALTIME)` and the readers that default to "now" without a time argument.
 
+Not followed (the optional run-time guard, `clock_guard`, sees most of these): `eval` / `exec`,
+module names computed at run time, functions and classes handed through attributes, containers
+or parameters (they travel only through names; methods are reached by name), values kept and
+returned by third-party code, and stdlib readers outside the lists below (`uuid.uuid1()`, ...).
 `time.monotonic()` and `time.perf_counter()` stay allowed: they only measure and sleep.
 """
 
@@ -30,7 +37,15 @@ from typing import TYPE_CHECKING, Final
 
 from ._bindings import Binder, settle
 from ._findings import RULE_CLOCK, Finding
-from ._flow import DATETIME_CLASSES, NAMESPACE, ModuleFlow, Shared, string
+from ._flow import (
+    DATETIME_CLASSES,
+    GETATTR,
+    GETATTR_METHODS,
+    NAMESPACE,
+    ModuleFlow,
+    Shared,
+    string,
+)
 from ._importmap import parse
 from ._scopes import module_scopes
 
@@ -104,12 +119,22 @@ def _call_problems(flow: ModuleFlow, node: ast.Call, scope: Scope) -> list[tuple
         clock_id = flow.value(node.args[0], scope) if node.args else set()
         if not clock_id or not clock_id <= MONOTONIC_CLOCK_IDS:
             problems.append((node.lineno, f"{name}() with a non-monotonic clock id"))
-    if "getattr" in callees and len(node.args) > 1 and string(node.args[1]) is None:
-        holders = flow.value(node.args[0], scope) & CLOCK_HOLDERS
-        if holders:
-            detail = f"getattr({min(holders)}, <computed name>) may read the node wall clock"
-            problems.append((node.lineno, detail))
+    holders = _computed_attribute(flow, node, scope)
+    if holders:
+        detail = f"getattr({min(holders)}, <computed name>) may read the node wall clock"
+        problems.append((node.lineno, detail))
     return problems
+
+
+def _computed_attribute(flow: ModuleFlow, node: ast.Call, scope: Scope) -> set[str]:
+    """Return the clock holders `getattr(holder, <computed>)` (in any spelling) may reach into."""
+    func, args = node.func, node.args
+    bound = isinstance(func, ast.Attribute) and func.attr in GETATTR_METHODS
+    if isinstance(func, ast.Attribute) and bound and args and string(args[0]) is None:
+        return flow.value(func.value, scope) & CLOCK_HOLDERS
+    if len(args) > 1 and string(args[1]) is None and flow.callees(func, scope) & GETATTR:
+        return flow.value(args[0], scope) & CLOCK_HOLDERS
+    return set()
 
 
 def _computed_key(flow: ModuleFlow, node: ast.Subscript, scope: Scope) -> list[tuple[int, str]]:

@@ -70,14 +70,21 @@ _MODULE_LOADERS: Final = frozenset({"importlib.import_module", "__import__"})
 _GETTERS: Final = frozenset({"operator.attrgetter", "operator.methodcaller"})
 # Builtins the pass follows when a module reads them without shadowing them.
 _BUILTINS: Final = frozenset(
-    {"getattr", "setattr", "vars", "globals", "next", "dict", "super", "type", "__import__"}
+    {"getattr", "setattr", "vars", "globals", "next", "dict", "super", "type", "object"}
+    | {"__import__"}
     | {name for name in FIRST_ARGUMENT if "." not in name}
 )
+# `getattr` under other names: all take (object, name).
+GETATTR: Final = frozenset({"getattr", "object.__getattribute__", "type.__getattribute__"})
 # Attributes that are the object itself again (a bound method's function, a class's class...).
 _SAME_OBJECT: Final = frozenset({"__class__", "__call__", "__func__", "__wrapped__", "__self__"})
 _CONTAINER_OF_SELF: Final = frozenset({"__bases__", "__mro__"})
 # Container methods that hand back an element, or the container (view) itself.
-_ELEMENT_METHODS: Final = frozenset({"get", "pop", "popitem", "popleft", "setdefault"})
+_ELEMENT_METHODS: Final = frozenset(
+    {"get", "get_nowait", "pop", "popitem", "popleft", "setdefault"}
+)
+# Bound-method spellings of getattr: `time.__getattribute__("time")`.
+GETATTR_METHODS: Final = frozenset({"__getattribute__", "__getattr__"})
 _VIEW_METHODS: Final = frozenset({"values", "items", "keys", "copy"})
 # datetime classes and the class methods / instance methods that return an instance of them.
 DATETIME_CLASSES: Final = frozenset({"datetime.datetime", "datetime.date"})
@@ -103,6 +110,8 @@ _HELPERS: Final = frozenset(
         *_MODULE_LOADERS,
         *_GETTERS,
         *_BUILTINS,
+        *GETATTR,
+        *(f"builtins.{name}" for name in _BUILTINS),
         "typing.cast",
         "sys.modules",
         *(f"{cls}.{name}" for cls in DATETIME_CLASSES for name in _CONSTRUCTORS),
@@ -305,6 +314,8 @@ class ModuleFlow:
                 found.add(base)
             elif marked(base):
                 continue
+            elif base == "builtins" and attr in _BUILTINS:
+                found.add(attr)
             elif attr == "__dict__":
                 found.add(NAMESPACE + base)
             elif attr in _CONTAINER_OF_SELF:
@@ -345,6 +356,9 @@ class ModuleFlow:
         func = node.func
         if not isinstance(func, ast.Attribute):
             return set()
+        if func.attr in GETATTR_METHODS:
+            key = string(node.args[0]) if node.args else None
+            return self.attribute(self.value(func.value, scope), key) if key else set()
         if func.attr in _ELEMENT_METHODS:
             key = string(node.args[0]) if node.args else None
             return self._keyed(self.value(func.value, scope), key)
@@ -379,7 +393,7 @@ class ModuleFlow:
             return elements(first)
         if callee == "typing.cast":
             return self.value(args[1], scope) if len(args) > 1 else set()
-        if callee == "getattr":
+        if callee in GETATTR:
             return self.attribute(first, key) if key else set()
         if callee == "vars":
             return {NAMESPACE + value for value in first if not marked(value)}
