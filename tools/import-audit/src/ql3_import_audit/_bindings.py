@@ -23,7 +23,15 @@ import ast
 from typing import TYPE_CHECKING
 
 from ._findings import AuditToolError
-from ._flow import CLASS_VALUE, FUNCTION_VALUE, elements, marked, portable, string
+from ._flow import (
+    CLASS_VALUE,
+    DATETIME_CLASSES,
+    FUNCTION_VALUE,
+    INSTANCE,
+    elements,
+    marked,
+    string,
+)
 from ._scopes import CLASS, parameters
 
 if TYPE_CHECKING:
@@ -37,6 +45,9 @@ _ADD_ALL = frozenset({"extend", "extendleft", "update"})
 # Methods that a class call runs with its arguments (dataclass and pydantic fields bind by name).
 _INITIALISERS = ("__init__", "__new__", "__post_init__")
 _CAPTURES = (ast.MatchAs, ast.MatchStar)
+# Decorators whose method is read as an attribute, and methods whose first parameter is the class.
+_PROPERTIES = frozenset({"property", "cached_property"})
+_CLASS_RECEIVERS = frozenset({"__new__", "__init_subclass__", "__class_getitem__"})
 
 
 class Binder:
@@ -96,7 +107,7 @@ class Binder:
             self._store_attribute(name, values)
 
     def _store_attribute(self, name: str, values: Iterable[str]) -> None:
-        self._shared.add(self._shared.attributes, name, portable(values))
+        self._shared.add(self._shared.attributes, name, self._shared.portable(values))
 
     def _assign(
         self, target: ast.expr, source: ast.expr | None, values: set[str], scope: Scope
@@ -177,14 +188,14 @@ class Binder:
         inner = self._flow.scopes.inner[node]
         ident = inner.ident or ""
         if isinstance(node, ast.Lambda):
-            returned = portable(self._flow.value(node.body, inner))
+            returned = self._shared.portable(self._flow.value(node.body, inner))
             self._shared.add(self._shared.returns, ident, returned)
         else:
             self._bind(node.name, {ident}, scope)
         if scope.kind == CLASS and not isinstance(node, ast.Lambda):
             self._shared.add(self._shared.methods, node.name, {ident})
-            # Read as a property, `obj.name` is what the method returns.
-            self._store_attribute(node.name, self._shared.returns.get(ident, set()))
+            if _decorated(node, _PROPERTIES):  # `obj.name` is what the method returns
+                self._store_attribute(node.name, self._shared.returns.get(ident, set()))
         arguments = node.args
         positional = [*arguments.posonlyargs, *arguments.args]
         defaults = dict(zip(reversed(positional), reversed(arguments.defaults), strict=False))
@@ -194,17 +205,22 @@ class Binder:
             if default is not None
         }
         for param, default in defaults.items():
-            self._bind(param.arg, portable(self._flow.value(default, scope)), inner)
-        if scope.kind == CLASS and positional:
-            # `self` / `cls`: the class (an instance counts as its class in this pass).
-            self._bind(positional[0].arg, scope.class_value, inner)
+            self._bind(param.arg, self._shared.portable(self._flow.value(default, scope)), inner)
+        if scope.kind == CLASS and positional and not isinstance(node, ast.Lambda):
+            # `cls` is the class, `self` an instance of it (with the same class methods).
+            receiver = scope.class_value
+            if not (_decorated(node, {"classmethod"}) or node.name in _CLASS_RECEIVERS):
+                receiver = {_instance(value) for value in receiver}
+            self._bind(positional[0].arg, receiver, inner)
 
     def _class(self, node: ast.ClassDef, scope: Scope) -> None:
         inner = self._flow.scopes.inner[node]
         bases = self._flow.union(node.bases, scope)
         classes = {base for base in bases if base.startswith(CLASS_VALUE)}
-        if not (portable(bases) <= inner.class_value and classes <= inner.base_classes):
-            inner.class_value |= portable(bases)
+        if not (
+            self._shared.portable(bases) <= inner.class_value and classes <= inner.base_classes
+        ):
+            inner.class_value |= self._shared.portable(bases)
             inner.base_classes |= classes
             self._shared.changed = True
         self._bind(node.name, {*bases, inner.ident or ""}, scope)
@@ -213,7 +229,7 @@ class Binder:
         """Record what the function (the scope of a `return` / `yield`) hands its caller."""
         if node.value is None or scope.ident is None:
             return
-        values = portable(self._flow.value(node.value, scope))
+        values = self._shared.portable(self._flow.value(node.value, scope))
         if isinstance(node, ast.Yield):  # calling a generator function gives a container
             values = self._flow.contain(values)
         self._shared.add(self._shared.returns, scope.ident, values)
@@ -231,18 +247,19 @@ class Binder:
         passed = [*node.args, *(keyword.value for keyword in node.keywords)]
         if not passed:
             return
-        arguments = [portable(value(arg, scope)) for arg in node.args]
+        arguments = [self._shared.portable(value(arg, scope)) for arg in node.args]
         keywords: dict[str | None, set[str]] = {}
         for keyword in node.keywords:
-            keywords.setdefault(keyword.arg, set()).update(portable(value(keyword.value, scope)))
+            keywords.setdefault(keyword.arg, set()).update(
+                self._shared.portable(value(keyword.value, scope))
+            )
         functions = {v for arg in passed for v in self._flow.callees(arg, scope)}
         self._callbacks(functions, [*arguments, *keywords.values()])
-        bound = isinstance(node.func, ast.Attribute)  # `obj.method(x)`: x may be parameter two
+        bound = isinstance(node.func, ast.Attribute)  # `obj.method(x)`: x is parameter two
         tree_callees = [c for c in callees if c.startswith((FUNCTION_VALUE, CLASS_VALUE))]
         for callee in tree_callees:
             if callee.startswith(FUNCTION_VALUE):
-                offsets = (0, 1) if bound else (0,)
-                self._arguments(callee, node, arguments, keywords, offsets=offsets)
+                self._arguments(callee, node, arguments, keywords, bound=bound)
             else:
                 self._construct(callee, node, arguments, keywords)
         if not tree_callees:
@@ -269,37 +286,38 @@ class Binder:
         node: ast.Call,
         arguments: list[set[str]],
         keywords: dict[str | None, set[str]],
-        offsets: tuple[int, ...],
+        *,
+        bound: bool,
     ) -> None:
-        """Bind a call's arguments to the parameters of the function `ident`."""
+        """Bind a call's arguments to the parameters of `ident` (`bound`: called as `obj.name`)."""
         inner = self._shared.scopes.get(ident)
         function = inner.node if inner is not None else None
         if inner is None or not isinstance(
             function, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
         ):
             return
-        params = parameters(function.args)
+        offset = _receivers(inner) if bound else 0
+        params = parameters(function.args)[offset:]
         for index, (arg, values) in enumerate(zip(node.args, arguments, strict=True)):
             if isinstance(arg, ast.Starred):  # `f(*xs)`: any parameter may get any element
                 for param in params:
                     self._bind(param.arg, elements(values), inner)
             else:
-                self._positional(function.args, inner, [index + o for o in offsets], values)
+                self._positional(function.args, inner, index + offset, values)
         for name, values in keywords.items():
             for param in params:
                 if name is None or param.arg == name:
                     self._bind(param.arg, elements(values) if name is None else values, inner)
 
     def _positional(
-        self, arguments: ast.arguments, inner: Scope, indexes: list[int], values: set[str]
+        self, arguments: ast.arguments, inner: Scope, index: int, values: set[str]
     ) -> None:
-        """Bind one positional argument to the parameter at each of `indexes` (or `*args`)."""
+        """Bind one positional argument to the parameter at `index` (or to `*args`)."""
         positional = [*arguments.posonlyargs, *arguments.args]
-        for index in indexes:
-            if index < len(positional):
-                self._bind(positional[index].arg, values, inner)
-            elif arguments.vararg is not None:
-                self._bind(arguments.vararg.arg, self._flow.contain(values), inner)
+        if index < len(positional):
+            self._bind(positional[index].arg, values, inner)
+        elif arguments.vararg is not None:
+            self._bind(arguments.vararg.arg, self._flow.contain(values), inner)
 
     def _construct(
         self,
@@ -312,7 +330,7 @@ class Binder:
         for body in self._lineage(ident):
             for initialiser in _INITIALISERS:
                 for function in body.table.get(initialiser, set()):
-                    self._arguments(function, node, arguments, keywords, offsets=(1,))
+                    self._arguments(function, node, arguments, keywords, bound=True)
             fields = _annotated(body)
             for values in arguments:  # positional dataclass / NamedTuple fields: any of them
                 for field in fields:
@@ -344,8 +362,36 @@ class Binder:
             if inner is not None and isinstance(
                 inner.node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
             ):
-                for param in parameters(inner.node.args):
+                # A method is passed bound (`self.method`): its receiver is not an argument.
+                for param in parameters(inner.node.args)[_receivers(inner) :]:
                     self._bind(param.arg, offered, inner)
+
+
+def _receivers(inner: Scope) -> int:
+    """Return 1 for a method (its first parameter is the receiver), 0 for a static or plain one."""
+    node = inner.node
+    if inner.parent is None or inner.parent.kind != CLASS:
+        return 0
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return 0
+    return 0 if _decorated(node, {"staticmethod"}) else 1
+
+
+def _decorated(node: ast.FunctionDef | ast.AsyncFunctionDef, names: Iterable[str]) -> bool:
+    """Return True if a decorator of `node` is spelled `name` or `something.name`."""
+    spelled = set(names)
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if isinstance(target, ast.Name) and target.id in spelled:
+            return True
+        if isinstance(target, ast.Attribute) and target.attr in spelled:
+            return True
+    return False
+
+
+def _instance(value: str) -> str:
+    """Return the instance form of a datetime class (other values stand for themselves)."""
+    return value + INSTANCE if value in DATETIME_CLASSES else value
 
 
 def _annotated(body: Scope) -> list[str]:

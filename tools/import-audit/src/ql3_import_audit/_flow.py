@@ -15,9 +15,10 @@ answers "what may this expression be" from them:
   inside a datetime subclass are the class;
 - containers hold their elements, read back by subscripts, iteration, `next`, `.get`, `.pop`;
   `vars(m)`, `m.__dict__` and `globals()` hold attributes;
-- `functools.partial`, `staticmethod`, `classmethod`, `type`, `typing.cast`, `getattr`,
-  `operator.attrgetter` / `methodcaller`, module loaders and `sys.modules[...]` pass their target
-  through; calling a local function gives what it returns or yields.
+- `functools.partial`, `staticmethod`, `classmethod`, `typing.cast`, `getattr` (in its several
+  spellings), `operator.attrgetter` / `methodcaller`, module loaders and `sys.modules[...]` pass
+  their target through; calling a function of the tree (or a method, found by its name) gives
+  what it returns or yields.
 
 Only names on the clock checker's vocabulary (and the tree's own modules) are kept, which makes
 the value space finite and the fixpoint certain to end.
@@ -83,9 +84,9 @@ _CONTAINER_OF_SELF: Final = frozenset({"__bases__", "__mro__"})
 _ELEMENT_METHODS: Final = frozenset(
     {"get", "get_nowait", "pop", "popitem", "popleft", "setdefault"}
 )
+_VIEW_METHODS: Final = frozenset({"values", "items", "keys", "copy"})
 # Bound-method spellings of getattr: `time.__getattribute__("time")`.
 GETATTR_METHODS: Final = frozenset({"__getattribute__", "__getattr__"})
-_VIEW_METHODS: Final = frozenset({"values", "items", "keys", "copy"})
 # datetime classes and the class methods / instance methods that return an instance of them.
 DATETIME_CLASSES: Final = frozenset({"datetime.datetime", "datetime.date"})
 _CONSTRUCTORS: Final = frozenset(
@@ -131,19 +132,10 @@ def marked(value: str) -> bool:
     return value.startswith((CONTAINER, NAMESPACE, GETTER, FUNCTION_VALUE, CLASS_VALUE))
 
 
-def _is_code(value: str) -> bool:
-    return value.lstrip(CONTAINER + NAMESPACE).startswith((FUNCTION_VALUE, CLASS_VALUE))
-
-
-def portable(values: Iterable[str]) -> set[str]:
-    """Return `values` without the tree's functions and classes.
-
-    Why: functions and classes travel only through names (scopes, imports, exports), never through
-    attributes, parameters, containers or returns. Letting them flow everywhere made every value
-    set hold every method of the tree (minutes per run); values from the stdlib still flow through
-    all of these, and calls reach methods through `Shared.methods` instead.
-    """
-    return {value for value in values if not _is_code(value)}
+def _prefixes(names: Iterable[str]) -> frozenset[str]:
+    """Return every dotted prefix of `names` ("a.b.c" gives "a", "a.b", "a.b.c")."""
+    parts = [name.split(".") for name in names]
+    return frozenset(".".join(part[:end]) for part in parts for end in range(1, len(part) + 1))
 
 
 def elements(values: Iterable[str]) -> set[str]:
@@ -167,6 +159,8 @@ class Shared:
 
     prefixes: frozenset[str]
     local_modules: frozenset[str]
+    # Helpers the pass follows as callees only (`list`, `functools.partial`, `getattr`...).
+    helpers_only: frozenset[str]
     exports: dict[str, set[str]] = dataclasses.field(default_factory=dict)
     attributes: dict[str, set[str]] = dataclasses.field(default_factory=dict)
     returns: dict[str, set[str]] = dataclasses.field(default_factory=dict)
@@ -179,9 +173,25 @@ class Shared:
     @classmethod
     def over(cls, vocabulary: Iterable[str], local_modules: Iterable[str]) -> Shared:
         """Start empty tables for a tree whose own modules are `local_modules`."""
-        parts = [name.split(".") for name in {*vocabulary, *_HELPERS}]
-        prefixes = {".".join(part[:end]) for part in parts for end in range(1, len(part) + 1)}
-        return cls(frozenset(prefixes), frozenset(local_modules))
+        clocks, helpers = _prefixes(vocabulary), _prefixes(_HELPERS)
+        return cls(clocks | helpers, frozenset(local_modules), helpers - clocks)
+
+    def portable(self, values: Iterable[str]) -> set[str]:
+        """Return `values` without the tree's functions, classes and modules and the helpers.
+
+        Why: those travel only through names (scopes, imports, exports), never through
+        attributes, parameters, containers or returns. Letting them flow everywhere made every
+        value set hold every method of the tree and every `(list, tuple)` of an isinstance check
+        (minutes per run); the stdlib clock holders still flow through all of these, and calls
+        reach methods through `methods` instead.
+        """
+        return {value for value in values if not self._callable_only(value)}
+
+    def _callable_only(self, value: str) -> bool:
+        core = value.lstrip(CONTAINER + NAMESPACE)
+        if core.startswith((FUNCTION_VALUE, CLASS_VALUE)):
+            return True
+        return core in self.helpers_only or core in self.local_modules
 
     def keep(self, value: str) -> bool:
         """Return True if `value` can matter: a vocabulary prefix or one of the tree's modules."""
@@ -288,7 +298,7 @@ class ModuleFlow:
 
     def contain(self, values: Iterable[str]) -> set[str]:
         """Return the values of a container holding `values` (functions and classes left out)."""
-        wrapped = (CONTAINER + value for value in portable(values))
+        wrapped = (CONTAINER + value for value in self.shared.portable(values))
         return {value for value in wrapped if self.shared.keep(value)}
 
     def _lookup(self, name: str, scope: Scope) -> set[str]:
