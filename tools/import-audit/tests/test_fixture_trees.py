@@ -6,6 +6,22 @@ import pytest
 from fix_trees import FIXTURES, TREES, expected
 from ql3_import_audit._audit import run_audit
 from ql3_import_audit._cli import main
+from ql3_import_audit._clock import check_clock
+from ql3_import_audit._layout import load_workspace
+
+CLOCK = FIXTURES / "clock"
+EVASIONS = "packages/runtime-core/src/ql3_runtime_core/evasions"
+# Modules of the evasions folder that plant nothing: the look-alikes and a clock-free base class.
+NOT_PLANTED = ("__init__.py", "negatives.py", "stamp_base.py")
+EVASION_FILES = sorted(
+    path.name for path in (CLOCK / EVASIONS).glob("*.py") if path.name not in NOT_PLANTED
+)
+
+
+@pytest.fixture(scope="module")
+def flow_findings() -> dict[tuple[str, int], str]:
+    """Return the clock pass's own findings on the clock tree (ruff's run left out)."""
+    return {(f.path, f.line): f.detail for f in check_clock(load_workspace(CLOCK))}
 
 
 @pytest.mark.parametrize("name", TREES)
@@ -51,3 +67,35 @@ def test_clean_tree_allows_own_private_imports_in_own_tests() -> None:
     assert marker in test_file.read_text(encoding="utf-8")
     findings, _ = run_audit(FIXTURES / "clean")
     assert findings == []
+
+
+@pytest.mark.parametrize("name", EVASION_FILES)
+def test_each_evasion_is_caught_by_the_flow_pass(
+    name: str, flow_findings: dict[tuple[str, int], str]
+) -> None:
+    """The AST pass alone reports exactly the `# expect:` lines of one evasion module."""
+    relative = f"{EVASIONS}/{name}"
+    planted = {(path, line) for path, line, _ in expected(CLOCK) if path == relative}
+    assert planted, f"{relative} plants nothing"
+    assert {place for place in flow_findings if place[0] == relative} == planted
+
+
+@pytest.mark.parametrize("name", ["negatives.py", "stamp_base.py"])
+def test_look_alikes_are_not_reported(name: str, flow_findings: dict[tuple[str, int], str]) -> None:
+    """A local `now`, fromtimestamp with a timestamp and aliased monotonic clocks pass."""
+    assert not [place for place in flow_findings if place[0] == f"{EVASIONS}/{name}"]
+
+
+def test_subclass_reads_are_named_after_the_inherited_clock(
+    flow_findings: dict[tuple[str, int], str],
+) -> None:
+    """`Stamp.utcnow()` on a subclass imported from another module names datetime.utcnow."""
+    detail = flow_findings[(f"{EVASIONS}/stamp_user.py", 12)]
+    assert detail.startswith("datetime.datetime.utcnow is the node wall clock")
+
+
+def test_a_subclass_in_a_test_file_is_caught(
+    flow_findings: dict[tuple[str, int], str],
+) -> None:
+    """A datetime subclass (over an alias) calling now() in a tests folder is reported."""
+    assert ("packages/runtime-core/tests/test_subclass_clock.py", 13) in flow_findings

@@ -20,10 +20,16 @@ Rules, and who enforces them (the well-kept tools first; the AST passes add only
   but never imported on purpose: `_deptry.NOT_IMPORTED_ON_PURPOSE`, each with its reason.
 - `rule-zero`: node wall-clock use in package src and tests, `bench/`, `chaos/` and `tools/`.
   ruff TID251 with the root pyproject's banned-api list (merged over a built-in floor) for the
-  direct forms; the AST pass for aliases, `getattr(time, "time")`, module loaders,
-  `sys.modules[...]`, clock functions passed as values, `clock_gettime(CLOCK_REALTIME)` and
-  `localtime()`, `gmtime()`, `ctime()`, `asctime()`, `strftime(fmt)` without a time argument.
-  `time.monotonic()` and `time.perf_counter()` stay allowed.
+  direct forms; an AST data-flow pass (`_clock` over `_flow`, `_bindings`, `_scopes`) for what
+  does not match by name: import, star-import and assignment aliases (chains, tuples, walrus,
+  attributes, containers, `functools.partial`, parameters and return values, names imported
+  from another audited module), datetime subclasses calling `now` / `utcnow` / `today` /
+  `fromtimestamp()` through the class, `cls`, `self`, `type(self)` or `super()`, `getattr` /
+  `vars` / `__dict__` / `sys.modules` / module loaders, clock functions passed as values,
+  `clock_gettime(CLOCK_REALTIME)` and `localtime()`, `gmtime()`, `ctime()`, `asctime()`,
+  `strftime(fmt)` without a time argument. `time.monotonic()` and `time.perf_counter()` stay
+  allowed. Optional at run time: `pytest -p ql3_import_audit.clock_guard` fails a test whose own
+  code calls a wall clock (it also sees `exec` and computed names; see `clock_guard`).
 
 `tools/import-audit/tests/fixtures/` holds miniature trees with planted violations; they are never
 audited as part of the real tree.
