@@ -95,6 +95,7 @@ ORDER = (
     "lost-commit-reply-promotion",
     "db-clock-steps",
     "node-clock-skew",
+    "doctored-zone-files",
     "physical-promotion",
     "serialization-storm",
     "network-faults",

@@ -129,7 +129,9 @@ def write_frozen_clock_file(base_dir: Path, at_ms: int) -> None:
     """
     stamp = datetime.fromtimestamp(at_ms // 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
     scratch = base_dir / f"{_CLOCK_FILE}.tmp"
-    scratch.write_text(f"{stamp}.{at_ms % 1000:03d}\n")
+    # libfaketime parses the fraction through a double, so ".014" can land on 13.999 ms; half a
+    # millisecond more keeps floor(epoch * 1000) on the millisecond asked for.
+    scratch.write_text(f"{stamp}.{at_ms % 1000:03d}500\n")
     scratch.chmod(0o644)
     scratch.replace(base_dir / _CLOCK_FILE)
 
