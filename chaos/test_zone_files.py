@@ -18,7 +18,6 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
@@ -26,6 +25,7 @@ from harness import SLACK, Bound
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from harness import Scenario
 
@@ -52,7 +52,7 @@ def _doctored_env(zone_dir: Path) -> dict[str, str]:
 
 
 def _offset_seen(env: dict[str, str]) -> int:
-    """The UTC offset (s) a plain `ZoneInfo(ZONE)` reports at PROBE in a process with `env`."""
+    """Return the UTC offset (s) a plain `ZoneInfo(ZONE)` reports at PROBE under `env`."""
     code = (
         "import json, sys, zoneinfo, datetime as d;"
         f"p = d.datetime.fromisoformat({PROBE.isoformat()!r});"
@@ -69,7 +69,7 @@ def _offset_seen(env: dict[str, str]) -> int:
 
 
 def _new_york_hours(now_ms: int) -> str:
-    """The current and the next New York hour as a cron hour list (the real rules)."""
+    """Return the current and the next New York hour as a cron hour list (real rules)."""
     hour = datetime.fromtimestamp(now_ms / 1000, ZoneInfo(ZONE)).hour
     return f"{hour},{(hour + 1) % 24}"
 
