@@ -24,6 +24,7 @@ nox.options.sessions = [
     "cluster_postgres",
     "cluster_control",
     "chaos",
+    "mutants",
 ]
 
 ROOT = Path(__file__).parent
@@ -123,6 +124,24 @@ def chaos(session: nox.Session) -> None:
     _pytest(session, ROOT / "chaos", "-p", "no:randomly")
 
 
+@nox.session(python=PYTHON)
+def mutants(session: nox.Session) -> None:
+    """Named mutants of the real code (tools/mutants/catalog.toml) must each be caught (root).
+
+    Each mutant is built into real wheels from a scratch copy and installed over this session's;
+    its focused tests (package tests or chaos scenarios) must fail. Writes the kill table into
+    docs/EVIDENCE.md when every mutant ran.
+    """
+    _install_wheels(session, "ql3-cluster-control")
+    session.run(
+        "python",
+        str(ROOT / "tools/mutants/run.py"),
+        "--evidence",
+        str(ROOT / "docs/EVIDENCE.md"),
+        *session.posargs,
+    )
+
+
 def _sync_workspace(session: nox.Session) -> None:
     """Install the whole workspace (editable) and the dev and bench groups into the venv."""
     session.run_install(
@@ -161,6 +180,7 @@ def lint(session: nox.Session) -> None:
         session.run("mypy", *targets, env={"MYPYPATH": str(tests)})
     session.run("mypy", str(ROOT / "chaos"), env={"MYPYPATH": str(ROOT / "chaos")})
     session.run("mypy", str(ROOT / "bench"))
+    session.run("mypy", str(ROOT / "tools/mutants"))
 
 
 @nox.session(python=False)

@@ -95,6 +95,7 @@ ORDER = (
     "lost-commit-reply-promotion",
     "db-clock-steps",
     "node-clock-skew",
+    "doctored-zone-files",
     "physical-promotion",
     "serialization-storm",
     "network-faults",
@@ -226,7 +227,25 @@ def render(rows: Sequence[Evidence]) -> str:
     return "\n".join(lines)
 
 
+# The mutants session (tools/mutants) owns the block between these markers; keep it as it is.
+MUTANTS_START = "<!-- mutants:start -->"
+MUTANTS_END = "<!-- mutants:end -->"
+
+
+def _mutants_block() -> str:
+    """Return the kill table the mutants session last wrote into docs/EVIDENCE.md, if any."""
+    if not TARGET.exists():
+        return ""
+    text = TARGET.read_text(encoding="utf-8")
+    start, end = text.find(MUTANTS_START), text.find(MUTANTS_END)
+    if start < 0 or end < start:
+        return ""
+    return text[start : end + len(MUTANTS_END)] + "\n"
+
+
 def write_evidence(rows: Sequence[Evidence]) -> None:
-    """Write docs/EVIDENCE.md."""
+    """Write docs/EVIDENCE.md, keeping the mutants session's kill table."""
     TARGET.parent.mkdir(parents=True, exist_ok=True)
-    TARGET.write_text(render(rows), encoding="utf-8")
+    block = _mutants_block()
+    text = render(rows)
+    TARGET.write_text(text.rstrip("\n") + "\n\n" + block if block else text, encoding="utf-8")

@@ -365,6 +365,7 @@ class Scenario:
         *,
         window_s: float,
         cron: str = EVERY_SECOND,
+        timezone: str = "UTC",
         policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE,
         grace_ms: int = 60_000,
         prefix: str = "s",
@@ -382,7 +383,11 @@ class Scenario:
             lower = admin.database_now_ms()
             end = lower + int(window_s * 1000)
             definition = ScheduleDefinition(
-                cron=cron, misfire_policy=policy, misfire_grace_ms=grace_ms, end_at_ms=end
+                cron=cron,
+                timezone=timezone,
+                misfire_policy=policy,
+                misfire_grace_ms=grace_ms,
+                end_at_ms=end,
             )
             for index in range(count):
                 record = admin.add_schedule(f"{prefix}{index}-{uuid.uuid4().hex[:6]}", definition)

@@ -7,6 +7,7 @@ one server's life cycle, and every file format it writes is in one place.
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ._binaries import find_faketime_library
@@ -16,7 +17,13 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-__all__ = ["faketime_env", "initdb", "write_clock_file", "write_settings"]
+__all__ = [
+    "faketime_env",
+    "initdb",
+    "write_clock_file",
+    "write_frozen_clock_file",
+    "write_settings",
+]
 
 # Settings every throwaway cluster gets; standbys and failover tests need the replication ones.
 _BASE_SETTINGS: Mapping[str, str] = {
@@ -113,6 +120,22 @@ def write_clock_file(base_dir: Path, offset_ms: int) -> None:
     scratch.replace(base_dir / _CLOCK_FILE)
 
 
+def write_frozen_clock_file(base_dir: Path, at_ms: int) -> None:
+    """Freeze the server's clock at `at_ms` (epoch ms): every clock call returns that instant.
+
+    libfaketime reads an absolute "YYYY-MM-DD HH:MM:SS.fff" (no leading `@`) as a frozen clock,
+    in the server's TZ, which `faketime_env` pins to UTC. Boundary tests use it to put the
+    database exactly at an expiry instant, which a running clock cannot hit on purpose.
+    """
+    stamp = datetime.fromtimestamp(at_ms // 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    scratch = base_dir / f"{_CLOCK_FILE}.tmp"
+    # libfaketime parses the fraction through a double, so ".014" can land on 13.999 ms; half a
+    # millisecond more keeps floor(epoch * 1000) on the millisecond asked for.
+    scratch.write_text(f"{stamp}.{at_ms % 1000:03d}500\n")
+    scratch.chmod(0o644)
+    scratch.replace(base_dir / _CLOCK_FILE)
+
+
 def faketime_env(base_dir: Path) -> dict[str, str]:
     """Return the environment that starts a server under libfaketime reading `write_clock_file`."""
     return {
@@ -120,4 +143,6 @@ def faketime_env(base_dir: Path) -> dict[str, str]:
         "FAKETIME_TIMESTAMP_FILE": str(base_dir / _CLOCK_FILE),
         "FAKETIME_NO_CACHE": "1",
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        # A frozen timestamp is read in the process's zone: pin it so it means UTC.
+        "TZ": "UTC",
     }

@@ -34,7 +34,13 @@ from psycopg.conninfo import make_conninfo
 
 from . import _replication
 from ._binaries import find_faketime_library, find_postgres_bin_dir
-from ._cluster_files import faketime_env, initdb, write_clock_file, write_settings
+from ._cluster_files import (
+    faketime_env,
+    initdb,
+    write_clock_file,
+    write_frozen_clock_file,
+    write_settings,
+)
 from ._ddl import ddl
 from ._errors import ThrowawayClusterError
 from ._lifecycle import Started
@@ -256,6 +262,18 @@ class ThrowawayCluster(Started):
             )
         self._clock_offset_ms = offset_ms
         self._write_clock_file()
+
+    def freeze_clock_at_ms(self, at_ms: int) -> None:
+        """Stop the database clock at `at_ms` (epoch ms), live; `set_clock_offset_ms` restarts it.
+
+        Every `clock_timestamp()` then returns exactly `at_ms`, so a test can put a claim's
+        commit or takeover precisely on its expiry instant.
+        """
+        if not self.faketime:
+            raise ThrowawayClusterError(
+                f"cluster {self.name!r}: freeze_clock_at_ms needs ThrowawayCluster(faketime=True)"
+            )
+        write_frozen_clock_file(self.base_dir, at_ms)
 
     @property
     def clock_offset_ms(self) -> int:

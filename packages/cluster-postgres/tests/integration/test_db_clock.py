@@ -183,3 +183,66 @@ def test_one_transaction_fences_each_claim_on_the_same_sample(
     assert short.claim_expires_at_ms <= committed.committed_at_ms < long.claim_expires_at_ms
     assert {run.schedule_id for run in committed.runs} == {long.schedule_id}
     assert fetch(dsn, "SELECT DISTINCT schedule_id FROM ql3.runs") == [(long.schedule_id,)]
+
+
+def _frozen_second(dsn: str) -> int:
+    """Return a whole database second a little ahead of now, to freeze the clock on."""
+    return (db_now_ms(dsn) // 1000 + 2) * 1000
+
+
+def test_commit_exactly_at_the_expiry_instant_is_raced(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """D5's fence is strict: a commit sampling the expiry instant races; 1 ms earlier commits."""
+    make_schedules(faketime_db, 1)
+    dsn = faketime_db.dsn("runtime")
+    acquired = _frozen_second(dsn)
+    faketime_cluster.freeze_clock_at_ms(acquired)
+    with PostgresScheduleRepository(dsn) as repo:
+        (claim,) = repo.claim_due_schedules(command(lease_ms=10_000), 1)
+        assert claim.claim_acquired_at_ms == acquired
+        assert claim.claim_expires_at_ms == acquired + 10_000
+        faketime_cluster.freeze_clock_at_ms(claim.claim_expires_at_ms)
+        at_expiry = repo.commit_decisions([decide(claim)])
+        assert at_expiry.outcomes[0].status is CommitStatus.RACED
+        assert history_counts(faketime_db) == (0, 0, 0)
+        faketime_cluster.freeze_clock_at_ms(claim.claim_expires_at_ms - 1)
+        before = repo.commit_decisions([decide(claim)])
+    assert before.outcomes[0].status is CommitStatus.COMMITTED
+    assert before.outcomes[0].committed_at_ms == claim.claim_expires_at_ms - 1
+
+
+def test_takeover_happens_exactly_at_the_expiry_instant(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """D2's takeover is `expires <= observation`: not 1 ms before the expiry, exactly at it."""
+    make_schedules(faketime_db, 1)
+    dsn = faketime_db.dsn("runtime")
+    acquired = _frozen_second(dsn)
+    faketime_cluster.freeze_clock_at_ms(acquired)
+    with PostgresScheduleRepository(dsn) as first, PostgresScheduleRepository(dsn) as second:
+        (held,) = first.claim_due_schedules(command("a", lease_ms=5_000), 1)
+        faketime_cluster.freeze_clock_at_ms(held.claim_expires_at_ms - 1)
+        assert second.claim_due_schedules(command("b"), 1) == []
+        faketime_cluster.freeze_clock_at_ms(held.claim_expires_at_ms)
+        (taken,) = second.claim_due_schedules(command("b"), 1)
+    assert taken.claim_acquired_at_ms == held.claim_expires_at_ms
+
+
+def test_an_occurrence_is_due_exactly_at_its_instant(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """D2's due-ness is `cursor <= observation`: nothing 1 ms before the cursor, the claim at it."""
+    (schedule_id,) = make_schedules(faketime_db, 1, shift_back_ms=0)
+    dsn = faketime_db.dsn("runtime")
+    ((cursor,),) = fetch(
+        dsn, "SELECT next_due_at_ms FROM ql3.trigger_schedules WHERE id = %s", (schedule_id,)
+    )
+    with PostgresScheduleRepository(dsn) as repo:
+        faketime_cluster.freeze_clock_at_ms(cursor - 1)
+        assert repo.claim_due_schedules(command(), 1) == []
+        faketime_cluster.freeze_clock_at_ms(cursor)
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        outcome = repo.commit_decisions([decide(claim)]).outcomes[0]
+    assert claim.claim_acquired_at_ms == cursor
+    assert [run.scheduled_for_ms for run in outcome.runs] == [cursor]

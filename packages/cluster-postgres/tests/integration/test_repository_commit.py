@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from importlib import resources
 from typing import TYPE_CHECKING
+from uuid import uuid4
 
 import psycopg
 import pytest
@@ -187,6 +188,8 @@ def test_release_clears_exact_claims_and_wakes_others(ql3_db: Ql3Database) -> No
         first, second = repo.claim_due_schedules(command(), 2)
         stale = first.model_copy(update={"version": first.version - 1})
         assert repo.release_claims([stale]) == 0
+        forged = first.model_copy(update={"claim_token": uuid4()})
+        assert repo.release_claims([forged]) == 0
         assert other.wait_for_wakeup(0.05) is False
         assert repo.release_claims([first, second]) == 2
         assert other.wait_for_wakeup(5.0) is True
