@@ -58,7 +58,7 @@ def test_single_claim_is_both_first_and_last() -> None:
 
 
 def test_outcomes_are_counted_by_status() -> None:
-    """Committed and raced outcomes and admitted runs are counted; the cycle's counts pass through."""
+    """Committed and raced outcomes and admitted runs are counted; the cycle's own counts kept."""
     outcomes = [
         CommitOutcome(
             schedule_id=1,
