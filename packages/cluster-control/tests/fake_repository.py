@@ -1,4 +1,4 @@
-"""An in-memory `ScheduleRepository` for unit tests of Coordinator cycles.
+"""An in-memory `ServiceRepository` for unit tests of Coordinator cycles and the service loop.
 
 It keeps schedules as Python objects and a *fake database clock* the test moves by hand (no
 node clock, rule zero). It mirrors the repository semantics the Coordinator relies on: claims
@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence  # noqa: TC003  # dataclass field
 from dataclasses import dataclass, field
 from uuid import UUID  # noqa: TC003  # dataclass fields resolve at runtime
 
-from ql3_cluster_postgres import ClusterState
 from ql3_runtime_core import (
     AdmittedRun,
     ClaimClusterScheduleCommand,
@@ -24,6 +23,7 @@ from ql3_runtime_core import (
     ClaimRound,
     ClockRegressionError,
     ClusterScheduleClaim,
+    ClusterState,
     CommitBatch,
     CommitOutcome,
     CommitStatus,
@@ -35,6 +35,7 @@ from ql3_runtime_core import (
     ZoneRulesCheck,
     next_occurrence_ms,
     quarantine_reason,
+    same_claim,
 )
 
 
@@ -54,6 +55,18 @@ class FakeSchedule:
     claim_expires_at_ms: int | None = None
     invalid_reason: str | None = None
     invalidated_at_ms: int | None = None
+
+    # With these two the row is a `ql3_runtime_core.ExactClaim`, judged by `same_claim` like the
+    # PostgreSQL repository's stored row: the claim stamps its acquired time as `updated_at_ms`.
+    @property
+    def owner_id(self) -> str | None:
+        """Who holds the row's claim (None when nobody does)."""
+        return self.claim_owner_id
+
+    @property
+    def claim_acquired_at_ms(self) -> int:
+        """The acquired time of the claim that stamped the row."""
+        return self.updated_at_ms
 
 
 @dataclass
@@ -221,14 +234,8 @@ class FakeRepository:
         )
 
     def _stands(self, claim: ClusterScheduleClaim) -> bool:
-        row = self.schedules[claim.schedule_id]
-        return (
-            row.claim_token == claim.claim_token
-            and row.claim_owner_id == claim.owner_id
-            and row.version == claim.version
-            and row.updated_at_ms == claim.claim_acquired_at_ms
-            and row.claim_expires_at_ms == claim.claim_expires_at_ms
-        )
+        """Tell whether the exact claim (D3) still stands on its row, by `same_claim` alone."""
+        return same_claim(claim, self.schedules[claim.schedule_id])
 
     def commit_decisions(self, commits: Sequence[ClaimCommit]) -> CommitBatch:
         """Fenced commit of several claims with one observation; nothing written on regression."""

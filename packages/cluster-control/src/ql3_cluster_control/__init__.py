@@ -22,7 +22,7 @@ from ._demo import DemoOptions, run_demo
 from ._demo_verdict import DemoVerdict
 from ._logs import configure_logging
 from ._metrics import CoordinatorMetrics, HealthState, MetricsServer, metrics_wsgi_app
-from ._service import CoordinatorService, ServiceRepository, postgres_repository_factory
+from ._service import CoordinatorService, postgres_repository_factory
 
 __version__ = _version("ql3-cluster-control")
 
@@ -40,7 +40,6 @@ __all__ = [
     "HealthState",
     "LogFormat",
     "MetricsServer",
-    "ServiceRepository",
     "__version__",
     "check_environment",
     "cli_app",

@@ -16,10 +16,9 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any
 
-from psycopg import conninfo
-from psycopg import errors as pg_errors
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from ql3_cluster_postgres import InvalidConninfoError, check_conninfo
 from ql3_runtime_core import (
     LEASE_MS_DEFAULT,
     LEASE_MS_MAX,
@@ -118,11 +117,10 @@ class CoordinatorSettings(BaseSettings):
     def _check_dsn(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None:
             try:
-                conninfo.conninfo_to_dict(value.get_secret_value())
-            except pg_errors.ProgrammingError as exc:
-                # The message may quote the DSN, and with it a password: keep only its kind.
-                msg = "not a valid libpq connection string or URI"
-                raise ValueError(msg) from exc
+                check_conninfo(value.get_secret_value(), field="dsn")
+            except InvalidConninfoError as exc:
+                # `_describe` names the field and masks the value (dsn=***): keep only the reason.
+                raise ValueError(exc.reason) from exc
         return value
 
     @field_validator("log_level")

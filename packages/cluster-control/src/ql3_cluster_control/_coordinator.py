@@ -181,27 +181,17 @@ class Coordinator:
             abandoned = True
             state.clock_regressed += 1
             self._abandon(exc)
-        except _RegressedOutcomeError as exc:
-            abandoned = True
-            self._abandon(exc.error)
         duration = time.monotonic() - started
         summary = summarize_cycle(
             self.owner_id,
             state.claims,
             state.outcomes,
+            uncertain=state.uncertain,
+            clock_regressed=state.clock_regressed,
             skipped=state.skipped,
             serialization_retries=state.serialization_retries,
             quarantined=len(state.quarantined),
         )
-        if state.uncertain or state.clock_regressed:
-            # The summary counts final outcomes; also report commits that were uncertain before
-            # they settled, and a regression raised before any outcome existed.
-            summary = summary.model_copy(
-                update={
-                    "uncertain": state.uncertain,
-                    "clock_regressed": summary.clock_regressed + state.clock_regressed,
-                }
-            )
         self._report(summary, duration, abandoned=abandoned)
         return CycleResult(
             summary=summary,
@@ -225,6 +215,8 @@ class Coordinator:
         batch = self.repository.commit_decisions(commits)
         state.serialization_retries += batch.serialization_retries
         by_schedule = {commit.claim.schedule_id: commit for commit in commits}
+        # Uncertain commits are settled from durable facts before the round goes on; the cycle
+        # counts each one once (state.uncertain), however it settles.
         settled = [
             self._settle_uncertain(by_schedule[outcome.schedule_id], state)
             if outcome.status is CommitStatus.UNCERTAIN
@@ -237,7 +229,6 @@ class Coordinator:
             if outcome.status is CommitStatus.COMMITTED:
                 self._admitted(outcome.runs, state)
                 self._already_admitted(outcome)
-        _raise_if_regressed(settled, by_schedule)
         return True
 
     def _claim(self, state: _CycleState) -> tuple[list[ClusterScheduleClaim], int]:
@@ -449,33 +440,10 @@ class Coordinator:
         )
 
 
-def _raise_if_regressed(
-    outcomes: Sequence[CommitOutcome], by_schedule: dict[int, ClaimCommit]
-) -> None:
-    """Turn a CLOCK_REGRESSED outcome into the cycle-abandoning error (already counted)."""
-    regressed = [o for o in outcomes if o.status is CommitStatus.CLOCK_REGRESSED]
-    if not regressed:
-        return
-    claim = by_schedule[regressed[0].schedule_id].claim
-    raise _RegressedOutcomeError(
-        ClockRegressionError(
-            claim.schedule_id,
-            regressed[0].committed_at_ms or claim.claim_acquired_at_ms,
-            claim.claim_acquired_at_ms,
-        )
-    )
-
-
-class _RegressedOutcomeError(Exception):
-    """Internal: a commit reported CLOCK_REGRESSED as an outcome; already counted there."""
-
-    def __init__(self, error: ClockRegressionError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
 @dataclass
 class _CycleState:
+    """What one cycle did so far; its summary is built once from it when the cycle ends."""
+
     remaining: int
     claims: list[ClusterScheduleClaim] = field(default_factory=list)
     outcomes: list[CommitOutcome] = field(default_factory=list)

@@ -3,13 +3,15 @@
 Without a DSN it starts a throwaway PostgreSQL (the machine's binaries or the `pgserver` wheel of
 the `embedded` extra), migrates, provisions roles, creates schedules firing every second, runs N
 `ql3 run` replicas as separate processes, SIGKILLs one mid-run, shows admissions per replica live,
-then stops the survivors gracefully and judges the history read back from the database. Expected
-occurrences come from each schedule's cron and its database-time window, never a node clock.
+then stops the survivors gracefully and judges the history read back from the database (through
+ql3-cluster-postgres's `HistoryReader`: this package speaks no SQL). Expected occurrences come
+from each schedule's cron and its database-time window, never a node clock.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import shutil
@@ -19,12 +21,11 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, LiteralString
+from typing import TYPE_CHECKING
 
-import psycopg
 from ql3_cluster_postgres import (
+    HistoryReader,
     ScheduleAdmin,
     ThrowawayCluster,
     ThrowawayClusterError,
@@ -39,7 +40,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ._demo_verdict import DemoVerdict, RunRow, count_history, show_verdict
+from ._demo_verdict import DemoVerdict, count_history, show_verdict
 from ._schedules import schedule_definition
 
 if TYPE_CHECKING:
@@ -54,11 +55,6 @@ DEMO_POLL_MS = 1_000
 SETTLE_MS = 1_500  # occurrences this close to the end are not judged: they may be in flight
 STOP_TIMEOUT_S = 15.0
 READY_TIMEOUT_S = 60.0
-
-
-def _sql(name: str) -> LiteralString:
-    # Shipped files, not user input: literal SQL (mypy does not enforce LiteralString).
-    return files(__package__).joinpath("sql", f"{name}.sql").read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
@@ -87,21 +83,14 @@ class _Environment:
     workdir: Path
     replicas: list[_Replica] = field(default_factory=list)
 
+    @functools.cached_property
+    def history(self) -> HistoryReader:
+        """The demo's one read-only session on the history, opened on its first read."""
+        return HistoryReader(self.superuser_dsn, application_name="ql3-demo")
+
 
 class _InterruptedError(Exception):
     """SIGTERM to the demo itself: clean up like Ctrl-C."""
-
-
-def _query(dsn: str, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
-    try:
-        with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
-            return conn.execute(_sql(name), params).fetchall()
-    except psycopg.Error as exc:
-        raise QL3Error(f"demo: query {name} failed: {exc}") from exc
-
-
-def _now_ms(dsn: str) -> int:
-    return int(_query(dsn, "demo_database_now")[0][0])
 
 
 def _postgres_bin_dir() -> Path:
@@ -204,7 +193,7 @@ def _wait_connected(env: _Environment, live: Live | None, options: DemoOptions) 
 
 
 def _progress_table(env: _Environment, elapsed: float, options: DemoOptions) -> Table:
-    counts = dict(_query(env.superuser_dsn, "demo_admissions_by_owner"))
+    counts = env.history.admissions_by_owner()
     table = Table(
         title=f"QL3 demo: {elapsed:4.1f} s of {options.seconds:g} s",
         caption="admissions per replica, read from ql3.runs",
@@ -263,8 +252,8 @@ def _drain(env: _Environment, schedules: dict[int, tuple[str, int]], end_ms: int
     expected = _expected(schedules, end_ms)
     deadline = time.monotonic() + DEMO_LEASE_MS / 1000 + 10
     while time.monotonic() < deadline:
-        rows = _query(env.superuser_dsn, "demo_runs", {"schedule_ids": list(schedules)})
-        if expected <= {(row[0], row[1]) for row in rows}:
+        runs = env.history.runs(list(schedules))
+        if expected <= {(run.schedule_id, run.scheduled_for_ms) for run in runs}:
             return
         time.sleep(0.25)
 
@@ -295,10 +284,9 @@ def _verdict(
 ) -> DemoVerdict:
     start_ms, end_ms = window
     ids = list(schedules)
-    rows = [RunRow(*row) for row in _query(env.superuser_dsn, "demo_runs", {"schedule_ids": ids})]
-    counts = count_history(rows, _expected(schedules, end_ms), end_ms)
+    counts = count_history(env.history.runs(ids), _expected(schedules, end_ms), end_ms)
     report = verify_history(env.admin_dsn, since_ms=start_ms if options.dsn else None)
-    at_rest = int(_query(env.superuser_dsn, "demo_claims_at_rest", {"schedule_ids": ids})[0][0])
+    at_rest = env.history.claims_held(ids)
     exits = {replica.name: replica.process.returncode for replica in env.replicas}
     graceful = all(code == 0 for name, code in exits.items() if name != killed)
     return DemoVerdict(
@@ -345,6 +333,7 @@ def run_demo(options: DemoOptions) -> DemoVerdict:
                     if replica.process.poll() is None:
                         replica.process.kill()
                         replica.process.wait()
+                env.history.close()
     except _InterruptedError:
         raise KeyboardInterrupt from None
     finally:
@@ -366,7 +355,7 @@ def _demo(env: _Environment, options: DemoOptions, console: Console) -> DemoVerd
             f" {options.seconds:g} s; one is SIGKILLed at {options.seconds * 0.4:.1f} s"
         )
     killed = _run_replicas(env, options, console)
-    end_ms = _now_ms(env.superuser_dsn) - SETTLE_MS
+    end_ms = env.history.database_now_ms() - SETTLE_MS
     _drain(env, schedules, end_ms)
     _stop_replicas(env.replicas)
     return _verdict(env, schedules, (start_ms, end_ms), options, killed)

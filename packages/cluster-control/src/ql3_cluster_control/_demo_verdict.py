@@ -1,7 +1,7 @@
 """The demo's verdict: counting a history read from the database, and showing the result.
 
-Pure functions over rows the demo read back (no I/O, no clock), so the arithmetic that decides
-PASS or FAIL is unit-tested on its own.
+Pure functions over the runs the demo read back (`ql3_cluster_postgres.RunRecord`; no I/O, no
+clock), so the arithmetic that decides PASS or FAIL is unit-tested on its own.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from rich.table import Table
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ql3_cluster_postgres import RunRecord
     from rich.console import Console
 
-__all__ = ["DemoVerdict", "HistoryCounts", "RunRow", "count_history", "percentile", "show_verdict"]
+__all__ = ["DemoVerdict", "HistoryCounts", "count_history", "percentile", "show_verdict"]
 
 EVENTS_PER_RUN = 2  # run.admitted and attempt.queued
 
@@ -49,18 +50,6 @@ class DemoVerdict(BaseModel):
     violations: list[str]
     admissions_by_replica: dict[str, int]
     replica_exit_codes: dict[str, int | None]
-
-
-@dataclass(frozen=True)
-class RunRow:
-    """One run with its attempt and event counts, as read from the database."""
-
-    schedule_id: int
-    scheduled_for_ms: int
-    created_at_ms: int
-    owner_id: str
-    attempts: int
-    events: int
 
 
 @dataclass(frozen=True)
@@ -98,7 +87,7 @@ def percentile(values: Sequence[int], fraction: float) -> int | None:
 
 
 def count_history(
-    rows: Sequence[RunRow], expected: set[tuple[int, int]], end_ms: int
+    rows: Sequence[RunRecord], expected: set[tuple[int, int]], end_ms: int
 ) -> HistoryCounts:
     """Count duplicates, early, missing and unexpected admissions up to `end_ms`.
 

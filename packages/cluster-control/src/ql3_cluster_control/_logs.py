@@ -13,6 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pythonjsonlogger.json import JsonFormatter
+from ql3_cluster_postgres import DRIVER_LOGGER
 
 from ._config import LogFormat
 
@@ -95,6 +96,6 @@ def configure_logging(
     handler.set_name(_HANDLER_NAME)
     root.addHandler(handler)
     root.setLevel(level)
-    # psycopg is chatty at INFO about reconnects we already report as WARNING ourselves.
-    logging.getLogger("psycopg").setLevel(max(logging.WARNING, root.level))
+    # The database driver is chatty at INFO about reconnects we already report as WARNING.
+    logging.getLogger(DRIVER_LOGGER).setLevel(max(logging.WARNING, root.level))
     return handler

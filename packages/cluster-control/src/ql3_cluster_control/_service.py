@@ -1,8 +1,10 @@
 """The Coordinator service loop (SPEC §8): cycles, idle sleep, faults, signals, graceful stop.
 
-One loop per replica. Work remaining -> next cycle at once. Idle -> sleep until the database's
-next-due hint, woken early by `LISTEN ql3_schedule_changed`, capped by the poll interval; all
-sleeps are monotonic waits (rule zero). A database fault never ends the loop: log a WARNING, back
+One loop per replica, talking to storage only through `ql3_runtime_core.ServiceRepository`
+(the PostgreSQL repository in production, an in-memory fake in unit tests). Work remaining ->
+next cycle at once. Idle -> sleep until the database's next-due hint, woken early by
+`LISTEN ql3_schedule_changed`, capped by the poll interval; all sleeps are monotonic waits
+(rule zero). A database fault never ends the loop: log a WARNING, back
 off with jitter, reconnect, go on. Only a schema mismatch stops it (exit code 3), and SIGTERM or
 SIGINT, after which held claims are released so another replica takes over at once (§7).
 
@@ -23,10 +25,10 @@ import logging
 import signal
 import threading
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from ql3_cluster_postgres import ClusterState, PostgresScheduleRepository, SchemaMismatchError
-from ql3_runtime_core import QL3Error, ScheduleRepository, ZoneRulesCheck
+from ql3_cluster_postgres import PostgresScheduleRepository, SchemaMismatchError
+from ql3_runtime_core import QL3Error, ServiceRepository, ZoneRulesCheck
 
 from ._backoff import Backoff
 from ._coordinator import AdmissionCallback, Coordinator
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
 
     from ._config import CoordinatorSettings
 
-__all__ = ["CoordinatorService", "ServiceRepository", "postgres_repository_factory"]
+__all__ = ["CoordinatorService", "postgres_repository_factory"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,30 +52,6 @@ _DUE_MARGIN_MS = 1
 # How often an idle replica reads the recorded zone rules, the invalid count and the overdue
 # count (monotonic): each is a scan a busy cluster of idle replicas should not repeat per poll.
 _CLUSTER_STATE_EVERY_S = 5.0
-
-
-class ServiceRepository(ScheduleRepository, Protocol):
-    """What the service loop needs beyond the Coordinator's protocol."""
-
-    def check_schema(self) -> int:
-        """Raise `SchemaMismatchError` unless the schema is the expected version."""
-        ...
-
-    def wait_for_wakeup(self, timeout_s: float) -> bool:
-        """Block up to `timeout_s` (monotonic) for a schedule-change notification."""
-        ...
-
-    def read_cluster_state(self) -> ClusterState:
-        """Read the recorded zone rules version and how many schedules are quarantined."""
-        ...
-
-    def count_overdue_schedules(self, lease_ms: int) -> int:
-        """Count active schedules more than `lease_ms` + their grace behind the database clock."""
-        ...
-
-    def close(self) -> None:
-        """Close every connection."""
-        ...
 
 
 def postgres_repository_factory(settings: CoordinatorSettings) -> Callable[[], ServiceRepository]:

@@ -1,7 +1,8 @@
-"""The behaviours the Coordinator relies on, run against the fake AND the PostgreSQL repository.
+"""The behaviours the Coordinator and its service rely on, against the fake AND PostgreSQL.
 
 Written once and parametrised, so the in-memory fake used by the unit tests cannot drift from
-the real repository (STYLE §8).
+the real repository (STYLE §8). Both are typed as `ql3_runtime_core.ServiceRepository`, the
+protocol runtime-core declares, so mypy checks that each implements all of it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ql3_runtime_core import (
     ClusterScheduleClaim,
     CommitStatus,
     ScheduleRepository,
+    ServiceRepository,
     normalize_commit,
     resolve_cluster_schedule_decision,
 )
@@ -31,7 +33,7 @@ class Harness(Protocol):
     """A repository plus a way to make schedules due and to let database time pass."""
 
     @property
-    def repo(self) -> ScheduleRepository:
+    def repo(self) -> ServiceRepository:
         """The repository under test."""
         ...
 
@@ -228,3 +230,24 @@ def test_a_replica_with_other_zone_rules_claims_nothing(harness: Harness) -> Non
     assert refused.zone_rules.recorded_version is not None
     assert not refused.zone_rules.agrees
     assert len(_claim(harness, "same-rules")) == 1
+
+
+def test_the_service_reads_schema_cluster_state_and_overdue(harness: Harness) -> None:
+    """The schema check passes, the cluster state counts a quarantined row, nothing is overdue."""
+    assert harness.repo.check_schema() >= 1
+    fresh = harness.repo.read_cluster_state()
+    assert fresh.zone_rules.agrees
+    assert fresh.invalid_schedules == 0
+    harness.plant_unreadable()
+    harness.add_due(1)
+    command = ClaimClusterScheduleCommand(owner_id="a", claim_token=uuid.uuid4(), lease_ms=5_000)
+    assert len(harness.repo.claim_round(command, 16).quarantined) == 1
+    assert harness.repo.read_cluster_state().invalid_schedules == 1
+    # Due just now, far less than lease + grace (60 s) behind: a replica can still decide it.
+    assert harness.repo.count_overdue_schedules(5_000) == 0
+
+
+def test_a_wait_without_a_change_times_out(harness: Harness) -> None:
+    """Waiting for a wake-up with nothing changed returns False once the timeout passed."""
+    assert harness.repo.wait_for_wakeup(0.05) is False
+    harness.repo.close()

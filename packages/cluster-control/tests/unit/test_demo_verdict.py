@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from ql3_cluster_control._demo_verdict import RunRow, count_history, percentile
+from ql3_cluster_control._demo_verdict import count_history, percentile
+from ql3_cluster_postgres import RunRecord
 
 
-def _row(schedule: int, at: int, created: int, *, events: int = 2) -> RunRow:
-    return RunRow(schedule, at, created, "r", 1, events)
+def _row(schedule: int, at: int, created: int, *, events: int = 2) -> RunRecord:
+    return RunRecord(
+        schedule_id=schedule,
+        scheduled_for_ms=at,
+        created_at_ms=created,
+        owner_id="r",
+        attempts=1,
+        events=events,
+    )
 
 
 def test_exact_history_passes() -> None:

@@ -1,4 +1,4 @@
-"""QL3 on PostgreSQL: migrations, roles, the fenced repository and throwaway clusters."""
+"""QL3 on PostgreSQL: migrations, roles, the fenced repository, history reads, test clusters."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ from importlib.metadata import version as _version
 
 from ._admin import ScheduleAdmin
 from ._binaries import find_faketime_library, find_postgres_bin_dir
+from ._connect import DRIVER_LOGGER, check_conninfo
 from ._errors import (
     AttemptStateError,
     DatabaseError,
     DuplicateScheduleError,
+    InvalidConninfoError,
     MigrationTamperedError,
     ScheduleNotFoundError,
     ScheduleStateError,
@@ -18,6 +20,7 @@ from ._errors import (
     UnknownRoleError,
 )
 from ._faults import WireFaultProxy
+from ._history import HistoryReader, RunRecord
 from ._ingress import QueuedAttempt, WorkerIngress
 from ._migrations import SCHEMA_VERSION, check_schema_version, migrate
 from ._provision import (
@@ -28,7 +31,7 @@ from ._provision import (
     prepare_ql3_database,
 )
 from ._records import ApplyReport, ScheduleRecord, ScheduleSpec, ScheduleStatus, StatusReport
-from ._repository import ClusterState, PostgresScheduleRepository
+from ._repository import PostgresScheduleRepository
 from ._roles import GROUP_ROLES, ROLE_NAMES, create_login_user, group_role_name, provision_roles
 from ._throwaway import ThrowawayCluster
 from ._verify import (
@@ -49,19 +52,22 @@ from ._zone_rules import (
 __version__ = _version("ql3-cluster-postgres")
 
 __all__ = [
+    "DRIVER_LOGGER",
     "GROUP_ROLES",
     "ROLE_NAMES",
     "SCHEMA_VERSION",
     "STALE_CLAIM_GRACE_MS_DEFAULT",
     "ApplyReport",
     "AttemptStateError",
-    "ClusterState",
     "DatabaseError",
     "DuplicateScheduleError",
+    "HistoryReader",
+    "InvalidConninfoError",
     "MigrationTamperedError",
     "PostgresScheduleRepository",
     "Ql3Database",
     "QueuedAttempt",
+    "RunRecord",
     "ScheduleAdmin",
     "ScheduleNotFoundError",
     "ScheduleRecord",
@@ -82,6 +88,7 @@ __all__ = [
     "ZoneRulesRecord",
     "__version__",
     "adopt_zone_rules",
+    "check_conninfo",
     "check_schema_version",
     "create_login_user",
     "drop_database",

@@ -18,17 +18,22 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from ql3_runtime_core import QL3Error, RepositoryUnavailableError
 
-from ._errors import DatabaseError
+from ._errors import DatabaseError, InvalidConninfoError
 
 __all__ = [
+    "DRIVER_LOGGER",
     "ConnectionOptions",
     "StatementObserver",
+    "check_conninfo",
     "close_quietly",
     "connect",
     "is_connection_lost",
     "reuse_or_connect",
     "wrap_error",
 ]
+
+# The logger the driver writes to: callers configuring logs quiet it without naming the driver.
+DRIVER_LOGGER = "psycopg"
 
 # Called with (statement name, SQL text, parameters) right before a statement is sent; tests use
 # it to check what the repository really sends (SPEC §10.2).
@@ -73,6 +78,22 @@ class ConnectionOptions:
             extra = " ".join(f"-c {name}={value}" for name, value in server_settings.items())
             defaults["options"] = f"{defaults.get('options', '')} {extra}".strip()
         self.conninfo = make_conninfo("", **defaults)
+
+
+def check_conninfo(conninfo: str, *, field: str = "conninfo") -> None:
+    """Check that `conninfo` parses as libpq `key=value` pairs or a URI; connect to nothing.
+
+    For validating configuration before any connection is tried (the Coordinator's settings).
+
+    Raises:
+        InvalidConninfoError: naming `field`, never quoting the value (it may hold a password).
+
+    """
+    try:
+        conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as exc:
+        # The driver's message may quote the string, and with it a password: keep only its kind.
+        raise InvalidConninfoError(field) from exc
 
 
 def connect(options: ConnectionOptions, action: str) -> psycopg.Connection[Any]:

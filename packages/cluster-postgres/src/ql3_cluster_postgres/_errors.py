@@ -9,7 +9,9 @@ QL3Error (ql3_runtime_core)
 ├── ScheduleNotFoundError (LookupError)   no schedule has that name
 ├── DuplicateScheduleError (ValueError)   the schedule name is taken
 ├── ScheduleStateError (ValueError)       the schedule's state forbids the change
-└── AttemptStateError (ValueError)        the attempt is missing or in the wrong state
+├── AttemptStateError (ValueError)        the attempt is missing or in the wrong state
+├── UnknownRoleError (ValueError)         not one of the QL3 roles
+└── InvalidConninfoError (ValueError)     a connection string libpq cannot parse
 ```
 
 psycopg's own classes never escape this package: wrap them with `raise DatabaseError(...) from exc`
@@ -24,6 +26,7 @@ __all__ = [
     "AttemptStateError",
     "DatabaseError",
     "DuplicateScheduleError",
+    "InvalidConninfoError",
     "MigrationTamperedError",
     "ScheduleNotFoundError",
     "ScheduleStateError",
@@ -132,3 +135,19 @@ class UnknownRoleError(QL3Error, ValueError):
             f"role: unknown QL3 role {role!r}; expected owner, admin, runtime or worker_ingress"
             " (or the group names ql3_owner, ...)"
         )
+
+
+class InvalidConninfoError(QL3Error, ValueError):
+    """Raised when a connection string is not libpq `key=value` pairs nor a URI; names the field.
+
+    The message never quotes the value: a connection string may hold a password.
+    """
+
+    __module__ = "ql3_cluster_postgres"
+
+    REASON = "not a valid libpq connection string or URI"
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+        self.reason = self.REASON
+        super().__init__(f"{field}: {self.REASON}")

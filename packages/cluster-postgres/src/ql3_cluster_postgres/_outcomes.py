@@ -10,9 +10,11 @@ as that commit moves it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from uuid import UUID  # noqa: TC003  # psycopg's class_row builds StoredSchedule at run time
 
-from ql3_runtime_core import AdmittedRun, CommitBatch, CommitOutcome, CommitStatus
+from ql3_runtime_core import AdmittedRun, CommitBatch, CommitOutcome, CommitStatus, same_claim
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 _Row = tuple[Any, ...]
 
 __all__ = [
+    "StoredSchedule",
     "claim_stands",
     "committed_batch",
     "committed_outcome",
@@ -30,8 +33,32 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class StoredSchedule:
+    """The fencing columns of one schedule row as stored now (`read_schedule_row`, by name).
+
+    Shaped as a `ql3_runtime_core.ExactClaim`, so `same_claim` compares it with a claim: the claim
+    columns are None when nobody holds the row, and the row's `updated_at_ms` is the acquired
+    time of the claim that stamped it (D3).
+    """
+
+    schedule_id: int
+    state: str
+    next_due_at_ms: int | None
+    owner_id: str | None
+    claim_token: UUID | None
+    claim_expires_at_ms: int | None
+    version: int
+    updated_at_ms: int
+
+    @property
+    def claim_acquired_at_ms(self) -> int:
+        """The claim statement writes its observation as `updated_at_ms`; nothing else does."""
+        return self.updated_at_ms
+
+
 def committed_outcome(
-    commit: ClaimCommit, rows: Sequence[tuple[Any, ...]], state: _Row | None
+    commit: ClaimCommit, rows: Sequence[tuple[Any, ...]], state: StoredSchedule | None
 ) -> CommitOutcome | None:
     """Rebuild the COMMITTED outcome from `find_committed_runs` rows, or None if it never landed.
 
@@ -72,7 +99,7 @@ def committed_outcome(
     )
 
 
-def decision_landed(commit: ClaimCommit, row: tuple[Any, ...] | None) -> CommitOutcome | None:
+def decision_landed(commit: ClaimCommit, row: StoredSchedule | None) -> CommitOutcome | None:
     """Tell whether the schedule row moved exactly as a commit admitting nothing moves it.
 
     The commit clears the claim, bumps the version by one and writes the decided cursor and state
@@ -81,32 +108,30 @@ def decision_landed(commit: ClaimCommit, row: tuple[Any, ...] | None) -> CommitO
     """
     if row is None:
         return None
-    state, next_due, owner, _, _, version, updated = row
     claim, decision = commit.claim, commit.decision
     landed = (
-        owner is None
-        and version == claim.version + 1
-        and next_due == decision.next_due_at_ms
-        and state == decision.state.value
-        and updated >= claim.claim_acquired_at_ms
+        row.owner_id is None
+        and row.version == claim.version + 1
+        and row.next_due_at_ms == decision.next_due_at_ms
+        and row.state == decision.state.value
+        and row.updated_at_ms >= claim.claim_acquired_at_ms
     )
     if not landed:
         return None
     return CommitOutcome(
-        schedule_id=claim.schedule_id, status=CommitStatus.COMMITTED, committed_at_ms=updated
+        schedule_id=claim.schedule_id,
+        status=CommitStatus.COMMITTED,
+        committed_at_ms=row.updated_at_ms,
     )
 
 
-def claim_stands(claim: ClusterScheduleClaim, row: _Row) -> bool:
-    """Compare a stored row (read_schedule_row) with the exact claim (D3)."""
-    _, _, owner, token, expires, version, updated = row
-    return bool(
-        owner == claim.owner_id
-        and token == claim.claim_token
-        and expires == claim.claim_expires_at_ms
-        and version == claim.version
-        and updated == claim.claim_acquired_at_ms
-    )
+def claim_stands(claim: ClusterScheduleClaim, row: StoredSchedule) -> bool:
+    """Tell whether the exact claim (D3) still stands on the stored row: `same_claim`, nothing else.
+
+    Expiry is not judged here: a claim past its lease that nobody took over still stands, and
+    the fenced commit it leads to decides by the database clock (raced).
+    """
+    return same_claim(claim, row)
 
 
 def committed_batch(commits: Sequence[ClaimCommit], row: _Row, retries: int) -> CommitBatch:

@@ -20,17 +20,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 import psycopg
 from psycopg import IsolationLevel
-from pydantic import BaseModel, ConfigDict
+from psycopg.rows import class_row
 from ql3_runtime_core import (
     ClaimCommit,
     ClaimRound,
     ClockRegressionError,
     ClusterScheduleClaim,
+    ClusterState,
     CommitBatch,
     CommitOutcome,
     CommitStatus,
@@ -53,6 +54,7 @@ from ._connect import (
 from ._lifecycle import Closing
 from ._migrations import check_schema_version
 from ._outcomes import (
+    StoredSchedule,
     claim_stands,
     committed_batch,
     committed_outcome,
@@ -67,7 +69,7 @@ if TYPE_CHECKING:
 
     from ql3_runtime_core import ClaimClusterScheduleCommand
 
-__all__ = ["ClusterState", "PostgresScheduleRepository"]
+__all__ = ["PostgresScheduleRepository"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +87,7 @@ _DEFINITION_MEMORY = 4096
 # parameter), so prepared statements keep their generic plan instead of replanning per call.
 _SESSION_SETTINGS = {"enable_seqscan": "off", "plan_cache_mode": "force_generic_plan"}
 
+_T = TypeVar("_T")
 _ClaimKey = tuple[int, UUID, int]
 _Row = tuple[Any, ...]
 _UNREADABLE = "unreadable schedule row: "
@@ -95,18 +98,6 @@ _Fence = tuple[int, str, UUID, int, int, int]
 def _claim_key(claim: ClusterScheduleClaim) -> _ClaimKey:
     """Return what identifies one claim of one schedule version (the key of its ctid)."""
     return (claim.schedule_id, claim.claim_token, claim.version)
-
-
-class ClusterState(BaseModel):
-    """What a replica checks periodically, read in one statement.
-
-    Its zone rules against the recorded ones, and how many schedules are quarantined.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    zone_rules: ZoneRulesCheck
-    invalid_schedules: int
 
 
 def _fence(claim: ClusterScheduleClaim) -> _Fence:
@@ -143,7 +134,9 @@ def _claim_params(claims: Sequence[ClusterScheduleClaim]) -> dict[str, Any]:
 
 
 class PostgresScheduleRepository(Closing):
-    """The `ql3_runtime_core.ScheduleRepository` on PostgreSQL, used as role `ql3_runtime`.
+    """The `ql3_runtime_core.ServiceRepository` on PostgreSQL, used as role `ql3_runtime`.
+
+    It satisfies `ScheduleRepository` (one Coordinator cycle) and the service loop's extras.
 
     Args:
         conninfo: libpq connection string; its own settings win over the keyword defaults.
@@ -245,6 +238,21 @@ class PostgresScheduleRepository(Closing):
         with self._lock:
             try:
                 return self._send(name, params).fetchall()
+            except psycopg.Error as exc:
+                self._discard_on_failure()
+                raise wrap_error(exc, action) from exc
+
+    def _rows_as(
+        self, name: str, params: Mapping[str, Any], row_type: type[_T], action: str
+    ) -> list[_T]:
+        """Like `_run`, reading each row by column name into `row_type` (never by position)."""
+        sql = query(name)
+        with self._lock:
+            try:
+                if self._observer is not None:
+                    self._observer(name, sql, params)
+                with self._connection().cursor(row_factory=class_row(row_type)) as cur:
+                    return cur.execute(sql, params).fetchall()
             except psycopg.Error as exc:
                 self._discard_on_failure()
                 raise wrap_error(exc, action) from exc
@@ -541,13 +549,19 @@ class PostgresScheduleRepository(Closing):
         landed = self._landed_outcome(commit, state)
         return landed or CommitOutcome(schedule_id=claim.schedule_id, status=CommitStatus.RACED)
 
-    def _schedule_row(self, schedule_id: int) -> _Row | None:
-        rows = self._run(
-            "read_schedule_row", {"schedule_id": schedule_id}, "repository: read schedule"
+    def _schedule_row(self, schedule_id: int) -> StoredSchedule | None:
+        """Read the schedule's fencing columns by name (None when the row is gone)."""
+        rows = self._rows_as(
+            "read_schedule_row",
+            {"schedule_id": schedule_id},
+            StoredSchedule,
+            "repository: read schedule",
         )
         return rows[0] if rows else None
 
-    def _landed_outcome(self, commit: ClaimCommit, state: _Row | None) -> CommitOutcome | None:
+    def _landed_outcome(
+        self, commit: ClaimCommit, state: StoredSchedule | None
+    ) -> CommitOutcome | None:
         occurrences = list(commit.decision.occurrences)
         if not occurrences:
             return decision_landed(commit, state)

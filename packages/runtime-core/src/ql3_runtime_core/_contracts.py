@@ -7,7 +7,7 @@ None of these models carries a caller-supplied time: the only observation in a c
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Self
+from typing import Annotated, Protocol, Self
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -23,6 +23,7 @@ __all__ = [
     "OWNER_ID_MAX_LENGTH",
     "ClaimClusterScheduleCommand",
     "ClusterScheduleClaim",
+    "ExactClaim",
     "MisfirePolicy",
     "ScheduleDefinition",
     "ScheduleState",
@@ -162,11 +163,53 @@ class ClusterScheduleClaim(BaseModel):
         return self
 
 
-def same_claim(left: ClusterScheduleClaim, right: ClusterScheduleClaim) -> bool:
+class ExactClaim(Protocol):
+    """The six fields that make one claim exact (D3), as a granted claim or a stored row has them.
+
+    `ClusterScheduleClaim` is one; a stored schedule row read by a repository is another, with
+    `owner_id`, `claim_token` and `claim_expires_at_ms` None when nobody holds it and
+    `claim_acquired_at_ms` being the row's `updated_at_ms` (which the claim statement writes).
+    """
+
+    @property
+    def schedule_id(self) -> int:
+        """The schedule the claim is on."""
+        ...
+
+    @property
+    def owner_id(self) -> str | None:
+        """Who holds it."""
+        ...
+
+    @property
+    def claim_token(self) -> UUID | None:
+        """The token of the claim round that granted it."""
+        ...
+
+    @property
+    def version(self) -> int:
+        """The row version the claim wrote."""
+        ...
+
+    @property
+    def claim_acquired_at_ms(self) -> int:
+        """The database observation of the claim statement."""
+        ...
+
+    @property
+    def claim_expires_at_ms(self) -> int | None:
+        """Acquired time plus the lease."""
+        ...
+
+
+def same_claim(left: ExactClaim, right: ExactClaim) -> bool:
     """Tell whether two claims are the exact same claim; the one comparison used everywhere.
 
     Identity is schedule, owner, token, version, acquired time and expiry: a claim re-granted
-    with the same token but a new acquired time is a different claim (D3).
+    with the same token but a new acquired time is a different claim (D3). Python-side checks
+    (a repository asking whether a claim still stands on its stored row) use this; the SQL
+    fences (commit, release, quarantine) state the same six equalities as their own predicate,
+    and a test against PostgreSQL pins that both agree.
     """
     return (
         left.schedule_id == right.schedule_id

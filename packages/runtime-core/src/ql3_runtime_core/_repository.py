@@ -1,6 +1,10 @@
-"""The repository protocol the Coordinator calls, and its typed outcomes (SPEC §6, §7).
+"""The repository protocols the Coordinator and its service call, and their typed outcomes.
 
-Storage backends (ql3-cluster-postgres) implement `ScheduleRepository`. Expected outcomes
+Storage backends (ql3-cluster-postgres) implement `ScheduleRepository` (what one Coordinator
+cycle needs, SPEC §6, §7) and `ServiceRepository` (that plus what the service loop needs: the
+schema check, wake-ups, the periodic cluster reads, close). They are declared here, in the lowest
+layer, so the backend implementing them and the control plane calling them both depend on this
+package and neither on the other's internals. Expected outcomes
 (committed, raced, uncertain, quarantined, zone rules that differ) are returned values; faults and
 fail-closed cases are exceptions: `ClockRegressionError` when the database clock went back,
 `RepositoryUnavailableError` when the store cannot be reached before anything was sent.
@@ -29,11 +33,13 @@ __all__ = [
     "QUARANTINE_REASON_MAX_LENGTH",
     "AdmittedRun",
     "ClaimRound",
+    "ClusterState",
     "CommitBatch",
     "CommitOutcome",
     "CommitStatus",
     "QuarantinedSchedule",
     "ScheduleRepository",
+    "ServiceRepository",
     "ZoneRulesCheck",
     "quarantine_reason",
 ]
@@ -48,14 +54,14 @@ class CommitStatus(StrEnum):
     - `COMMITTED`: the fence held; the runs, attempts, events and the new cursor are durable.
     - `RACED`: the exact claim no longer stood (expired by database time, or taken over, or the
       definition changed); nothing was written.
-    - `CLOCK_REGRESSED`: the database clock read earlier than the claim's acquired time; the
-      transaction was rolled back and nothing was written (fail closed).
     - `UNCERTAIN`: COMMIT was sent but its reply was lost; resolve it from durable facts.
+
+    A database clock that went back behind a claim is not an outcome: the commit raises
+    `ClockRegressionError` and writes nothing (fail closed), and the cycle is abandoned.
     """
 
     COMMITTED = "committed"
     RACED = "raced"
-    CLOCK_REGRESSED = "clock_regressed"
     UNCERTAIN = "uncertain"
 
 
@@ -133,6 +139,18 @@ class ZoneRulesCheck(BaseModel):
     def agrees(self) -> bool:
         """True when this replica decides with the recorded zone rules."""
         return self.recorded_version == self.local_version
+
+
+class ClusterState(BaseModel):
+    """What a replica checks periodically, read in one statement.
+
+    Its zone rules against the recorded ones, and how many schedules are quarantined.
+    """
+
+    model_config = _OUTCOME
+
+    zone_rules: ZoneRulesCheck
+    invalid_schedules: int
 
 
 class ClaimRound(BaseModel):
@@ -220,4 +238,36 @@ class ScheduleRepository(Protocol):
 
     def next_due_in_ms(self) -> int | None:
         """Return ms until the earliest due cursor by the database clock (0 if due), or None."""
+        ...
+
+
+class ServiceRepository(ScheduleRepository, Protocol):
+    """What the Coordinator service loop needs beyond one cycle's `ScheduleRepository`.
+
+    The PostgreSQL repository implements it; so does the in-memory fake of the control plane's
+    tests, and one contract test runs against both.
+    """
+
+    def check_schema(self) -> int:
+        """Return the schema version; raise when it is not the one this build expects.
+
+        The implementation's mismatch error ends the service (ql3-cluster-postgres:
+        `SchemaMismatchError`); any other `QL3Error` is a fault the service retries.
+        """
+        ...
+
+    def wait_for_wakeup(self, timeout_s: float) -> bool:
+        """Block up to `timeout_s` (monotonic) for a schedule-change notification; True if one."""
+        ...
+
+    def read_cluster_state(self) -> ClusterState:
+        """Read the recorded zone rules version and how many schedules are quarantined."""
+        ...
+
+    def count_overdue_schedules(self, lease_ms: int) -> int:
+        """Count active schedules more than `lease_ms` + their grace behind the database clock."""
+        ...
+
+    def close(self) -> None:
+        """Close every connection; the repository may reconnect if used again."""
         ...

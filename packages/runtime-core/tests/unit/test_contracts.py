@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID
 
@@ -165,6 +166,38 @@ def test_same_claim_is_false_when_one_identity_field_differs(change: dict[str, A
     """Changing any single identity field (acquired time included) makes it another claim."""
     assert not same_claim(make_claim(), make_claim(**change))
     assert not same_claim(make_claim(**change), make_claim())
+
+
+@dataclass(frozen=True)
+class StoredRow:
+    """A stored schedule row's claim columns, as a repository reads them back."""
+
+    schedule_id: int
+    owner_id: str | None
+    claim_token: UUID | None
+    version: int
+    claim_acquired_at_ms: int
+    claim_expires_at_ms: int | None
+
+
+def _stored(claim: ClusterScheduleClaim) -> StoredRow:
+    return StoredRow(
+        claim.schedule_id,
+        claim.owner_id,
+        claim.claim_token,
+        claim.version,
+        claim.claim_acquired_at_ms,
+        claim.claim_expires_at_ms,
+    )
+
+
+def test_same_claim_compares_a_claim_with_its_stored_row() -> None:
+    """A stored row holding the claim's six fields is the same claim; a released row is not."""
+    claim = make_claim()
+    assert same_claim(claim, _stored(claim))
+    assert same_claim(_stored(claim), claim)
+    released = replace(_stored(claim), owner_id=None, claim_token=None, claim_expires_at_ms=None)
+    assert not same_claim(claim, released)
 
 
 def test_definition_defaults() -> None:

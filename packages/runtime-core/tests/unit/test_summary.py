@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from uuid import UUID
 
+import pytest
 from claims import TOKEN, make_claim
-from ql3_runtime_core import AdmittedRun, CommitOutcome, CommitStatus, summarize_cycle
+from ql3_runtime_core import (
+    AdmittedRun,
+    CommitOutcome,
+    CommitStatus,
+    InvalidArgumentError,
+    summarize_cycle,
+)
 
 
 def run(schedule_id: int, scheduled_for_ms: int) -> AdmittedRun:
@@ -51,7 +58,7 @@ def test_single_claim_is_both_first_and_last() -> None:
 
 
 def test_outcomes_are_counted_by_status() -> None:
-    """Committed, raced, clock-regressed and uncertain outcomes and admitted runs are counted."""
+    """Committed and raced outcomes and admitted runs are counted; the cycle's own counts kept."""
     outcomes = [
         CommitOutcome(
             schedule_id=1,
@@ -61,12 +68,17 @@ def test_outcomes_are_counted_by_status() -> None:
         ),
         CommitOutcome(schedule_id=2, status=CommitStatus.COMMITTED, committed_at_ms=10),
         CommitOutcome(schedule_id=3, status=CommitStatus.RACED),
-        CommitOutcome(schedule_id=4, status=CommitStatus.CLOCK_REGRESSED),
         CommitOutcome(schedule_id=5, status=CommitStatus.UNCERTAIN),
-        CommitOutcome(schedule_id=6, status=CommitStatus.UNCERTAIN),
     ]
     summary = summarize_cycle(
-        "replica-a", [make_claim()], outcomes, skipped=7, serialization_retries=2
+        "replica-a",
+        [make_claim()],
+        outcomes,
+        uncertain=3,
+        clock_regressed=1,
+        skipped=7,
+        serialization_retries=2,
+        quarantined=4,
     )
     counts = (
         summary.admitted,
@@ -76,9 +88,27 @@ def test_outcomes_are_counted_by_status() -> None:
         summary.uncertain,
         summary.skipped,
         summary.serialization_retries,
+        summary.quarantined,
     )
-    assert counts == (2, 2, 1, 1, 2, 7, 2)
+    assert counts == (2, 2, 1, 1, 3, 7, 2, 4)
     assert summary.owner_id == "replica-a"
+
+
+def test_an_unsettled_outcome_must_be_counted_as_uncertain() -> None:
+    """Fewer uncertain commits than outcomes left uncertain is refused, naming the count."""
+    outcomes = [CommitOutcome(schedule_id=5, status=CommitStatus.UNCERTAIN)]
+    with pytest.raises(InvalidArgumentError, match=r"^uncertain: .*1 outcomes left uncertain"):
+        summarize_cycle("replica-a", [make_claim()], outcomes)
+    assert summarize_cycle("replica-a", [make_claim()], outcomes, uncertain=1).uncertain == 1
+
+
+@pytest.mark.parametrize(
+    "name", ["uncertain", "clock_regressed", "skipped", "serialization_retries", "quarantined"]
+)
+def test_a_negative_count_is_refused(name: str) -> None:
+    """Every count the cycle passes must be >= 0; the error names it."""
+    with pytest.raises(InvalidArgumentError, match=rf"^{name}: must be >= 0, got -1"):
+        summarize_cycle("replica-a", [], [], **{name: -1})
 
 
 def test_summary_has_no_node_time_field() -> None:

@@ -1,4 +1,4 @@
--- Live progress of the demo: admissions per replica, read from the durable history.
+-- Admissions per owner over the whole history (the demo's live progress, read from ql3.runs).
 SELECT owner_id, count(*)::bigint AS admissions
 FROM ql3.runs
 GROUP BY owner_id

@@ -1,0 +1,68 @@
+"""HistoryReader: the demo's reads of the admitted history, typed and read by column name."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import psycopg
+import pytest
+from ql3_cluster_postgres import HistoryReader, PostgresScheduleRepository, RunRecord
+from ql3_runtime_core import CommitStatus, QL3Error
+from repo_helpers import command, db_now_ms, decide, make_schedules
+
+if TYPE_CHECKING:
+    from ql3_cluster_postgres import Ql3Database
+
+
+def test_an_empty_history_reads_as_nothing(ql3_db: Ql3Database) -> None:
+    """Without runs or claims the reader reports none, and the clock is the database's."""
+    ids = make_schedules(ql3_db, 2)
+    with HistoryReader(ql3_db.superuser_dsn) as history:
+        before = db_now_ms(ql3_db.superuser_dsn)
+        now = history.database_now_ms()
+        assert history.admissions_by_owner() == {}
+        assert history.runs(ids) == ()
+        assert history.claims_held(ids) == 0
+    assert before <= now <= db_now_ms(ql3_db.superuser_dsn)
+
+
+def test_runs_claims_and_owners_follow_what_the_repository_did(ql3_db: Ql3Database) -> None:
+    """Claims held count until committed; each run reads back with 1 attempt and 2 events."""
+    ids = make_schedules(ql3_db, 2)
+    with (
+        PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo,
+        HistoryReader(ql3_db.dsn("admin")) as history,
+    ):
+        claims = repo.claim_due_schedules(command("replica-1"), 16)
+        assert history.claims_held(ids) == 2
+        batch = repo.commit_decisions([decide(claim) for claim in claims])
+        assert {outcome.status for outcome in batch.outcomes} == {CommitStatus.COMMITTED}
+        admitted = [run for outcome in batch.outcomes for run in outcome.runs]
+        runs = history.runs(ids)
+        assert history.claims_held(ids) == 0
+        assert history.admissions_by_owner() == {"replica-1": len(admitted)}
+        assert history.runs(ids[:1]) == tuple(r for r in runs if r.schedule_id == ids[0])
+    expected = sorted(
+        (run.schedule_id, run.scheduled_for_ms, run.created_at_ms, run.owner_id) for run in admitted
+    )
+    assert [(r.schedule_id, r.scheduled_for_ms, r.created_at_ms, r.owner_id) for r in runs] == (
+        expected
+    )
+    assert all(isinstance(r, RunRecord) and (r.attempts, r.events) == (1, 2) for r in runs)
+
+
+def test_the_reader_never_writes(ql3_db: Ql3Database) -> None:
+    """Its sessions are read-only, whatever role it is given (the superuser here)."""
+    with HistoryReader(ql3_db.superuser_dsn) as history:
+        history.database_now_ms()
+        conn = history._conn  # private: the session the reader opened, to probe it
+        assert conn is not None
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            conn.execute("CREATE TABLE ql3.never (id int)")
+
+
+def test_an_unreachable_database_is_a_ql3_error_naming_the_read(ql3_db: Ql3Database) -> None:
+    """A failed connection raises a QL3 error that says which read failed."""
+    dsn = ql3_db.superuser_dsn + " port=1 connect_timeout=2"
+    with HistoryReader(dsn) as history, pytest.raises(QL3Error, match="history: runs: connect"):
+        history.runs([1])
