@@ -268,9 +268,11 @@ def test_provision_if_missing_creates_the_groups_on_a_fresh_cluster() -> None:
     with ThrowawayCluster(name="provfresh") as cluster:
         with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
             conn.execute("CREATE DATABASE fresh")
-            password = sql.Literal(_PASSWORD)
-            conn.execute(sql.SQL("CREATE ROLE plain LOGIN PASSWORD {}").format(password))
-            conn.execute(sql.SQL("CREATE ROLE creator LOGIN CREATEROLE PASSWORD {}").format(password))
+            for statement in (
+                "CREATE ROLE plain LOGIN PASSWORD {}",
+                "CREATE ROLE creator LOGIN CREATEROLE PASSWORD {}",
+            ):
+                conn.execute(sql.SQL(statement).format(sql.Literal(_PASSWORD)))
         for user in ("plain", "creator"):
             dsn = cluster.dsn("fresh", user=user, password=_PASSWORD)
             with pytest.raises(DatabaseError, match=f"user {user!r} may not create them"):
