@@ -229,7 +229,8 @@ def migrate_command(dsn: Dsn = None) -> None:
 def roles_provision(dsn: Dsn = None) -> None:
     """Create the group roles ql3_owner, ql3_admin, ql3_runtime, ql3_worker_ingress and grants.
 
-    Run as a superuser (or a role with CREATEROLE); idempotent.
+    Run as a superuser (a CREATEROLE login is not enough: provisioning resets role attributes
+    such as NOSUPERUSER, which only a superuser may); idempotent. Prints one line per step.
     """
     for step in provision_roles(_require_dsn(dsn)):
         typer.echo(step)
