@@ -2,8 +2,9 @@
 
 A package session builds the wheels of that package and of its workspace dependencies with
 `uv build --no-sources`, installs only those wheels (pinned by uv.lock through constraints) and the
-test group into a fresh virtualenv, and runs the package's tests from outside the source tree, so
-an import can only come from the installed wheel (STYLE §9).
+test group (which holds tools/test-support, the checks every package's tests share) into a fresh
+virtualenv, and runs the package's tests from outside the source tree, so an import can only come
+from the installed wheel (STYLE §9).
 """
 
 from __future__ import annotations
@@ -41,9 +42,15 @@ PACKAGES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def _export(session: nox.Session, *args: str) -> str:
-    """Write a requirements file exported from uv.lock and return its path."""
+def _export(session: nox.Session, *args: str, workspace: bool = False) -> str:
+    """Write a requirements file exported from uv.lock and return its path.
+
+    With `workspace`, workspace members the export needs are kept as plain (non-editable) paths
+    relative to the root, where nox runs: the test group's tools (tools/test-support) are
+    installed that way, built like any other distribution.
+    """
     target = Path(tempfile.mkdtemp(prefix="ql3-nox-")) / "requirements.txt"
+    members = ("--no-editable",) if workspace else ("--no-emit-workspace",)
     session.run(
         "uv",
         "export",
@@ -51,7 +58,7 @@ def _export(session: nox.Session, *args: str) -> str:
         "--no-hashes",
         "--no-header",
         "--no-annotate",
-        "--no-emit-workspace",
+        *members,
         "-q",
         "-o",
         str(target),
@@ -81,7 +88,7 @@ def _install_wheels(session: nox.Session, distribution: str) -> None:
     wheels = sorted(str(path) for path in dist_dir.glob("*.whl"))
     constraints = _export(session, "--all-packages", "--all-extras")
     session.install("-c", constraints, *wheels)
-    session.install("-r", _export(session, "--only-group", "test"))
+    session.install("-r", _export(session, "--only-group", "test", workspace=True))
 
 
 def _pytest(session: nox.Session, tests: Path, *options: str) -> None:
@@ -164,6 +171,7 @@ def audit(session: nox.Session) -> None:
     _sync_workspace(session)
     session.run("ql3-import-audit")
     _pytest(session, ROOT / "tools/import-audit/tests")
+    _pytest(session, ROOT / "tools/test-support/tests")
 
 
 @nox.session(python=PYTHON)
@@ -172,7 +180,11 @@ def lint(session: nox.Session) -> None:
     _sync_workspace(session)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
-    for folder in (*(folder for folder, _ in PACKAGES.values()), "tools/import-audit"):
+    for folder in (
+        *(folder for folder, _ in PACKAGES.values()),
+        "tools/import-audit",
+        "tools/test-support",
+    ):
         targets = [str(ROOT / folder / "src")]
         tests = ROOT / folder / "tests"
         if tests.is_dir() and any(tests.rglob("*.py")):

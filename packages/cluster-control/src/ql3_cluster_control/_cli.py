@@ -15,6 +15,7 @@ import functools
 import json
 import logging
 import sys
+from importlib.metadata import version as distribution_version
 from pathlib import Path  # noqa: TC003  # typer reads annotations at runtime
 from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
@@ -22,10 +23,12 @@ import typer
 from pydantic import ValidationError
 from ql3_cluster_postgres import (
     ScheduleAdmin,
+    ScheduleSpec,
     SchemaMismatchError,
     adopt_zone_rules,
     migrate,
     provision_roles,
+    provision_roles_if_missing,
     read_zone_rules,
     record_zone_rules,
     verify_history,
@@ -34,16 +37,17 @@ from ql3_runtime_core import (
     LEASE_MS_DEFAULT,
     LEASE_MS_MAX,
     LEASE_MS_MIN,
+    MISFIRE_GRACE_MS_MAX,
+    PREVIEW_COUNT_MAX,
     QL3Error,
     preview_occurrences,
     zone_rules_version,
 )
-from rich.console import Console
 
 from ._config import ConfigurationError, LogFormat, check_environment, load_settings
 from ._demo import DemoOptions, run_demo
 from ._logs import configure_logging
-from ._render import record_json, records_table, status_text
+from ._render import print_table, record_json, records_table, status_text
 from ._schedules import format_ms, load_schedule_file, parse_after, schedule_definition
 from ._service import CoordinatorService
 
@@ -92,8 +96,10 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a ta
 
 
 def _fail(code: int, message: str) -> typer.Exit:
-    # Driver messages span lines (libpq adds a hint line): keep the promise of one line.
-    sys.stderr.write(f"ql3: error: {' '.join(message.split())}\n")
+    # Driver messages span lines (libpq adds a hint line): keep the promise of one line. Only
+    # line breaks go: a quoted value keeps its spaces ('   ' is not ' ').
+    one_line = " ".join(line.strip() for line in message.splitlines() if line.strip())
+    sys.stderr.write(f"ql3: error: {one_line}\n")
     sys.stderr.flush()
     return typer.Exit(code)
 
@@ -130,10 +136,14 @@ def _guarded(func: Callable[_P, _R]) -> Callable[_P, _R]:
 
 
 def _is_usage(exc: QL3Error) -> bool:
-    """Bad values given on the command line (cron, timezone) are usage errors, not failures."""
-    from ql3_runtime_core import InvalidCronError, UnknownTimezoneError  # noqa: PLC0415
+    """Bad values given on the command line (cron, zone, a number out of range) are usage errors."""
+    from ql3_runtime_core import (  # noqa: PLC0415
+        InvalidArgumentError,
+        InvalidCronError,
+        UnknownTimezoneError,
+    )
 
-    return isinstance(exc, InvalidCronError | UnknownTimezoneError)
+    return isinstance(exc, InvalidCronError | UnknownTimezoneError | InvalidArgumentError)
 
 
 def _require_dsn(dsn: str | None) -> str:
@@ -147,9 +157,36 @@ def _print_json(value: object) -> None:
     sys.stdout.write(json.dumps(value, indent=None, sort_keys=True, default=str) + "\n")
 
 
+# The three wheels are installed and upgraded separately: a report names each one's version.
+_DISTRIBUTIONS = ("ql3-cluster-control", "ql3-cluster-postgres", "ql3-runtime-core")
+
+
+def version_lines() -> list[str]:
+    """Return `ql3 --version`: each QL3 wheel's version, then the zone rules (tzdata) one."""
+    lines = [f"{name} {distribution_version(name)}" for name in _DISTRIBUTIONS]
+    return [*lines, f"tzdata {zone_rules_version()} (zone rules)"]
+
+
+def _print_version(value: bool) -> None:  # noqa: FBT001  # click calls it with the flag
+    if value:
+        typer.echo("\n".join(version_lines()))
+        raise typer.Exit
+
+
 @app.callback()
 @_guarded
-def _root() -> None:
+def _root(
+    version: Annotated[  # noqa: ARG001  # acted on by its eager callback
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the versions of the QL3 wheels and zone rules, then exit.",
+        ),
+    ] = False,
+) -> None:
     """QL3 cron admission: every occurrence exactly once, on time, by the database clock."""
     # Refuse QL3_CLOCK (rule zero) and misspelt QL3_* variables before any command runs.
     check_environment()
@@ -160,10 +197,14 @@ def _root() -> None:
 def migrate_command(dsn: Dsn = None) -> None:
     """Apply pending schema migrations; run it as the schema owner (a ql3_owner login).
 
-    Also records this node's zone rules (tzdata) version when none is recorded yet; an existing
+    Run as a superuser on a database without the QL3 roles or schema, it provisions them first
+    (as `ql3 roles provision`) and prints each step, so a fresh database takes one command. Also
+    records this node's zone rules (tzdata) version when none is recorded yet; an existing
     record is kept (switch it with `ql3 zone-rules adopt`).
     """
     target = _require_dsn(dsn)
+    for step in provision_roles_if_missing(target):
+        typer.echo(f"provisioned: {step}")
     applied = migrate(target)
     if applied:
         for name in applied:
@@ -188,10 +229,11 @@ def migrate_command(dsn: Dsn = None) -> None:
 def roles_provision(dsn: Dsn = None) -> None:
     """Create the group roles ql3_owner, ql3_admin, ql3_runtime, ql3_worker_ingress and grants.
 
-    Run as a superuser (or a role with CREATEROLE); idempotent.
+    Run as a superuser (a CREATEROLE login is not enough: provisioning resets role attributes
+    such as NOSUPERUSER, which only a superuser may); idempotent. Prints one line per step.
     """
-    provision_roles(_require_dsn(dsn))
-    typer.echo("provisioned roles ql3_owner, ql3_admin, ql3_runtime, ql3_worker_ingress")
+    for step in provision_roles(_require_dsn(dsn)):
+        typer.echo(step)
 
 
 @zone_rules_app.command("show")
@@ -247,13 +289,26 @@ def schedule_add(
     misfire: Annotated[str, typer.Option("--misfire", help="fire_once|skip|catch_up")] = (
         "fire_once"
     ),
-    grace_ms: Annotated[int, typer.Option("--grace-ms", min=0)] = 60_000,
+    grace_ms: Annotated[
+        int,
+        typer.Option(
+            "--grace-ms",
+            min=0,
+            max=MISFIRE_GRACE_MS_MAX,
+            help="How late an occurrence is still on time (ms, at most 7 days).",
+        ),
+    ] = 60_000,
     dsn: Dsn = None,
 ) -> None:
-    """Create the task NAME, its cron trigger and its schedule."""
+    """Create the task NAME, its cron trigger and its schedule.
+
+    NAME is 1 to 200 printable characters without leading or trailing whitespace.
+    """
     definition = schedule_definition(cron, tz, misfire, grace_ms)
+    # Checked before connecting: a bad name is a usage error, never a database one.
+    spec = ScheduleSpec(name=name, definition=definition)
     with ScheduleAdmin(_require_dsn(dsn)) as admin:
-        record = admin.add_schedule(name, definition)
+        record = admin.add_schedule(spec.name, spec.definition)
     typer.echo(
         f"added schedule {record.name!r} (id {record.schedule_id}),"
         f" next due {format_ms(record.next_due_at_ms, definition.timezone)}"
@@ -269,7 +324,7 @@ def schedule_list(as_json: AsJson = False, dsn: Dsn = None) -> None:
     if as_json:
         _print_json([record_json(record) for record in records])
     else:
-        Console(width=200).print(records_table(records))
+        print_table(records_table(records))
 
 
 def _change(action: str, name: str, dsn: str | None) -> None:
@@ -329,7 +384,7 @@ def schedule_preview(
     after: Annotated[
         str | None, typer.Option("--after", help="ISO 8601; without offset read in --tz.")
     ] = None,
-    count: Annotated[int, typer.Option("--count", min=1, max=10_000)] = 10,
+    count: Annotated[int, typer.Option("--count", min=1, max=PREVIEW_COUNT_MAX)] = 10,
     as_json: AsJson = False,
     dsn: Dsn = None,
 ) -> None:

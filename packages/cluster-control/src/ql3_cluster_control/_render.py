@@ -17,7 +17,34 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
     from ql3_cluster_postgres import ScheduleRecord, StatusReport
 
-__all__ = ["in_ms", "record_json", "records_table", "status_text"]
+__all__ = ["cell", "in_ms", "print_table", "record_json", "records_table", "status_text"]
+
+# Wide enough for the longest row the database allows (name 200, cron 1 000, reason 2 000
+# characters): a table never wraps a cell, so each schedule stays one line for grep and awk.
+# Rich sizes a table to its content, so short tables stay short.
+_UNWRAPPED_WIDTH = 10_000
+
+
+def _console() -> Console:
+    return Console(width=_UNWRAPPED_WIDTH)
+
+
+def print_table(table: Table) -> None:
+    """Print a table to stdout, one line per row whatever the terminal's width."""
+    _console().print(table)
+
+
+def cell(text: str) -> str:
+    r"""Return stored text safe for one table cell: escapes shown, rich markup not interpreted.
+
+    New names are printable (ScheduleSpec refuses the rest), but a row written before that rule,
+    or by hand, may hold a tab, a newline or a BEL; shown raw they would break the table or ring
+    the terminal, so each such character is shown as its Python escape (`\t`, `\x07`). A `[`
+    would start rich markup (`[red]`, or `[/]`, which raises): escaped too.
+    """
+    if not text.isprintable():
+        text = "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+    return escape(text)
 
 
 def record_json(record: BaseModel) -> dict[str, Any]:
@@ -40,22 +67,22 @@ def records_table(records: list[ScheduleRecord]) -> Table:
         definition = record.definition
         zone = "UTC" if definition is None else definition.timezone
         table.add_row(
-            record.name,
+            cell(record.name),
             str(record.state),
-            record.cron,
-            record.timezone,
+            cell(record.cron),
+            cell(record.timezone),
             "-" if definition is None else str(definition.misfire_policy),
             "-" if definition is None else str(definition.misfire_grace_ms),
             format_ms(record.next_due_at_ms, zone),
-            record.claim_owner_id or "-",
-            escape(record.invalid_reason or record.definition_error or "-"),
+            cell(record.claim_owner_id or "-"),
+            cell(record.invalid_reason or record.definition_error or "-"),
         )
     return table
 
 
 def status_text(report: StatusReport) -> None:
     """Print `ql3 status` for people: the database time, then one row per schedule."""
-    console = Console(width=200)
+    console = _console()
     now = report.database_now_ms
     console.print(
         f"database time {format_ms(now)} ({now}); {len(report.schedules)} schedules,"
@@ -77,15 +104,15 @@ def status_text(report: StatusReport) -> None:
         table.add_column(column)
     for item in report.schedules:
         table.add_row(
-            item.name,
+            cell(item.name),
             f"{item.state} (overdue)" if item.overdue else str(item.state),
             format_ms(item.next_due_at_ms),
             in_ms(item.next_due_in_ms),
-            item.claim_owner_id or "-",
+            cell(item.claim_owner_id or "-"),
             in_ms(item.claim_expires_in_ms),
             str(item.runs_admitted),
             format_ms(item.last_admitted_at_ms),
-            escape(item.invalid_reason or "-"),
+            cell(item.invalid_reason or "-"),
         )
     console.print(table)
 

@@ -70,18 +70,26 @@ def _spec(index: int, entry: object) -> ScheduleSpec:
             str(entry.get("misfire", "fire_once")),
             grace,
         )
+        # The name rules (printable, no padding, 1..200) live in the model, as for the API.
+        return ScheduleSpec(name=entry["name"], definition=definition)
     except (ValidationError, ValueError) as exc:
         raise ConfigurationError(f"{where}: {_first_error(exc)}") from exc
-    return ScheduleSpec(name=entry["name"], definition=definition)
+
+
+# Model field -> the key a schedule file spells, so an error names what the file says.
+_FILE_KEYS = {"misfire_grace_ms": "grace_ms", "timezone": "tz", "misfire_policy": "misfire"}
 
 
 def _first_error(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        error = exc.errors()[0]
-        field = ".".join(str(part) for part in error["loc"])
-        detail = error["msg"].removeprefix("Value error, ")
-        return detail if detail.startswith(field) or not field else f"{field}: {detail}"
-    return str(exc)
+    if not isinstance(exc, ValidationError):
+        return str(exc)
+    error = exc.errors()[0]
+    field = str(error["loc"][-1]) if error["loc"] else ""
+    detail = error["msg"].removeprefix("Value error, ")
+    if not field:
+        return detail
+    detail = detail.removeprefix(f"{field}:").lstrip()
+    return f"{_FILE_KEYS.get(field, field)}: {detail}"
 
 
 def load_schedule_file(path: Path) -> list[ScheduleSpec]:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path  # noqa: TC003  # pytest resolves fixture annotations
 
+import psycopg
 from fix_db import clean_env, db_now_ms, run_ql3, sql_rows
+from psycopg import sql
 from ql3_cluster_postgres import Ql3Database, ThrowawayCluster, drop_database
 
 
@@ -54,6 +57,78 @@ def test_roles_provision_and_migrate_a_fresh_database(pg_cluster: ThrowawayClust
         }
     finally:
         drop_database(pg_cluster, name)
+
+
+def test_migrate_by_a_superuser_provisions_a_fresh_cluster_in_one_command() -> None:
+    """On a cluster without QL3 roles, `ql3 migrate` as a superuser provisions, says so, migrates.
+
+    A plain login and a CREATEROLE login are refused first, naming `ql3 roles provision`, and
+    create nothing.
+    """
+    password = uuid.uuid4().hex
+    with ThrowawayCluster(name="cc-fresh") as cluster:
+        for statement in (
+            "CREATE DATABASE fresh",
+            "CREATE ROLE plain LOGIN PASSWORD {}",
+            "CREATE ROLE creator LOGIN CREATEROLE PASSWORD {}",
+        ):
+            with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+                conn.execute(sql.SQL(statement).format(sql.Literal(password)))
+        groups = "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'ql3\\_%%'"
+        for user in ("plain", "creator"):
+            line = _fails(1, "migrate", "--dsn", cluster.dsn("fresh", user=user, password=password))
+            assert "run `ql3 roles provision` as a superuser first" in line
+            assert "provision-roles" not in line
+        assert sql_rows(cluster.dsn(), groups) == [(0,)]
+        out = _ok("migrate", "--dsn", cluster.dsn("fresh")).splitlines()
+        provisioned = [line for line in out if line.startswith("provisioned: ")]
+        assert provisioned[:4] == [
+            f"provisioned: created role {name} (NOLOGIN group)"
+            for name in ("ql3_owner", "ql3_admin", "ql3_runtime", "ql3_worker_ingress")
+        ]
+        assert "provisioned: created schema ql3, owned by ql3_owner" in provisioned
+        assert "applied 0001_create_schema.sql" in out
+        assert any(line.startswith("recorded zone rules tzdata") for line in out)
+        assert sql_rows(cluster.dsn(), groups) == [(4,)]
+        again = _ok("migrate", "--dsn", cluster.dsn("fresh"))
+        assert "provisioned" not in again
+        assert "schema is up to date" in again
+
+
+def test_numbers_and_names_out_of_bounds_exit_2_and_write_nothing(ql3_db: Ql3Database) -> None:
+    """A grace past 7 days, a 20-digit grace or a name with a tab and a BEL: exit 2, no row."""
+    dsn = ql3_db.dsn("admin")
+    add = ("schedule", "add", "x", "--cron", "* * * * *", "--dsn", dsn)
+    for grace in ("99999999999999999999", "604800001"):
+        line = _fails(2, *add, "--grace-ms", grace)
+        assert "--grace-ms" in line
+        assert "604800000" in line
+    assert "must be printable" in _fails(
+        2, "schedule", "add", "a\tb\x07", "--cron", "* * * * *", "--dsn", dsn
+    )
+    assert "must not begin or end with whitespace" in _fails(
+        2, "schedule", "add", "   ", "--cron", "* * * * *", "--dsn", dsn
+    )
+    assert "since_ms: must be within" in _fails(2, "verify", "--since-ms", "-1", "--dsn", dsn)
+    assert json.loads(_ok("schedule", "list", "--json", "--dsn", dsn)) == []
+    assert sql_rows(ql3_db.superuser_dsn, "SELECT count(*) FROM ql3.tasks") == [(0,)]
+
+
+def test_schedule_list_keeps_one_line_per_schedule_for_a_hand_written_name(
+    ql3_db: Ql3Database,
+) -> None:
+    """A name written by hand with a tab, a newline and markup still lists as one table row."""
+    dsn = ql3_db.dsn("admin")
+    _ok("schedule", "add", "plain", "--cron", "0 * * * *", "--dsn", dsn)
+    _ok("schedule", "add", "odd", "--cron", "0 * * * *", "--dsn", dsn)
+    sql_rows(
+        ql3_db.superuser_dsn,
+        "UPDATE ql3.tasks SET name = %s WHERE name = 'odd'",
+        ["odd\tname\nwith [/] markup\x07"],
+    )
+    lines = _ok("schedule", "list", "--dsn", dsn).splitlines()
+    assert len(lines) == 3, lines
+    assert "odd\\tname\\nwith [/] markup\\x07" in lines[1]
 
 
 def test_schedule_verbs_end_to_end(ql3_db: Ql3Database) -> None:

@@ -5,10 +5,14 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import sys
+from collections.abc import Callable  # noqa: TC003  # pytest resolves fixture annotations
+from importlib import metadata
 from pathlib import Path  # noqa: TC003  # pytest resolves fixture annotations
 
 import pytest
 from ql3_cluster_control import cli_app as app
+from ql3_cluster_control import main
 from typer.testing import CliRunner
 
 
@@ -164,3 +168,146 @@ def test_apply_file_errors_exit_2_before_connecting(
 def test_unknown_verb_is_a_usage_error(cli: CliRunner) -> None:
     """An unknown command exits 2 (usage)."""
     assert cli.invoke(app, ["schedules"]).exit_code == 2
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_names_each_wheel_and_the_zone_rules(cli: CliRunner, flag: str) -> None:
+    """`ql3 --version` prints the three wheels' and tzdata's installed versions and exits 0."""
+    result = cli.invoke(app, [flag])
+    assert result.exit_code == 0, result.output
+    expected = [
+        f"{name} {metadata.version(name)}"
+        for name in ("ql3-cluster-control", "ql3-cluster-postgres", "ql3-runtime-core")
+    ]
+    expected.append(f"tzdata {metadata.version('tzdata')} (zone rules)")
+    assert result.stdout.splitlines() == expected
+
+
+@pytest.fixture
+def usage_error(
+    cli: CliRunner, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[[list[str]], str]:
+    """Return a runner of the real entry point (`main`, as the `ql3` script) that wants exit 2.
+
+    It requires exactly one `ql3: error:` line on stderr and returns it; click's own usage
+    errors (a flag's range) are rendered by `main` too, which CliRunner would bypass.
+    """
+    assert cli  # no QL3_* variables in the environment
+
+    def run(args: list[str]) -> str:
+        monkeypatch.setattr(sys, "argv", ["ql3", *args])
+        with pytest.raises(SystemExit) as exited:
+            main()
+        stderr = capsys.readouterr().err
+        assert exited.value.code == 2, (exited.value.code, stderr)
+        lines = stderr.strip().splitlines()
+        assert len(lines) == 1, stderr
+        assert lines[0].startswith("ql3: error: ")
+        return lines[0]
+
+    return run
+
+
+# No server listens on port 1: a value that reached the database would fail with exit 1.
+_NOWHERE = "host=127.0.0.1 port=1 dbname=nowhere user=nobody connect_timeout=2"
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["--grace-ms", "99999999999999999999"], ["--grace-ms", "604800000"]),
+        (["--grace-ms", "604800001"], ["--grace-ms", "604800000"]),
+        (["--grace-ms", "-1"], ["--grace-ms", "0"]),
+    ],
+)
+def test_schedule_add_numbers_out_of_bounds_exit_2_before_connecting(
+    usage_error: Callable[[list[str]], str], args: list[str], needles: list[str]
+) -> None:
+    """A grace past 7 days (or negative) is a usage error naming the flag and its bound."""
+    add = ["schedule", "add", "x", "--cron", "* * * * *"]
+    line = usage_error([*add, *args, "--dsn", _NOWHERE])
+    assert all(needle in line for needle in needles), line
+
+
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("   ", "name: must not begin or end with whitespace, got '   '"),
+        ("a\tb\x07", "name: must be printable, got 'a\\tb\\x07'"),
+        (" x", "name: must not begin or end with whitespace"),
+        ("x" * 201, "name: String should have at most 200 characters"),
+    ],
+)
+def test_schedule_add_bad_names_exit_2_before_connecting(
+    usage_error: Callable[[list[str]], str], name: str, needle: str
+) -> None:
+    """A blank, padded, non-printable or too long name is a usage error naming `name`."""
+    line = usage_error(["schedule", "add", name, "--cron", "* * * * *", "--dsn", _NOWHERE])
+    assert needle in line, line
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--after-ms", "99999999999999999999"], "after_ms: must be within 0..253402127999999"),
+        (["--after-ms", "-1"], "after_ms: must be within 0..253402127999999"),
+        (["--after-ms", "0", "--count", "10001"], "--count"),
+        (["--after", "9999-12-29T00:00:00", "--cron", "0 0 1 1 *"], "no occurrence before"),
+    ],
+)
+def test_preview_numbers_out_of_bounds_exit_2(
+    usage_error: Callable[[list[str]], str], args: list[str], needle: str
+) -> None:
+    """A preview start outside the epoch range or past the last occurrence is a usage error."""
+    line = usage_error(["schedule", "preview", "--cron", "* * * * *", *args])
+    assert needle in line, line
+
+
+@pytest.mark.parametrize(
+    ("since", "needle"),
+    [("99999999999999999999", "since_ms: must be within"), ("-5", "since_ms: must be within")],
+)
+def test_verify_since_out_of_bounds_exits_2_before_connecting(
+    usage_error: Callable[[list[str]], str], since: str, needle: str
+) -> None:
+    """`verify --since-ms` outside the epoch range is refused by name without connecting."""
+    assert needle in usage_error(["verify", "--since-ms", since, "--dsn", _NOWHERE])
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "field"),
+    [
+        ("--lease-ms", "99999999999999999999", "lease_ms"),
+        ("--claim-batch", "99999999999999999999", "claim_batch"),
+        ("--cycle-budget", "0", "cycle_budget"),
+        ("--poll-interval-ms", "99999999999999999999", "poll_interval_ms"),
+        ("--metrics-port", "70000", "metrics_port"),
+    ],
+)
+def test_run_settings_out_of_bounds_exit_2_naming_the_setting(
+    usage_error: Callable[[list[str]], str], flag: str, value: str, field: str
+) -> None:
+    """Every numeric `ql3 run` flag is bounded by the settings model: exit 2 naming it."""
+    line = usage_error(["run", "--dsn", _NOWHERE, flag, value])
+    assert f"{field}={value}" in line, line
+
+
+@pytest.mark.parametrize(
+    ("entry", "needle"),
+    [
+        ('name = "a\\tb"\ncron = "* * * * *"', "schedule 'a\\tb': name: must be printable"),
+        ('name = "   "\ncron = "* * * * *"', "schedule '   ': name: must not begin or end"),
+        (
+            'name = "ok"\ncron = "* * * * *"\ngrace_ms = 99999999999999999999',
+            "schedule 'ok': grace_ms: must be within 0..604800000",
+        ),
+    ],
+)
+def test_apply_file_bad_names_and_numbers_exit_2(
+    usage_error: Callable[[list[str]], str], tmp_path: Path, entry: str, needle: str
+) -> None:
+    """A schedule file's bad name or grace is named with its schedule and key, exit 2."""
+    path = tmp_path / "s.toml"
+    path.write_text(f"[[schedule]]\n{entry}\n")
+    line = usage_error(["schedule", "apply", str(path), "--dsn", _NOWHERE])
+    assert needle in line, line

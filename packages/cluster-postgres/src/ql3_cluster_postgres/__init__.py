@@ -30,9 +30,23 @@ from ._provision import (
     login_user_name,
     prepare_ql3_database,
 )
-from ._records import ApplyReport, ScheduleRecord, ScheduleSpec, ScheduleStatus, StatusReport
+from ._records import (
+    SCHEDULE_NAME_MAX_LENGTH,
+    ApplyReport,
+    ScheduleRecord,
+    ScheduleSpec,
+    ScheduleStatus,
+    StatusReport,
+)
 from ._repository import PostgresScheduleRepository
-from ._roles import GROUP_ROLES, ROLE_NAMES, create_login_user, group_role_name, provision_roles
+from ._roles import (
+    GROUP_ROLES,
+    ROLE_NAMES,
+    create_login_user,
+    group_role_name,
+    provision_roles,
+    provision_roles_if_missing,
+)
 from ._throwaway import ThrowawayCluster
 from ._verify import (
     STALE_CLAIM_GRACE_MS_DEFAULT,
@@ -55,6 +69,7 @@ __all__ = [
     "DRIVER_LOGGER",
     "GROUP_ROLES",
     "ROLE_NAMES",
+    "SCHEDULE_NAME_MAX_LENGTH",
     "SCHEMA_VERSION",
     "STALE_CLAIM_GRACE_MS_DEFAULT",
     "ApplyReport",
@@ -100,6 +115,7 @@ __all__ = [
     "migrate",
     "prepare_ql3_database",
     "provision_roles",
+    "provision_roles_if_missing",
     "read_zone_rules",
     "record_zone_rules",
     "verify_history",

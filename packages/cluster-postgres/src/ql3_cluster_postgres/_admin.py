@@ -33,6 +33,7 @@ from ._admin_plan import (
     resumed,
     validated,
 )
+from ._bounds import check_lease
 from ._connect import ConnectionOptions, close_quietly, reuse_or_connect, wrap_error
 from ._errors import (
     DatabaseError,
@@ -383,8 +384,10 @@ class ScheduleAdmin(Closing):
         """Every schedule at one database instant: due in, claim holder and expiry, runs.
 
         A schedule is overdue when active and its cursor lies more than `lease_ms` (the
-        replicas' lease) plus its misfire grace behind the database clock.
+        replicas' lease) plus its misfire grace behind the database clock. A lease outside
+        `LEASE_MS_MIN`..`LEASE_MS_MAX` is an `InvalidArgumentError`.
         """
+        check_lease(lease_ms)
         rows = self._in_transaction(
             "admin: status", lambda conn: self._rows(conn, "schedule_status", {})
         )

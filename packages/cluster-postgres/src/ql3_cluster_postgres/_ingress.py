@@ -16,6 +16,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, ConfigDict
 
+from ._bounds import check_limit
 from ._connect import ConnectionOptions, wrap_error
 from ._errors import AttemptStateError
 from ._lifecycle import Closing
@@ -106,9 +107,7 @@ class WorkerIngress(Closing):
 
     def take_queued_attempts(self, limit: int) -> list[QueuedAttempt]:
         """Take up to `limit` queued attempts, oldest first, marking them running."""
-        if limit < 1:
-            msg = f"limit: must be >= 1, got {limit}"
-            raise ValueError(msg)
+        check_limit(limit)
         with self._connection("ingress: take queued attempts") as conn:
             rows = conn.execute(query("take_queued_attempts"), {"batch_limit": limit}).fetchall()
         return [

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.rows import scalar_row
 
 from ._ddl import ddl
 from ._errors import DatabaseError, MigrationTamperedError, SchemaMismatchError
+from ._roles import not_provisioned_message
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -85,7 +87,8 @@ def migrate(dsn: str, *, source: Traversable | None = None) -> list[str]:
     """Apply pending migrations to the database of `dsn`; return the names applied (maybe none).
 
     The login user must be a member of `ql3_owner` (or a superuser) and the schema `ql3` must
-    exist: run `provision_roles` first.
+    exist: run `provision_roles` (`ql3 roles provision`) first, or `provision_roles_if_missing`
+    as `ql3 migrate` does.
 
     Raises:
         MigrationTamperedError: an applied file changed (nothing is applied then).
@@ -107,12 +110,16 @@ def migrate(dsn: str, *, source: Traversable | None = None) -> list[str]:
 
 
 def _become_owner(conn: psycopg.Connection[Any]) -> None:
-    schema = conn.execute(ddl("migrations_schema_exists")).fetchone()
-    member = conn.execute(ddl("migrations_can_become_owner")).fetchone()
-    if not (schema and schema[0] and member and member[0]):
+    flags = conn.cursor(row_factory=scalar_row)
+    schema = flags.execute(ddl("migrations_schema_exists")).fetchone()
+    owner = flags.execute(ddl("roles_existing"), {"names": ["ql3_owner"]}).fetchone()
+    user, database = conn.info.user, conn.info.dbname
+    if not (schema and owner):
+        raise DatabaseError(f"migrate: {not_provisioned_message(user, database)}")
+    if not flags.execute(ddl("migrations_can_become_owner")).fetchone():
         raise DatabaseError(
-            f"migrate: user {conn.info.user!r} in database {conn.info.dbname!r} needs schema ql3"
-            " and membership in role ql3_owner; run provision_roles (ql3 provision-roles) first"
+            f"migrate: user {user!r} is not a member of role ql3_owner; a superuser grants it"
+            f" (GRANT ql3_owner TO {user})"
         )
     conn.execute(ddl("migrations_set_owner"))
 

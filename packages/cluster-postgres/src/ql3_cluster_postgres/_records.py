@@ -6,12 +6,13 @@ differences against the database's own `now` of the same statement.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from ql3_runtime_core import LEASE_MS_DEFAULT, MisfirePolicy, ScheduleDefinition, ScheduleState
 
 __all__ = [
+    "SCHEDULE_NAME_MAX_LENGTH",
     "ApplyReport",
     "ScheduleRecord",
     "ScheduleSpec",
@@ -22,7 +23,33 @@ __all__ = [
 
 _MODEL = ConfigDict(frozen=True, extra="forbid")
 
-ScheduleName = Annotated[str, Field(min_length=1, max_length=200)]
+# The database CHECK tasks_name_length (migration 0001): 1..200 characters.
+SCHEDULE_NAME_MAX_LENGTH: Final = 200
+
+
+def _check_name(value: str) -> str:
+    """Refuse a name a person could not read back from `ql3 schedule list` as they typed it.
+
+    Leading or trailing whitespace is refused rather than trimmed: a silently changed name would
+    not match the one the operator pauses or retires later. Non-printable characters (tab,
+    newline, BEL, other control and format characters, non-ASCII spaces) are refused because
+    they break tables and logs and look like other names.
+    """
+    if value != value.strip():
+        msg = f"name: must not begin or end with whitespace, got {value!r}"
+        raise ValueError(msg)
+    bad = next((char for char in value if not char.isprintable()), None)
+    if bad is not None:
+        msg = f"name: must be printable, got {value!r} (holds {bad!r})"
+        raise ValueError(msg)
+    return value
+
+
+ScheduleName = Annotated[
+    str,
+    Field(min_length=1, max_length=SCHEDULE_NAME_MAX_LENGTH),
+    AfterValidator(_check_name),
+]
 
 
 def definition_from_columns(fields: tuple[Any, ...]) -> ScheduleDefinition:

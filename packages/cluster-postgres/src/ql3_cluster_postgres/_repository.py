@@ -43,6 +43,7 @@ from ql3_runtime_core import (
     zone_rules_version,
 )
 
+from ._bounds import check_lease, check_limit
 from ._connect import (
     ConnectionOptions,
     StatementObserver,
@@ -282,6 +283,7 @@ class PostgresScheduleRepository(Closing):
 
     def count_overdue_schedules(self, lease_ms: int) -> int:
         """Count active schedules whose cursor is more than lease + grace behind the database."""
+        check_lease(lease_ms)
         rows = self._run(
             "count_overdue_schedules", {"lease_ms": lease_ms}, "repository: count overdue"
         )
@@ -319,9 +321,7 @@ class PostgresScheduleRepository(Closing):
         when that version is not the recorded one. Claimed rows whose definition cannot be read
         are quarantined at once (their claim released) and reported, not raised.
         """
-        if limit < 1:
-            msg = f"limit: must be >= 1, got {limit}"
-            raise ValueError(msg)
+        check_limit(limit)
         params = {
             "owner_id": command.owner_id,
             "claim_token": command.claim_token,

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import psycopg
 from psycopg.rows import dict_row
+from ql3_runtime_core import EPOCH_MS_MAX, EPOCH_MS_MIN, MISFIRE_GRACE_MS_MAX, InvalidArgumentError
 
 from ._errors import DatabaseError
 from ._sql import query
@@ -118,11 +119,21 @@ def verify_history(
 
     Raises:
         DatabaseError: the database could not be read.
-        ValueError: a negative grace.
+        InvalidArgumentError: `since_ms` outside `EPOCH_MS_MIN`..`EPOCH_MS_MAX`, or a grace
+            outside 0..`MISFIRE_GRACE_MS_MAX` (a `ValueError`; checked before connecting).
 
     """
-    if stale_claim_grace_ms < 0:
-        raise ValueError(f"stale_claim_grace_ms must be >= 0, got {stale_claim_grace_ms}")
+    if since_ms is not None and not EPOCH_MS_MIN <= since_ms <= EPOCH_MS_MAX:
+        raise InvalidArgumentError(
+            "since_ms", since_ms, f"must be within {EPOCH_MS_MIN}..{EPOCH_MS_MAX} (epoch ms)"
+        )
+    # A claim stale for more than a week is stale under any grace: the same bound as misfire.
+    if not 0 <= stale_claim_grace_ms <= MISFIRE_GRACE_MS_MAX:
+        raise InvalidArgumentError(
+            "stale_claim_grace_ms",
+            stale_claim_grace_ms,
+            f"must be within 0..{MISFIRE_GRACE_MS_MAX} (ms, at most 7 days)",
+        )
     params = {"since_ms": since_ms}
     try:
         with psycopg.connect(conninfo, autocommit=False) as conn:

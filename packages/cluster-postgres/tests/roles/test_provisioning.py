@@ -18,13 +18,18 @@ from ql3_cluster_postgres import (
     ThrowawayCluster,
     UnknownRoleError,
     create_login_user,
+    drop_database,
+    login_user_name,
     migrate,
     provision_roles,
+    provision_roles_if_missing,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
+_PASSWORD = uuid.uuid4().hex
 TABLES = ("tasks", "triggers", "trigger_schedules", "runs", "attempts", "events")
 
 
@@ -180,3 +185,103 @@ def test_concurrent_provisioning_from_two_processes(tmp_path: Path) -> None:
             assert owner == [("ql3_owner",)]
         groups = _rows(cluster.dsn(), "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'ql3\\_%%'")
         assert groups == [(4,)]
+
+
+@pytest.fixture
+def unprovisioned_db(pg_cluster: ThrowawayCluster, ql3_template: str) -> Iterator[Ql3Database]:
+    """Yield a new database of the session cluster without schema ql3 (the groups exist)."""
+    assert ql3_template  # the template created the cluster-wide groups and login users
+    name = f"ql3_raw_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield Ql3Database(name=name, superuser_dsn=pg_cluster.dsn(name))
+    drop_database(pg_cluster, name)
+
+
+def _schema_exists(dsn: str) -> bool:
+    return bool(_rows(dsn, "SELECT count(*) FROM pg_namespace WHERE nspname = 'ql3'")[0][0])
+
+
+def test_provision_roles_says_what_it_did(unprovisioned_db: Ql3Database) -> None:
+    """Provisioning returns a line per role, for the schema and per grant; a rerun finds them."""
+    first = provision_roles(unprovisioned_db.superuser_dsn)
+    found = "already exists (NOLOGIN group, attributes checked)"
+    connect = f"granted CONNECT on database {unprovisioned_db.name} to the four QL3 groups"
+    assert first == [
+        *(f"role {name} {found}" for name in GROUP_ROLES),
+        "created schema ql3, owned by ql3_owner",
+        "granted USAGE on schema ql3 to ql3_admin, ql3_runtime, ql3_worker_ingress (not PUBLIC)",
+        f"{connect}; revoked it from PUBLIC",
+    ]
+    again = provision_roles(unprovisioned_db.superuser_dsn)
+    assert again[len(GROUP_ROLES)] == "schema ql3 already exists, owned by ql3_owner"
+
+
+def test_migrate_on_an_unprovisioned_database_names_the_real_verb(
+    unprovisioned_db: Ql3Database,
+) -> None:
+    """Migrate without the schema says to run `ql3 roles provision` (a verb that exists)."""
+    with pytest.raises(DatabaseError) as caught:
+        migrate(unprovisioned_db.dsn("owner"))
+    message = str(caught.value)
+    assert "run `ql3 roles provision` as a superuser first" in message
+    assert "provision-roles" not in message
+    assert "provision_roles (" not in message
+    assert not _schema_exists(unprovisioned_db.superuser_dsn)
+
+
+def test_migrate_by_a_login_outside_ql3_owner_says_how_to_grant_it(ql3_db: Ql3Database) -> None:
+    """On a provisioned database, a login that is not in ql3_owner is told the GRANT it needs."""
+    user = login_user_name("runtime")
+    with pytest.raises(DatabaseError, match=f"GRANT ql3_owner TO {user}"):
+        migrate(ql3_db.dsn("runtime"))
+
+
+def test_provision_if_missing_leaves_a_provisioned_database_alone(ql3_db: Ql3Database) -> None:
+    """On a provisioned database nothing is done, for a superuser and a plain login alike."""
+    assert provision_roles_if_missing(ql3_db.superuser_dsn) == []
+    assert provision_roles_if_missing(ql3_db.dsn("owner")) == []
+
+
+def test_provision_if_missing_provisions_a_new_database_for_a_superuser(
+    unprovisioned_db: Ql3Database,
+) -> None:
+    """A superuser gets the schema created and the steps reported; a second call does nothing."""
+    steps = provision_roles_if_missing(unprovisioned_db.superuser_dsn)
+    assert "created schema ql3, owned by ql3_owner" in steps
+    assert _schema_exists(unprovisioned_db.superuser_dsn)
+    assert provision_roles_if_missing(unprovisioned_db.superuser_dsn) == []
+    assert migrate(unprovisioned_db.dsn("owner"))
+
+
+def test_provision_if_missing_refuses_a_login_that_is_not_a_superuser(
+    unprovisioned_db: Ql3Database,
+) -> None:
+    """A plain login on an unprovisioned database is refused naming the verb; nothing written."""
+    with pytest.raises(DatabaseError, match="run `ql3 roles provision` as a superuser first"):
+        provision_roles_if_missing(unprovisioned_db.dsn("owner"))
+    assert not _schema_exists(unprovisioned_db.superuser_dsn)
+
+
+def test_provision_if_missing_creates_the_groups_on_a_fresh_cluster() -> None:
+    """On a cluster without QL3 roles a superuser creates all four; CREATEROLE is not enough."""
+    with ThrowawayCluster(name="provfresh") as cluster:
+        with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE fresh")
+            for statement in (
+                "CREATE ROLE plain LOGIN PASSWORD {}",
+                "CREATE ROLE creator LOGIN CREATEROLE PASSWORD {}",
+            ):
+                conn.execute(sql.SQL(statement).format(sql.Literal(_PASSWORD)))
+        for user in ("plain", "creator"):
+            dsn = cluster.dsn("fresh", user=user, password=_PASSWORD)
+            with pytest.raises(DatabaseError, match=f"user {user!r} may not create them"):
+                provision_roles_if_missing(dsn)
+        groups = "SELECT rolname FROM pg_roles WHERE rolname LIKE 'ql3\\_%%' ORDER BY 1"
+        assert _rows(cluster.dsn(), groups) == []
+        steps = provision_roles_if_missing(cluster.dsn("fresh"))
+        assert steps[: len(GROUP_ROLES)] == [
+            f"created role {name} (NOLOGIN group)" for name in GROUP_ROLES
+        ]
+        assert [row[0] for row in _rows(cluster.dsn(), groups)] == sorted(GROUP_ROLES)
+        assert provision_roles_if_missing(cluster.dsn("fresh")) == []

@@ -39,6 +39,13 @@ from ._errors import (
     RepositoryUnavailableError,
     UnknownTimezoneError,
 )
+from ._limits import (
+    CRON_MAX_LENGTH,
+    EPOCH_MS_MAX,
+    EPOCH_MS_MIN,
+    MISFIRE_GRACE_MS_MAX,
+    PREVIEW_COUNT_MAX,
+)
 from ._repository import (
     QUARANTINE_REASON_MAX_LENGTH,
     AdmittedRun,
@@ -59,10 +66,15 @@ from ._zones import load_timezone, zone_rules_version
 __version__ = _version("ql3-runtime-core")
 
 __all__ = [
+    "CRON_MAX_LENGTH",
+    "EPOCH_MS_MAX",
+    "EPOCH_MS_MIN",
     "LEASE_MS_DEFAULT",
     "LEASE_MS_MAX",
     "LEASE_MS_MIN",
+    "MISFIRE_GRACE_MS_MAX",
     "OWNER_ID_MAX_LENGTH",
+    "PREVIEW_COUNT_MAX",
     "QUARANTINE_REASON_MAX_LENGTH",
     "AdmittedRun",
     "ClaimClusterScheduleCommand",

@@ -7,14 +7,19 @@ None of these models carries a caller-supplied time: the only observation in a c
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Protocol, Self
+from typing import TYPE_CHECKING, Annotated, Protocol, Self
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from ._cron import validate_cron_expression
+from ._errors import InvalidCronError
+from ._limits import CRON_MAX_LENGTH, EPOCH_MS_MAX, EPOCH_MS_MIN, MISFIRE_GRACE_MS_MAX
 from ._zones import load_timezone
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = [
     "LEASE_MS_DEFAULT",
@@ -77,10 +82,34 @@ class ScheduleState(StrEnum):
     INVALID = "invalid"
 
 
+def _bounded(field: str, low: int, high: int, meaning: str) -> Callable[[int], int]:
+    """Return a validator refusing `field` outside `low..high`, naming the field and its bound."""
+
+    def check(value: int) -> int:
+        if not low <= value <= high:
+            msg = f"{field}: must be within {low}..{high} ({meaning}), got {value}"
+            raise ValueError(msg)
+        return value
+
+    return check
+
+
+_EPOCH_RANGE = "1970-01-01 to 9999-12-29 UTC in epoch ms"
+
 OwnerId = Annotated[
     str, Field(min_length=1, max_length=OWNER_ID_MAX_LENGTH, pattern=r"^\S(.*\S)?$")
 ]
 LeaseMs = Annotated[int, Field(ge=LEASE_MS_MIN, le=LEASE_MS_MAX, strict=True)]
+# Bounds named in the message, so a caller (and `ql3 schedule add`) sees the field and its range.
+GraceMs = Annotated[
+    int, AfterValidator(_bounded("misfire_grace_ms", 0, MISFIRE_GRACE_MS_MAX, "ms, at most 7 days"))
+]
+StartMs = Annotated[
+    int, AfterValidator(_bounded("start_at_ms", EPOCH_MS_MIN, EPOCH_MS_MAX, _EPOCH_RANGE))
+]
+EndMs = Annotated[
+    int, AfterValidator(_bounded("end_at_ms", EPOCH_MS_MIN, EPOCH_MS_MAX, _EPOCH_RANGE))
+]
 
 
 class ClaimClusterScheduleCommand(BaseModel):
@@ -98,21 +127,31 @@ class ClaimClusterScheduleCommand(BaseModel):
 
 
 class ScheduleDefinition(BaseModel):
-    """The part of a schedule row that a cron and misfire decision needs."""
+    """The part of a schedule row that a cron and misfire decision needs.
+
+    Every field is bounded here, before any engine or database sees it: the grace by the
+    database's own CHECK (0 to `MISFIRE_GRACE_MS_MAX`, 7 days), the window ends by the epoch range
+    the cron engine computes in (`EPOCH_MS_MIN` to `EPOCH_MS_MAX`), the normalized cron text by the
+    database's `CRON_MAX_LENGTH`.
+    """
 
     model_config = _CONTRACT
 
     cron: str
     timezone: str = "UTC"
     misfire_policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE
-    misfire_grace_ms: Annotated[int, Field(ge=0)] = 60_000
-    start_at_ms: int | None = None
-    end_at_ms: int | None = None
+    misfire_grace_ms: GraceMs = 60_000
+    start_at_ms: StartMs | None = None
+    end_at_ms: EndMs | None = None
 
     @field_validator("cron")
     @classmethod
     def _check_cron(cls, value: str) -> str:
-        return validate_cron_expression(value)
+        normalized = validate_cron_expression(value)
+        if len(normalized) > CRON_MAX_LENGTH:
+            reason = f"{len(normalized)} characters, at most {CRON_MAX_LENGTH}"
+            raise InvalidCronError(value, reason)
+        return normalized
 
     @field_validator("timezone")
     @classmethod

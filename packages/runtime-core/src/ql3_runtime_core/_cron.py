@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Final
 
 from ._cron_fields import CronFields, normalize_expression, parse_expression
 from ._errors import InvalidArgumentError, InvalidCronError
+from ._limits import EPOCH_MS_MAX, EPOCH_MS_MIN, PREVIEW_COUNT_MAX
 from ._zones import load_timezone
 
 if TYPE_CHECKING:
@@ -47,6 +48,10 @@ __all__ = [
 _DAY_S: Final = 86_400
 _MS: Final = 1_000
 _CACHE_SIZE: Final = 1_024
+# The last instant (and wall) the engine computes with: datetime ends with the year 9999, and
+# EPOCH_MS_MAX leaves a day for UTC offsets. A search running past it finds no occurrence.
+_LAST_S: Final = EPOCH_MS_MAX // _MS
+_NONE_LEFT: Final = "no occurrence before 9999-12-30"
 
 
 def validate_cron_expression(expression: str) -> str:
@@ -116,12 +121,18 @@ def preview_occurrences(expression: str, timezone: str, after_ms: int, count: in
     """Return the next `count` occurrences strictly after `after_ms`, as epoch ms, oldest first.
 
     Raises:
-        InvalidArgumentError: `count` is negative.
-        InvalidCronError, UnknownTimezoneError: bad expression or zone.
+        InvalidArgumentError: `count` outside 0..`PREVIEW_COUNT_MAX`, or `after_ms` outside
+            `EPOCH_MS_MIN`..`EPOCH_MS_MAX`.
+        InvalidCronError, UnknownTimezoneError: bad expression or zone, or no occurrence left
+            before the end of the engine's range.
 
     """
-    if count < 0:
-        raise InvalidArgumentError("count", count, "must be >= 0")
+    if not 0 <= count <= PREVIEW_COUNT_MAX:
+        raise InvalidArgumentError("count", count, f"must be within 0..{PREVIEW_COUNT_MAX}")
+    if not EPOCH_MS_MIN <= after_ms <= EPOCH_MS_MAX:
+        raise InvalidArgumentError(
+            "after_ms", after_ms, f"must be within {EPOCH_MS_MIN}..{EPOCH_MS_MAX} (epoch ms)"
+        )
     schedule = _compile(expression, timezone)
     result: list[int] = []
     current_s = after_ms // _MS
@@ -164,8 +175,8 @@ class _Schedule:
             if found is not None:
                 return day * _DAY_S + found
         next_day = self.fields.next_day(day + 1)
-        if next_day is None:
-            raise InvalidCronError(self.expression, "no occurrence before the year 10000")
+        if next_day is None or next_day * _DAY_S + self._first_time > _LAST_S:
+            raise InvalidCronError(self.expression, _NONE_LEFT)
         return next_day * _DAY_S + self._first_time
 
     def offset(self, instant: int) -> int:
@@ -211,10 +222,16 @@ class _Schedule:
         return None
 
     def next_at_or_after(self, start: int) -> int:
-        """Return the first occurrence at or after instant `start`."""
+        """Return the first occurrence at or after instant `start`, up to `_LAST_S`."""
+        if start > _LAST_S:
+            raise InvalidCronError(self.expression, _NONE_LEFT)
         if self.interval_like:
-            return self._next_interval(start)
-        return self._map_fixed(self.next_wall(self._lowest_fixed_wall(start)))
+            found = self._next_interval(start)
+        else:
+            found = self._map_fixed(self.next_wall(self._lowest_fixed_wall(start)))
+        if found > _LAST_S:
+            raise InvalidCronError(self.expression, _NONE_LEFT)
+        return found
 
     def _next_interval(self, start: int) -> int:
         # Walk constant-offset segments: inside one, walls and instants correspond one to one.

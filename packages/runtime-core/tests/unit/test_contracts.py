@@ -10,9 +10,13 @@ import pytest
 from claims import TOKEN, claim_payload, make_claim
 from pydantic import ValidationError
 from ql3_runtime_core import (
+    CRON_MAX_LENGTH,
+    EPOCH_MS_MAX,
+    EPOCH_MS_MIN,
     LEASE_MS_DEFAULT,
     LEASE_MS_MAX,
     LEASE_MS_MIN,
+    MISFIRE_GRACE_MS_MAX,
     OWNER_ID_MAX_LENGTH,
     ClaimClusterScheduleCommand,
     ClusterScheduleClaim,
@@ -226,3 +230,52 @@ def test_definition_rejects_bad_values_naming_them(change: dict[str, Any], named
     """A bad cron, zone, grace, policy or window fails with the bad field or value named."""
     with pytest.raises(ValidationError, match=named):
         ScheduleDefinition.model_validate({"cron": "* * * * *", **change})
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "bound"),
+    [
+        ("misfire_grace_ms", MISFIRE_GRACE_MS_MAX + 1, f"0..{MISFIRE_GRACE_MS_MAX}"),
+        ("misfire_grace_ms", 99_999_999_999_999_999_999, f"0..{MISFIRE_GRACE_MS_MAX}"),
+        ("misfire_grace_ms", -1, f"0..{MISFIRE_GRACE_MS_MAX}"),
+        ("start_at_ms", EPOCH_MS_MIN - 1, f"{EPOCH_MS_MIN}..{EPOCH_MS_MAX}"),
+        ("start_at_ms", EPOCH_MS_MAX + 1, f"{EPOCH_MS_MIN}..{EPOCH_MS_MAX}"),
+        ("end_at_ms", 2**63, f"{EPOCH_MS_MIN}..{EPOCH_MS_MAX}"),
+        ("end_at_ms", -(2**63), f"{EPOCH_MS_MIN}..{EPOCH_MS_MAX}"),
+    ],
+)
+def test_definition_refuses_numbers_out_of_bounds_naming_field_and_bound(
+    field: str, value: int, bound: str
+) -> None:
+    """A grace or window end outside its range fails with one error naming the field and range."""
+    with pytest.raises(ValidationError) as caught:
+        ScheduleDefinition.model_validate({"cron": "* * * * *", field: value})
+    errors = caught.value.errors()
+    assert [error["loc"] for error in errors] == [(field,)]
+    assert f"{field}: must be within {bound}" in errors[0]["msg"]
+    assert str(value) in errors[0]["msg"]
+
+
+def test_definition_accepts_numbers_at_their_bounds() -> None:
+    """The largest grace (7 days) and the widest window are accepted as given."""
+    definition = ScheduleDefinition(
+        cron="* * * * *",
+        misfire_grace_ms=MISFIRE_GRACE_MS_MAX,
+        start_at_ms=EPOCH_MS_MIN,
+        end_at_ms=EPOCH_MS_MAX,
+    )
+    assert (definition.misfire_grace_ms, definition.start_at_ms, definition.end_at_ms) == (
+        604_800_000,
+        0,
+        EPOCH_MS_MAX,
+    )
+
+
+def test_definition_refuses_a_cron_longer_than_the_database_allows() -> None:
+    """A valid expression longer than CRON_MAX_LENGTH once normalized is refused, naming cron."""
+    long_list = ",".join(["0"] * 600) + " * * * *"
+    with pytest.raises(ValidationError, match=f"at most {CRON_MAX_LENGTH}") as caught:
+        ScheduleDefinition(cron=long_list)
+    assert caught.value.errors()[0]["loc"] == ("cron",)
+    fits = ",".join(["0"] * 495 + ["10"]) + " * * * *"
+    assert len(ScheduleDefinition(cron=fits).cron) == 1_000

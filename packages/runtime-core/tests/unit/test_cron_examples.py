@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 import pytest
 from cron_cases import wheel_zone
 from ql3_runtime_core import (
+    EPOCH_MS_MAX,
+    EPOCH_MS_MIN,
+    PREVIEW_COUNT_MAX,
     InvalidArgumentError,
     InvalidCronError,
     QL3Error,
@@ -150,9 +154,47 @@ def test_latest_occurrence_finds_the_last_one_before_a_bound() -> None:
 
 def test_preview_rejects_a_negative_count() -> None:
     """A negative preview count is an InvalidArgumentError (a ValueError) naming `count`."""
-    with pytest.raises(InvalidArgumentError, match="count: must be >= 0, got -1") as caught:
+    expected = re.escape("count: must be within 0..10000, got -1")
+    with pytest.raises(InvalidArgumentError, match=expected) as e:
         preview_occurrences("* * * * *", "UTC", 0, -1)
-    assert isinstance(caught.value, ValueError)
+    assert isinstance(e.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("after_ms", "count", "named"),
+    [
+        (0, PREVIEW_COUNT_MAX + 1, f"count: must be within 0..{PREVIEW_COUNT_MAX}"),
+        (-1, 1, f"after_ms: must be within {EPOCH_MS_MIN}..{EPOCH_MS_MAX}"),
+        (EPOCH_MS_MAX + 1, 1, f"after_ms: must be within {EPOCH_MS_MIN}..{EPOCH_MS_MAX}"),
+        (99_999_999_999_999_999_999, 1, "after_ms: must be within"),
+    ],
+)
+def test_preview_refuses_arguments_out_of_bounds(after_ms: int, count: int, named: str) -> None:
+    """A preview start outside the epoch range or too long a preview is refused by name."""
+    with pytest.raises(InvalidArgumentError, match=re.escape(named)):
+        preview_occurrences("* * * * *", "UTC", after_ms, count)
+
+
+def _walk_to_the_end(expression: str, zone: str, after: int) -> tuple[list[int], str]:
+    """Return every occurrence after `after` and the message of the error that ended the walk."""
+    found: list[int] = []
+    while True:
+        try:
+            after = next_occurrence_ms(expression, zone, after)
+        except InvalidCronError as exc:
+            return found, str(exc)
+        found.append(after)
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Pacific/Kiritimati", "Etc/GMT+12", "America/New_York"])
+@pytest.mark.parametrize("expression", ["*/30 * * * *", "0 0 * * *", "0 0 1 1 *", "59 59 23 * * *"])
+def test_occurrences_at_the_end_of_the_range_stop_cleanly(expression: str, zone: str) -> None:
+    """Walking towards EPOCH_MS_MAX ends in InvalidCronError, never in a datetime overflow."""
+    found, end = _walk_to_the_end(expression, zone, EPOCH_MS_MAX - 3 * 86_400_000)
+    assert "no occurrence before 9999-12-30" in end
+    assert all(value <= EPOCH_MS_MAX for value in found)
+    with pytest.raises(InvalidCronError, match="no occurrence before 9999-12-30"):
+        preview_occurrences(expression, zone, EPOCH_MS_MAX, 1)
 
 
 def test_preview_of_zero_is_empty() -> None:

@@ -9,6 +9,7 @@ from cron_reference import ReferenceCron
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ql3_runtime_core import (
+    MISFIRE_GRACE_MS_MAX,
     ClusterScheduleClaim,
     MisfirePolicy,
     ScheduleDecision,
@@ -85,7 +86,9 @@ def scenarios(
         timezone=zone,
         misfire_policy=draw(st.sampled_from(policies)),
         misfire_grace_ms=draw(
-            st.sampled_from([0, 1_000, 60_000, 3_600_000]) | st.integers(0, longest)
+            # A definition's grace is at most MISFIRE_GRACE_MS_MAX, however long the outage.
+            st.sampled_from([0, 1_000, 60_000, 3_600_000])
+            | st.integers(0, min(longest, MISFIRE_GRACE_MS_MAX))
         ),
         start_at_ms=start,
         end_at_ms=end,

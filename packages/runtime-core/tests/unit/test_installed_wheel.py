@@ -1,19 +1,16 @@
-"""The tests run against the installed wheel, never the source tree (STYLE §9)."""
+"""The tests run against the installed wheel, never the source tree (STYLE §9, shared checks)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import ql3_runtime_core
+from ql3_test_support import check_installed, check_ships
 
 
 def test_package_is_imported_from_site_packages() -> None:
     """ql3_runtime_core comes from site-packages (nox installs the built wheel), not packages/."""
-    location = Path(ql3_runtime_core.__file__).resolve()
-    assert "site-packages" in location.parts, location
-    assert "packages" not in location.parts[: location.parts.index("site-packages")], location
+    check_installed(ql3_runtime_core)
 
 
 def test_wheel_ships_py_typed() -> None:
     """The installed package carries its py.typed marker."""
-    assert (Path(ql3_runtime_core.__file__).parent / "py.typed").is_file()
+    check_ships(ql3_runtime_core)

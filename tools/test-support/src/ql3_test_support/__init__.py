@@ -1,0 +1,26 @@
+"""Checks shared by the tests of every QL3 wheel (test-only; never a dependency of a wheel).
+
+The public surface is exactly `__all__`; see `_surface` for why these checks live here once.
+"""
+
+from __future__ import annotations
+
+from ._surface import (
+    all_sort_key,
+    check_all_complete,
+    check_all_sorted,
+    check_installed,
+    check_public_errors,
+    check_ships,
+    public_names,
+)
+
+__all__ = [
+    "all_sort_key",
+    "check_all_complete",
+    "check_all_sorted",
+    "check_installed",
+    "check_public_errors",
+    "check_ships",
+    "public_names",
+]
