@@ -1,36 +1,28 @@
-"""QL3 on PostgreSQL: migrations, roles, the fenced repository and throwaway clusters."""
+"""QL3 on PostgreSQL: migrations, roles, the fenced repository and the demo's private server."""
 
 from __future__ import annotations
 
 from importlib.metadata import version as _version
 
 from ._admin import ScheduleAdmin
-from ._binaries import find_faketime_library, find_postgres_bin_dir
+from ._binaries import find_postgres_bin_dir
 from ._errors import (
     AttemptStateError,
     DatabaseError,
     DuplicateScheduleError,
     MigrationTamperedError,
+    PrivateServerError,
     ScheduleNotFoundError,
     ScheduleStateError,
     SchemaMismatchError,
-    ThrowawayClusterError,
     UnknownRoleError,
 )
-from ._faults import WireFaultProxy
 from ._ingress import QueuedAttempt, WorkerIngress
 from ._migrations import SCHEMA_VERSION, check_schema_version, migrate
-from ._provision import (
-    Ql3Database,
-    drop_database,
-    login_password,
-    login_user_name,
-    prepare_ql3_database,
-)
+from ._private_server import PrivateServer
 from ._records import ApplyReport, ScheduleRecord, ScheduleSpec, ScheduleStatus, StatusReport
 from ._repository import ClusterState, PostgresScheduleRepository
 from ._roles import GROUP_ROLES, ROLE_NAMES, create_login_user, group_role_name, provision_roles
-from ._throwaway import ThrowawayCluster
 from ._verify import (
     STALE_CLAIM_GRACE_MS_DEFAULT,
     ScheduleVerdict,
@@ -60,7 +52,8 @@ __all__ = [
     "DuplicateScheduleError",
     "MigrationTamperedError",
     "PostgresScheduleRepository",
-    "Ql3Database",
+    "PrivateServer",
+    "PrivateServerError",
     "QueuedAttempt",
     "ScheduleAdmin",
     "ScheduleNotFoundError",
@@ -71,12 +64,9 @@ __all__ = [
     "ScheduleVerdict",
     "SchemaMismatchError",
     "StatusReport",
-    "ThrowawayCluster",
-    "ThrowawayClusterError",
     "UnknownRoleError",
     "VerifyReport",
     "Violation",
-    "WireFaultProxy",
     "WorkerIngress",
     "ZoneRulesChange",
     "ZoneRulesRecord",
@@ -84,14 +74,9 @@ __all__ = [
     "adopt_zone_rules",
     "check_schema_version",
     "create_login_user",
-    "drop_database",
-    "find_faketime_library",
     "find_postgres_bin_dir",
     "group_role_name",
-    "login_password",
-    "login_user_name",
     "migrate",
-    "prepare_ql3_database",
     "provision_roles",
     "read_zone_rules",
     "record_zone_rules",

@@ -14,13 +14,12 @@ from psycopg import sql
 from ql3_cluster_postgres import (
     GROUP_ROLES,
     DatabaseError,
-    Ql3Database,
-    ThrowawayCluster,
     UnknownRoleError,
     create_login_user,
     migrate,
     provision_roles,
 )
+from ql3_testkit import Ql3Database, ThrowawayCluster
 
 if TYPE_CHECKING:
     from pathlib import Path
