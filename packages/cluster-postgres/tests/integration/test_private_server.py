@@ -13,11 +13,15 @@ from ql3_cluster_postgres import PrivateServer, PrivateServerError, find_postgre
 
 
 def _pid_alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
+    # The server's parent reaps it on stop(), so a stopped server leaves no /proc entry at all.
+    return Path(f"/proc/{pid}").exists()
+
+
+def _run_script(script: str) -> subprocess.CompletedProcess[str]:
+    """Run `script` in a fresh interpreter (its exit runs the atexit handlers under test)."""
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120
+    )
 
 
 def test_find_postgres_bin_dir_has_the_server_tools() -> None:
@@ -91,13 +95,8 @@ print(server.base_dir, server.pid, flush=True)
 
 def test_interpreter_exit_stops_a_forgotten_server() -> None:
     """A server never stopped by its program is stopped and removed when the interpreter exits."""
-    result = subprocess.run(
-        [sys.executable, "-c", _ABANDON_SCRIPT],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
+    result = _run_script(_ABANDON_SCRIPT)
+    assert result.returncode == 0, result.stderr
     base, pid = result.stdout.split()
     assert not _pid_alive(int(pid))
     assert not Path(base).exists()
@@ -119,13 +118,7 @@ with PrivateServer(name="forked") as server:
 
 def test_forked_child_exit_leaves_the_parents_server_alone() -> None:
     """A forked child's interpreter exit does not stop the servers its parent started."""
-    result = subprocess.run(
-        [sys.executable, "-c", _FORK_SCRIPT],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    result = _run_script(_FORK_SCRIPT)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "still up"
 

@@ -24,7 +24,6 @@ from ._errors import ThrowawayClusterError
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
-    from types import TracebackType
     from typing import Any
 
 __all__ = ["WireFaultProxy"]
@@ -212,12 +211,7 @@ class WireFaultProxy:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     def start(self) -> Self:
