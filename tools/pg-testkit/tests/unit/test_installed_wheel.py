@@ -27,4 +27,3 @@ def test_no_product_wheel_depends_on_the_kit() -> None:
     """The installed product wheels' metadata never names ql3-testkit as a requirement."""
     for product in ("ql3-runtime-core", "ql3-cluster-postgres"):
         assert not [req for req in requires(product) or [] if req.startswith("ql3-testkit")]
-
