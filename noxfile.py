@@ -5,12 +5,19 @@ A package session builds the wheels of that package and of its workspace depende
 test group (which holds tools/test-support, the checks every package's tests share) into a fresh
 virtualenv, and runs the package's tests from outside the source tree, so an import can only come
 from the installed wheel (STYLE §9).
+
+The test kit (tools/pg-testkit, `ql3-testkit`) is a test-only dependency: a package lists it in
+its own `[dependency-groups] test`, and its session builds the kit's wheel and installs it beside
+the product wheels. No product wheel depends on it. The sessions of the packages that run real
+PostgreSQL also load the import audit's run-time clock guard (`-p ql3_import_audit.clock_guard`).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
+import tomllib
 from pathlib import Path
 
 import nox
@@ -24,6 +31,7 @@ nox.options.sessions = [
     "runtime_core",
     "cluster_postgres",
     "cluster_control",
+    "testkit",
     "chaos",
     "mutants",
 ]
@@ -39,7 +47,13 @@ PACKAGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "packages/cluster-control",
         ("ql3-runtime-core", "ql3-cluster-postgres"),
     ),
+    "ql3-testkit": ("tools/pg-testkit", ("ql3-runtime-core", "ql3-cluster-postgres")),
 }
+TEST_KIT = "ql3-testkit"
+# The run-time half of rule zero: a pytest plugin shipped by the import audit (pytest and the
+# standard library are all it imports, so its wheel is installed without the audit's own tools).
+AUDIT = ("ql3-import-audit", "tools/import-audit")
+CLOCK_GUARD = ("-p", "ql3_import_audit.clock_guard")
 
 
 def _export(session: nox.Session, *args: str, workspace: bool = False) -> str:
@@ -68,27 +82,44 @@ def _export(session: nox.Session, *args: str, workspace: bool = False) -> str:
     return str(target)
 
 
-def _install_wheels(session: nox.Session, distribution: str) -> None:
-    """Build `distribution` and its workspace dependencies, install the wheels and test deps."""
+def _test_only(distribution: str) -> tuple[str, ...]:
+    """Return the workspace wheels a package's tests need beside it (its `test` group)."""
+    folder, _ = PACKAGES[distribution]
+    with (ROOT / folder / "pyproject.toml").open("rb") as handle:
+        groups = tomllib.load(handle).get("dependency-groups", {})
+    names = {re.split(r"[\s<>=!~;\[]", entry, maxsplit=1)[0] for entry in groups.get("test", [])}
+    return tuple(name for name in PACKAGES if name in names)
+
+
+def _build(session: nox.Session, dist_dir: Path, name: str) -> None:
+    """Build one wheel into `dist_dir` without workspace sources (sibling bounds must resolve)."""
+    session.run(
+        "uv", "build", "--package", name, "--wheel", "--no-sources", "-q", "-o", str(dist_dir),
+        external=True,
+    )  # fmt: skip
+
+
+def _install_wheels(session: nox.Session, distribution: str, *, clock_guard: bool = False) -> None:
+    """Build `distribution`, its workspace dependencies and test-only wheels; install them.
+
+    With `clock_guard`, the import audit's wheel is installed too (without its dependencies:
+    the guard needs only pytest), so `CLOCK_GUARD` can load it.
+    """
     _, deps = PACKAGES[distribution]
+    test_only = tuple(
+        name for name in _test_only(distribution) if name not in (*deps, distribution)
+    )
     dist_dir = Path(tempfile.mkdtemp(prefix="ql3-wheels-"))
-    for name in (*deps, distribution):
-        session.run(
-            "uv",
-            "build",
-            "--package",
-            name,
-            "--wheel",
-            "--no-sources",
-            "-q",
-            "-o",
-            str(dist_dir),
-            external=True,
-        )
+    for name in dict.fromkeys((*deps, distribution, *test_only)):
+        _build(session, dist_dir, name)
     wheels = sorted(str(path) for path in dist_dir.glob("*.whl"))
     constraints = _export(session, "--all-packages", "--all-extras")
     session.install("-c", constraints, *wheels)
     session.install("-r", _export(session, "--only-group", "test", workspace=True))
+    if clock_guard:
+        audit_dir = Path(tempfile.mkdtemp(prefix="ql3-audit-wheel-"))
+        _build(session, audit_dir, AUDIT[0])
+        session.install("--no-deps", *(str(path) for path in audit_dir.glob("*.whl")))
 
 
 def _pytest(session: nox.Session, tests: Path, *options: str) -> None:
@@ -99,10 +130,10 @@ def _pytest(session: nox.Session, tests: Path, *options: str) -> None:
     )  # fmt: skip
 
 
-def _test_package(session: nox.Session, distribution: str) -> None:
+def _test_package(session: nox.Session, distribution: str, *, clock_guard: bool = False) -> None:
     folder, _ = PACKAGES[distribution]
-    _install_wheels(session, distribution)
-    _pytest(session, ROOT / folder / "tests")
+    _install_wheels(session, distribution, clock_guard=clock_guard)
+    _pytest(session, ROOT / folder / "tests", *(CLOCK_GUARD if clock_guard else ()))
 
 
 @nox.session(python=PYTHON)
@@ -114,19 +145,25 @@ def runtime_core(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def cluster_postgres(session: nox.Session) -> None:
     """Test ql3-cluster-postgres against its installed wheel and a real PostgreSQL."""
-    _test_package(session, "ql3-cluster-postgres")
+    _test_package(session, "ql3-cluster-postgres", clock_guard=True)
 
 
 @nox.session(python=PYTHON)
 def cluster_control(session: nox.Session) -> None:
     """Test ql3-cluster-control against its installed wheel, real PostgreSQL and real processes."""
-    _test_package(session, "ql3-cluster-control")
+    _test_package(session, "ql3-cluster-control", clock_guard=True)
+
+
+@nox.session(python=PYTHON)
+def testkit(session: nox.Session) -> None:
+    """Test the test kit (ql3-testkit) against its installed wheel and a real PostgreSQL."""
+    _test_package(session, TEST_KIT, clock_guard=True)
 
 
 @nox.session(python=PYTHON)
 def chaos(session: nox.Session) -> None:
     """Fault scenarios of SPEC §10 against real PostgreSQL and real `ql3 run` replicas (root)."""
-    _install_wheels(session, "ql3-cluster-control")
+    _install_wheels(session, "ql3-cluster-control")  # with the kit: its tests group lists it
     # Scenarios run in file order: EVIDENCE.md rows keep a stable order.
     _pytest(session, ROOT / "chaos", "-p", "no:randomly")
 
@@ -137,7 +174,8 @@ def mutants(session: nox.Session) -> None:
 
     Each mutant is built into real wheels from a scratch copy and installed over this session's;
     its focused tests (package tests or chaos scenarios) must fail. Writes the kill table into
-    docs/EVIDENCE.md when every mutant ran.
+    docs/EVIDENCE.md when every mutant ran. The test kit stays installed: mutants replace only
+    the product wheels (`--no-deps`).
     """
     _install_wheels(session, "ql3-cluster-control")
     session.run(
@@ -182,7 +220,7 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
     for folder in (
         *(folder for folder, _ in PACKAGES.values()),
-        "tools/import-audit",
+        AUDIT[1],
         "tools/test-support",
     ):
         targets = [str(ROOT / folder / "src")]

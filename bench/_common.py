@@ -27,22 +27,16 @@ from typing import TYPE_CHECKING, Any, Self
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
-from ql3_cluster_postgres import (
-    ScheduleAdmin,
-    ScheduleSpec,
-    ThrowawayCluster,
-    ThrowawayClusterError,
-    drop_database,
-    prepare_ql3_database,
-)
+from ql3_cluster_postgres import PrivateServerError, ScheduleAdmin, ScheduleSpec
 from ql3_runtime_core import MisfirePolicy, ScheduleDefinition
+from ql3_testkit import ThrowawayCluster, drop_database, prepare_ql3_database
 
 from ._sql import load_sql
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
 
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 __all__ = [
     "BenchContext",
@@ -284,7 +278,7 @@ def start_cluster() -> Iterator[ThrowawayCluster]:
     cluster = ThrowawayCluster(durable=False, settings=CLUSTER_SETTINGS, name="ql3bench")
     try:
         cluster.start()
-    except ThrowawayClusterError as exc:
+    except PrivateServerError as exc:
         # A server build without pg_stat_statements (e.g. a bundled one): measure without the
         # per-statement diagnostics rather than not at all.
         print(f"# pg_stat_statements unavailable, diagnostics off: {exc}", file=sys.stderr)

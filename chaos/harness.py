@@ -32,16 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 from expected import first_after, occurrences_between
-from ql3_cluster_postgres import (
-    Ql3Database,
-    ScheduleAdmin,
-    ScheduleRecord,
-    ThrowawayCluster,
-    VerifyReport,
-    prepare_ql3_database,
-    verify_history,
-)
+from ql3_cluster_postgres import ScheduleAdmin, ScheduleRecord, VerifyReport, verify_history
 from ql3_runtime_core import MisfirePolicy, ScheduleDefinition
+from ql3_testkit import Ql3Database, ThrowawayCluster, prepare_ql3_database
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable

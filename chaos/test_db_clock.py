@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import psycopg
 from expected import occurrences_between
 from harness import CYCLE_SLACK_MS, pause, sum_events, wait_until
-from ql3_cluster_postgres import WireFaultProxy
 from ql3_runtime_core import MisfirePolicy
+from ql3_testkit import WireFaultProxy
 
 if TYPE_CHECKING:
     from collections.abc import Callable

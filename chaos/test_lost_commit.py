@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING
 
 from harness import SLACK, Bound, db_now_ms, fetch, wait_until
 from psycopg.conninfo import make_conninfo
-from ql3_cluster_postgres import WireFaultProxy
+from ql3_testkit import WireFaultProxy
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from harness import Replica, Scenario
-    from ql3_cluster_postgres import ThrowawayCluster
+    from ql3_testkit import ThrowawayCluster
 
 LEASE_MS = 2_000
 DROPS = 3

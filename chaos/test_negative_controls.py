@@ -25,7 +25,8 @@ import pytest
 from expected import first_after
 from harness import EVERY_SECOND, wait_until
 from psycopg.conninfo import make_conninfo
-from ql3_cluster_postgres import ThrowawayCluster, WireFaultProxy, verify_history
+from ql3_cluster_postgres import verify_history
+from ql3_testkit import ThrowawayCluster, WireFaultProxy
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from harness import SLACK, Bound, pause, wait_until
 from netns import NetNamespace, require_network_tools
-from ql3_cluster_postgres import WireFaultProxy
+from ql3_testkit import WireFaultProxy
 
 if TYPE_CHECKING:
     from collections.abc import Callable

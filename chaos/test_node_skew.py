@@ -13,7 +13,7 @@ import subprocess
 from typing import TYPE_CHECKING
 
 from harness import SLACK, Bound
-from ql3_cluster_postgres import find_faketime_library
+from ql3_testkit import find_faketime_library
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from harness import fetch, pause, wait_until
 from psycopg.conninfo import make_conninfo
-from ql3_cluster_postgres import ThrowawayCluster, WireFaultProxy
+from ql3_testkit import ThrowawayCluster, WireFaultProxy
 
 if TYPE_CHECKING:
     from collections.abc import Callable

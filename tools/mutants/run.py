@@ -6,7 +6,8 @@ that the tests notice when the *code* goes wrong. So for each mutant of `catalog
 1. copy the product packages to a scratch folder and apply one textual change, which must match
    exactly once (a stale catalog entry fails the run instead of silently testing nothing);
 2. build the three product wheels from the copy (`uv build --no-sources`) and install them over
-   the session's own (`--no-deps`: every dependency is already there);
+   the session's own (`--no-deps`: every dependency is already there, the test kit
+   `ql3-testkit` included, which is never mutated and stays installed as the session left it);
 3. run the mutant's focused tests from the real tree and require them to FAIL (pytest exit 1).
 
 A control run first installs the unmutated wheels and requires every selection to PASS, so

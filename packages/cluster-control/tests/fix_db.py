@@ -28,12 +28,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from ql3_cluster_postgres import (
-    Ql3Database,
-    ThrowawayCluster,
-    drop_database,
-    prepare_ql3_database,
-)
+from ql3_testkit import Ql3Database, ThrowawayCluster, drop_database, prepare_ql3_database
 
 TEMPLATE = "ql3_cc_template"
 _counter = itertools.count(1)

@@ -1,5 +1,6 @@
-"""Shared pytest configuration for ql3-cluster-postgres: loads the database fixtures of fix_db."""
+"""Shared pytest configuration for ql3-cluster-postgres: the test kit's database fixtures."""
 
 from __future__ import annotations
 
-pytest_plugins = ["fix_db"]
+# pg_cluster, ql3_db, faketime_cluster, faketime_db, make_ql3_db (see ql3_testkit.fixtures).
+pytest_plugins = ["ql3_testkit.fixtures"]

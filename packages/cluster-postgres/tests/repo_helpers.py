@@ -25,7 +25,7 @@ from ql3_runtime_core import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 EVERY_SECOND = "* * * * * *"
 

@@ -69,6 +69,17 @@ def test_clean_tree_allows_own_private_imports_in_own_tests() -> None:
     assert findings == []
 
 
+def test_tests_may_import_the_test_kit_they_declare() -> None:
+    """cluster-postgres tests import ql3_testkit (listed in their test group) without a finding."""
+    test_file = FIXTURES / "testkit/packages/cluster-postgres/tests/test_with_kit.py"
+    assert "from ql3_testkit import ThrowawayCluster\n" in test_file.read_text(encoding="utf-8")
+    findings, audited = run_audit(FIXTURES / "testkit")
+    assert audited == 3
+    assert ("packages/cluster-postgres/tests/test_with_kit.py", 3) not in {
+        (finding.path, finding.line) for finding in findings
+    }
+
+
 @pytest.mark.parametrize("name", EVASION_FILES)
 def test_each_evasion_is_caught_by_the_flow_pass(
     name: str, flow_findings: dict[tuple[str, int], str]

@@ -25,6 +25,13 @@ def test_import_linter_finds_the_forbidden_directions_in_src() -> None:
     }
 
 
+def test_import_linter_forbids_product_src_importing_the_test_kit() -> None:
+    """A forbidden contract over src alone reports product code importing ql3_testkit."""
+    places = _places(list(check_contracts(load_workspace(FIXTURES / "testkit"))))
+    postgres = "packages/cluster-postgres/src/ql3_cluster_postgres/__init__.py"
+    assert places == {(postgres, 5, "forbidden-direction")}
+
+
 def test_import_linter_private_modules_contract_finds_private_module_imports() -> None:
     """import-linter's private_modules contract catches the statically named private modules."""
     places = _places(list(check_contracts(load_workspace(FIXTURES / "edge"))))

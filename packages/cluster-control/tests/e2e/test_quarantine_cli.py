@@ -5,16 +5,20 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path  # noqa: TC003  # pytest resolves fixture annotations
+from typing import TYPE_CHECKING
 
 from fix_db import run_ql3, sql_rows
 from history import plant_schedule
-from ql3_cluster_postgres import PostgresScheduleRepository, Ql3Database
+from ql3_cluster_postgres import PostgresScheduleRepository
 from ql3_runtime_core import (
     ClaimClusterScheduleCommand,
     normalize_commit,
     resolve_cluster_schedule_decision,
     zone_rules_version,
 )
+
+if TYPE_CHECKING:
+    from ql3_testkit import Ql3Database
 
 BAD_ZONE = "Mars/Olympus"
 

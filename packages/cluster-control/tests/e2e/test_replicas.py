@@ -10,7 +10,8 @@ from functools import partial
 
 from fix_db import Replicas, clean_env, db_now_ms, sql_rows, wait_for
 from history import add_schedules, assert_exact_history, expected_occurrences, read_history
-from ql3_cluster_postgres import Ql3Database, find_faketime_library, verify_history
+from ql3_cluster_postgres import verify_history
+from ql3_testkit import Ql3Database, find_faketime_library
 
 SETTLE_MS = 1_500
 

@@ -19,13 +19,7 @@ from ql3_cluster_control import (
     load_settings,
     postgres_repository_factory,
 )
-from ql3_cluster_postgres import (
-    PostgresScheduleRepository,
-    Ql3Database,
-    SchemaMismatchError,
-    ThrowawayCluster,
-    WireFaultProxy,
-)
+from ql3_cluster_postgres import PostgresScheduleRepository, SchemaMismatchError
 from ql3_runtime_core import (
     AdmittedRun,
     ClaimClusterScheduleCommand,
@@ -38,6 +32,7 @@ from ql3_runtime_core import (
     normalize_commit,
     resolve_cluster_schedule_decision,
 )
+from ql3_testkit import Ql3Database, ThrowawayCluster, WireFaultProxy
 
 
 class RecordingRepository(PostgresScheduleRepository):

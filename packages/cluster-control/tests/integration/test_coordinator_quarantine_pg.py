@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fix_db import db_now_ms, sql_rows, wait_for
 from history import add_schedules, plant_schedule
 from ql3_cluster_control import Coordinator, CoordinatorMetrics
-from ql3_cluster_postgres import PostgresScheduleRepository, Ql3Database
+from ql3_cluster_postgres import PostgresScheduleRepository
 from ql3_runtime_core import (
     ClaimClusterScheduleCommand,
     ClaimRound,
     MisfirePolicy,
     ScheduleDefinition,
 )
+
+if TYPE_CHECKING:
+    from ql3_testkit import Ql3Database
 
 
 class UndecidablePostgres(PostgresScheduleRepository):

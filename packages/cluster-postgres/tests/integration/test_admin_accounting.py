@@ -21,7 +21,7 @@ from ql3_runtime_core import (
 from repo_helpers import command, db_now_ms, decide, fetch, make_schedules, owner_conn, wait_until
 
 if TYPE_CHECKING:
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 _REVISIONS = (
     "SELECT revision, reason, cron, misfire_policy, end_at_ms, first_cursor_ms, end_cursor_ms,"

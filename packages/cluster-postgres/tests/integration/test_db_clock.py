@@ -18,8 +18,8 @@ from repo_helpers import (
 )
 
 if TYPE_CHECKING:
-    from ql3_cluster_postgres import Ql3Database, ThrowawayCluster
     from ql3_runtime_core import ClusterScheduleClaim
+    from ql3_testkit import Ql3Database, ThrowawayCluster
 
 _ROW = (
     "SELECT claim_owner_id, claim_token, claim_expires_at_ms, version, updated_at_ms,"

@@ -27,7 +27,7 @@ from ql3_runtime_core import (
 from repo_helpers import command, make_schedules
 
 if TYPE_CHECKING:
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from ql3_runtime_core import CommitStatus, QL3Error
 from repo_helpers import command, db_now_ms, decide, make_schedules
 
 if TYPE_CHECKING:
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 
 def test_an_empty_history_reads_as_nothing(ql3_db: Ql3Database) -> None:

@@ -11,7 +11,7 @@ from ql3_runtime_core import RepositoryUnavailableError
 from repo_helpers import command, decide, fetch, make_schedules
 
 if TYPE_CHECKING:
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 
 def _admit(db: Ql3Database, schedules: int = 2) -> int:

@@ -31,7 +31,7 @@ from repo_helpers import command, fetch
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 HOURLY = ScheduleDefinition(cron="0 * * * *")
 # Nobody listens on port 1: an argument checked after connecting would fail differently.

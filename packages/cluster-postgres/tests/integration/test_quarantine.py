@@ -25,7 +25,7 @@ from ql3_runtime_core import ScheduleDefinition, ScheduleState
 from repo_helpers import command, decide, fetch, make_schedules
 
 if TYPE_CHECKING:
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 # Pass the schema's CHECKs, yet no replica can read them: a minute out of range, a zone that
 # no zone rules know.

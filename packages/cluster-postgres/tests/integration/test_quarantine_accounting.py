@@ -19,7 +19,7 @@ from ql3_runtime_core import MisfirePolicy, ScheduleDefinition, ScheduleState
 from repo_helpers import command, db_now_ms, decide, fetch, make_schedules, owner_conn, wait_until
 
 if TYPE_CHECKING:
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 # Passes the schema's CHECKs, yet no replica can read it (a minute out of range).
 BAD_CRON = "61 * * * *"

@@ -18,7 +18,7 @@ from ql3_runtime_core import ClusterScheduleClaim, CommitStatus
 from repo_helpers import command, decide, fetch, make_schedules
 
 if TYPE_CHECKING:
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 SCHEDULES = 12
 ROUNDS = 200

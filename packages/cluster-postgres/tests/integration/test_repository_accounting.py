@@ -23,7 +23,7 @@ from repo_helpers import (
 )
 
 if TYPE_CHECKING:
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 _SKIP_COLUMNS = (
     "SELECT schedule_id, first_skipped_ms, last_skipped_ms, skipped_count, misfire_policy,"

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 DAY_MS = 86_400_000
 # A token whose 16 bytes are all printable-free of quote/backslash, so the trace parses simply.

@@ -9,7 +9,7 @@ from uuid import uuid4
 
 import psycopg
 import pytest
-from ql3_cluster_postgres import PostgresScheduleRepository, WireFaultProxy
+from ql3_cluster_postgres import PostgresScheduleRepository
 from ql3_runtime_core import (
     ClaimCommit,
     CommitStatus,
@@ -17,6 +17,7 @@ from ql3_runtime_core import (
     ScheduleDecision,
     ScheduleState,
 )
+from ql3_testkit import WireFaultProxy
 from repo_helpers import (
     command,
     db_now_ms,
@@ -29,7 +30,7 @@ from repo_helpers import (
 )
 
 if TYPE_CHECKING:
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 
 def _proxy_in_front_of(dsn: str) -> WireFaultProxy:

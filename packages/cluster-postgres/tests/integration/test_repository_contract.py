@@ -29,7 +29,7 @@ from repo_helpers import command, decide, fetch, history_counts, make_schedules
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 
 @pytest.fixture

@@ -14,16 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
-from ql3_cluster_postgres import (
-    STALE_CLAIM_GRACE_MS_DEFAULT,
-    Ql3Database,
-    VerifyReport,
-    verify_history,
-)
+from ql3_cluster_postgres import STALE_CLAIM_GRACE_MS_DEFAULT, VerifyReport, verify_history
 from ql3_runtime_core import next_occurrence_ms
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from ql3_testkit import Ql3Database
 
 SECOND = 1_000
 

@@ -20,7 +20,7 @@ from ql3_runtime_core import CommitStatus, MisfirePolicy, ScheduleDefinition
 from repo_helpers import command, db_now_ms, decide, make_schedules, owner_conn, wait_until
 
 if TYPE_CHECKING:
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 MINUTE = 60_000
 

@@ -20,7 +20,7 @@ from ql3_runtime_core import CommitStatus, zone_rules_version
 from repo_helpers import command, db_now_ms, decide, fetch, make_schedules, owner_conn, wait_until
 
 if TYPE_CHECKING:
-    from ql3_cluster_postgres import Ql3Database
+    from ql3_testkit import Ql3Database
 
 OTHER = "1999z"
 _CLAIMS = "SELECT id, version, claim_token FROM ql3.trigger_schedules ORDER BY id"

@@ -16,18 +16,16 @@ from ql3_cluster_postgres import (
     SCHEMA_VERSION,
     DatabaseError,
     MigrationTamperedError,
-    Ql3Database,
     ScheduleAdmin,
     ScheduleSpec,
     SchemaMismatchError,
-    ThrowawayCluster,
     check_schema_version,
-    drop_database,
     migrate,
     provision_roles,
     verify_history,
 )
 from ql3_runtime_core import ScheduleDefinition
+from ql3_testkit import Ql3Database, ThrowawayCluster, drop_database
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -14,16 +14,13 @@ from psycopg import sql
 from ql3_cluster_postgres import (
     GROUP_ROLES,
     DatabaseError,
-    Ql3Database,
-    ThrowawayCluster,
     UnknownRoleError,
     create_login_user,
-    drop_database,
-    login_user_name,
     migrate,
     provision_roles,
     provision_roles_if_missing,
 )
+from ql3_testkit import Ql3Database, ThrowawayCluster, drop_database, login_user_name
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

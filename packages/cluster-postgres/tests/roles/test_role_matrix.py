@@ -16,14 +16,8 @@ import psycopg
 import pytest
 from psycopg import errors as pg_errors
 from psycopg import sql
-from ql3_cluster_postgres import (
-    ROLE_NAMES,
-    Ql3Database,
-    ThrowawayCluster,
-    create_login_user,
-    drop_database,
-    prepare_ql3_database,
-)
+from ql3_cluster_postgres import ROLE_NAMES, create_login_user
+from ql3_testkit import Ql3Database, ThrowawayCluster, drop_database, prepare_ql3_database
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

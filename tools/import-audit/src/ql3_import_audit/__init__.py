@@ -6,16 +6,20 @@ Run `ql3-import-audit [--root PATH]` from the repository root. Every finding pri
 
 Rules, and who enforces them (the well-kept tools first; the AST passes add only what they miss):
 
-- `forbidden-direction`: layers ql3_cluster_control > ql3_cluster_postgres > ql3_runtime_core, and
-  runtime-core never imports psycopg / psycopg_pool. import-linter `layers` + `forbidden` over src;
-  the AST pass over tests (not packages, so import-linter cannot see them) and src.
+- `forbidden-direction`: layers ql3_cluster_control > ql3_cluster_postgres > ql3_runtime_core,
+  runtime-core never imports psycopg / psycopg_pool, and no product src imports the test kit
+  (`_layout.TEST_KITS`, tools/pg-testkit) nor does a product pyproject declare it as a dependency:
+  tests may import it, listed in their package's `[dependency-groups] test`. import-linter
+  `layers` + `forbidden` over src; the AST pass over tests (not packages, so import-linter cannot
+  see them) and src; the declarations are read from each pyproject.
 - `edge-import`: a sibling's submodule or `_private` name, including `import x as y; y._z` and
   `importlib.import_module("x._z")`. import-linter `private_modules` over src; the AST pass over src
   and tests. Decision: a package's own tests MAY import its own private modules (they test the
   implementation); they see siblings only through the sibling's `__all__`.
 - `undeclared-dependency`: deptry DEP001/DEP003/DEP004 per package. src against the package's
-  `[project.dependencies]` (and extras); tests against those plus the package itself and the root
-  `[dependency-groups] test` list; helper modules in the tests folder count as first party.
+  `[project.dependencies]` (and extras); tests against those plus the package itself, the root
+  `[dependency-groups] test` list and the package's own `test` group (the test kit); helper
+  modules in the tests folder count as first party. The test kit is audited like a package.
 - `unused-dependency`: deptry DEP002 over src, reported on the declaring pyproject line. Declared
   but never imported on purpose: `_deptry.NOT_IMPORTED_ON_PURPOSE`, each with its reason.
 - `rule-zero`: node wall-clock use in package src and tests, `bench/`, `chaos/` and `tools/`.

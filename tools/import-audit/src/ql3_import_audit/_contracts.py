@@ -48,6 +48,7 @@ def _lines(values: Sequence[str]) -> str:
 def contracts_ini(packages: list[Package]) -> str:
     """Return the import-linter INI configuration for the given (existing) packages."""
     names = [package.import_name for package in packages]
+    kits = [package.import_name for package in packages if package.test_kit]
     sections = [
         "[importlinter]",
         f"root_packages ={_lines(names)}",
@@ -79,6 +80,16 @@ def contracts_ini(packages: list[Package]) -> str:
                 f"source_modules = {source}",
                 f"forbidden_modules ={_lines(forbidden)}",
             ]
+    product = [name for name in LAYERS if name in names]
+    if kits and product:
+        sections += [
+            "",
+            "[importlinter:contract:forbidden-test-kits]",
+            "name = product wheels never import the test kit",
+            "type = forbidden",
+            f"source_modules ={_lines(product)}",
+            f"forbidden_modules ={_lines(kits)}",
+        ]
     return "\n".join(sections) + "\n"
 
 
@@ -97,7 +108,9 @@ def _finding(workspace: Workspace, packages: list[Package], link: _Link) -> list
         detail = f"{imported} is private to its package (import-linter)"
     else:
         reason = forbidden_reason(
-            importer.split(".", maxsplit=1)[0], imported.split(".", maxsplit=1)[0]
+            importer.split(".", maxsplit=1)[0],
+            imported.split(".", maxsplit=1)[0],
+            workspace.test_kits,
         )
         if reason is None:
             # A hop inside a longer chain that is itself allowed; the offending hop is reported.

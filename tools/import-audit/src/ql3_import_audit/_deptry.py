@@ -1,14 +1,14 @@
 """Run deptry per package: undeclared imports (src and tests) and declared-but-unused dependencies.
 
 src is checked against the package's own pyproject. tests are checked against a generated
-pyproject that declares the package itself, its dependencies and the root `test` group (what the
-nox session installs), with DEP002 off: tests need not use every runtime dependency.
+pyproject that declares the package itself, its dependencies, the root `test` group and the
+package's own `test` group (what the nox session installs, such as the test kit), with DEP002 off:
+tests need not use every runtime dependency.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Final, TypedDict
 
 from ._findings import RULE_UNDECLARED, RULE_UNUSED, AuditToolError, Finding
-from ._layout import Package, Workspace, normalize
+from ._layout import Package, Workspace, normalize, requirement_line
 
 # Declared on purpose although never imported by name. Every entry says why.
 NOT_IMPORTED_ON_PURPOSE: Final[dict[str, str]] = {
@@ -77,17 +77,6 @@ def _run(workspace: Workspace, folder: Path, config: Path, *extra: str) -> list[
     return issues
 
 
-def _requirement_line(pyproject: Path, distribution: str) -> int:
-    """Return the line declaring `distribution` in a pyproject (1 if it cannot be found)."""
-    for number, text in enumerate(pyproject.read_text(encoding="utf-8").splitlines(), start=1):
-        for match in re.finditer(r"[\"']\s*([A-Za-z0-9][A-Za-z0-9._-]*)[^\"']*[\"']", text):
-            before = text[: match.start()].rstrip()
-            in_list = before == "" or before.endswith(("[", ","))
-            if in_list and normalize(match.group(1)) == distribution:
-                return number
-    return 1
-
-
 def _to_findings(workspace: Workspace, package: Package, issues: list[_Issue]) -> list[Finding]:
     findings: list[Finding] = []
     for issue in issues:
@@ -96,7 +85,7 @@ def _to_findings(workspace: Workspace, package: Package, issues: list[_Issue]) -
         location = issue["location"]
         if code == "DEP002":
             distribution = normalize(module)
-            line = _requirement_line(package.pyproject, distribution)
+            line = requirement_line(package.pyproject, distribution)
             detail = f"{module} is declared by {package.distribution} but its src never imports it"
             findings.append(
                 Finding(workspace.relative(package.pyproject), line, RULE_UNUSED, detail)
@@ -112,7 +101,12 @@ def _to_findings(workspace: Workspace, package: Package, issues: list[_Issue]) -
 
 
 def _tests_pyproject(workspace: Workspace, package: Package, target: Path) -> None:
-    requirements = [package.distribution, *package.requirements, *workspace.test_requirements]
+    requirements = [
+        package.distribution,
+        *package.requirements,
+        *workspace.test_requirements,
+        *package.test_requirements,
+    ]
     listed = "".join(f"\n    {json.dumps(requirement)}," for requirement in requirements)
     target.write_text(
         f'[project]\nname = "{package.distribution}-tests"\nversion = "0"\n'

@@ -4,7 +4,9 @@ import-linter sees only the installed import packages; the tests folders are not
 `from ql3_x import _helper` (a private non-module name) never becomes a graph edge. This pass
 checks both `src` and `tests` of every package:
 
-- forbidden-direction: a lower layer importing a higher one, or runtime-core importing psycopg.
+- forbidden-direction: a lower layer importing a higher one, runtime-core importing psycopg, or
+  product src importing the test kit (or a product pyproject declaring it as a dependency);
+  tests may import the kit, declared in their package's `[dependency-groups] test`.
 - edge-import: a sibling's submodule or `_private` name. A package's own tests MAY import its own
   private modules (they test the implementation); they see siblings only through `__all__`.
 """
@@ -15,7 +17,15 @@ from typing import TYPE_CHECKING
 
 from ._findings import RULE_DIRECTION, RULE_EDGE, Finding
 from ._importmap import ImportTarget, import_targets, parse
-from ._layout import FORBIDDEN_EXTERNAL, LAYERS, Package, Workspace
+from ._layout import (
+    FORBIDDEN_EXTERNAL,
+    LAYERS,
+    Package,
+    Workspace,
+    normalize,
+    requirement_line,
+    requirement_name,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -25,8 +35,18 @@ def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def forbidden_reason(importer: str, imported: str) -> str | None:
-    """Return why top-level package `importer` may not import `imported`, or None if it may."""
+def forbidden_reason(
+    importer: str, imported: str, test_kits: frozenset[str] = frozenset(), *, in_src: bool = True
+) -> str | None:
+    """Return why top-level package `importer` may not import `imported`, or None if it may.
+
+    `test_kits` are the test kits' import names: product src (`in_src`) may not import them.
+    """
+    if in_src and importer in LAYERS and imported in test_kits:
+        return (
+            f"{importer} must not import the test kit {imported}: no product wheel depends on"
+            " it (its tests may, declared in [dependency-groups] test)"
+        )
     if imported in FORBIDDEN_EXTERNAL.get(importer, ()):
         return f"{importer} must not import {imported} (runtime-core does no I/O, SPEC §3)"
     if (
@@ -51,12 +71,13 @@ def edge_reason(importer: str, target: ImportTarget, siblings: frozenset[str]) -
 
 
 def _check_file(
-    path: Path, package: Package, siblings: frozenset[str]
+    path: Path, package: Package, siblings: frozenset[str], test_kits: frozenset[str]
 ) -> list[tuple[int, str, str]]:
     tree = parse(path)
+    in_src = path.is_relative_to(package.src)
     problems: list[tuple[int, str, str]] = []
     for target in import_targets(tree):
-        direction = forbidden_reason(package.import_name, target.top)
+        direction = forbidden_reason(package.import_name, target.top, test_kits, in_src=in_src)
         if direction is not None:
             problems.append((target.line, RULE_DIRECTION, direction))
         edge = edge_reason(package.import_name, target, siblings)
@@ -65,11 +86,31 @@ def _check_file(
     return problems
 
 
+def _declared_test_kits(workspace: Workspace, package: Package) -> list[Finding]:
+    """Return a finding per test kit a product wheel declares as a (runtime or extra) dependency."""
+    kits = {p.distribution for p in workspace.packages if p.test_kit}
+    if package.layer is None:
+        return []
+    declared = [name for name in map(requirement_name, package.requirements) if name in kits]
+    return [
+        Finding(
+            workspace.relative(package.pyproject),
+            requirement_line(package.pyproject, normalize(name)),
+            RULE_DIRECTION,
+            f"{package.distribution} must not depend on the test kit {name}; tests list it in"
+            " [dependency-groups] test",
+        )
+        for name in declared
+    ]
+
+
 def check_imports(workspace: Workspace) -> list[Finding]:
-    """Return direction and edge findings for every package's src and tests."""
+    """Return direction and edge findings for every package's src, tests and declarations."""
     siblings = frozenset(LAYERS) | {package.import_name for package in workspace.packages}
+    test_kits = workspace.test_kits
     findings: list[Finding] = []
     for package in workspace.packages:
+        findings += _declared_test_kits(workspace, package)
         for folder in (package.src, package.tests):
             if not folder.is_dir():
                 continue
@@ -77,6 +118,6 @@ def check_imports(workspace: Workspace) -> list[Finding]:
                 relative = workspace.relative(path)
                 findings += [
                     Finding(relative, line, rule, detail)
-                    for line, rule, detail in _check_file(path, package, siblings)
+                    for line, rule, detail in _check_file(path, package, siblings, test_kits)
                 ]
     return findings

@@ -23,6 +23,9 @@ LAYERS: Final = ("ql3_runtime_core", "ql3_cluster_postgres", "ql3_cluster_contro
 FORBIDDEN_EXTERNAL: Final[dict[str, tuple[str, ...]]] = {
     "ql3_runtime_core": ("psycopg", "psycopg_pool"),
 }
+# Workspace members that only tests use: no layer, never a product wheel's dependency. Package tests
+# may import them (declared in their own `[dependency-groups] test`); product src may not.
+TEST_KITS: Final = ("tools/pg-testkit",)
 # Folders at the root that are audited for rule zero only (they are not wheels).
 RULE_ZERO_ONLY: Final = ("bench", "chaos")
 # The audit's own planted violations; never part of the audited tree.
@@ -45,14 +48,32 @@ def requirement_name(requirement: str) -> str:
     return normalize(match.group(1))
 
 
+def requirement_line(pyproject: Path, distribution: str) -> int:
+    """Return the line declaring `distribution` in a pyproject (1 if it cannot be found)."""
+    for number, text in enumerate(pyproject.read_text(encoding="utf-8").splitlines(), start=1):
+        for match in re.finditer(r"[\"']\s*([A-Za-z0-9][A-Za-z0-9._-]*)[^\"']*[\"']", text):
+            before = text[: match.start()].rstrip()
+            in_list = before == "" or before.endswith(("[", ","))
+            if in_list and normalize(match.group(1)) == distribution:
+                return number
+    return 1
+
+
 @dataclasses.dataclass(frozen=True)
 class Package:
-    """One wheel of the workspace: its folder, names and declared requirements."""
+    """One wheel of the workspace: its folder, names and declared requirements.
+
+    `requirements` are what the wheel declares (dependencies and extras); `test_requirements` the
+    package's own `[dependency-groups] test` (what its test session installs beside it, such as
+    the test kit). `test_kit` marks a package under `TEST_KITS`.
+    """
 
     folder: Path
     distribution: str
     import_name: str
     requirements: tuple[str, ...]
+    test_requirements: tuple[str, ...] = ()
+    test_kit: bool = False
 
     @property
     def src(self) -> Path:
@@ -83,6 +104,11 @@ class Workspace:
     packages: tuple[Package, ...]
     test_requirements: tuple[str, ...]
 
+    @property
+    def test_kits(self) -> frozenset[str]:
+        """Return the import names of the test kits present."""
+        return frozenset(package.import_name for package in self.packages if package.test_kit)
+
     def rule_zero_folders(self) -> list[Path]:
         """Return every folder audited for rule zero: package src/tests, bench, chaos, tools."""
         folders = [path for package in self.packages for path in (package.src, package.tests)]
@@ -91,7 +117,8 @@ class Workspace:
         if tools.is_dir():
             for tool in sorted(tools.iterdir()):
                 folders += [tool / "src", tool / "tests"]
-        return [folder for folder in folders if folder.is_dir()]
+        # A test kit lives under tools/ and is a package too: each folder is audited once.
+        return [folder for folder in dict.fromkeys(folders) if folder.is_dir()]
 
     def relative(self, path: Path) -> str:
         """Return `path` relative to the root in POSIX form (absolute paths outside stay as is)."""
@@ -135,8 +162,10 @@ def _import_name(folder: Path, distribution: str) -> str:
     return distribution.replace("-", "_")
 
 
-def _load_package(folder: Path) -> Package:
-    project = _read_toml(folder / "pyproject.toml").get("project")
+def _load_package(folder: Path, *, test_kit: bool = False) -> Package:
+    pyproject = _read_toml(folder / "pyproject.toml")
+    project = pyproject.get("project")
+    groups = pyproject.get("dependency-groups")
     if not isinstance(project, dict):
         raise AuditToolError(f"{folder / 'pyproject.toml'} has no [project] table")
     distribution = str(project.get("name", folder.name))
@@ -150,6 +179,8 @@ def _load_package(folder: Path) -> Package:
         distribution=normalize(distribution),
         import_name=_import_name(folder, distribution),
         requirements=tuple(requirements),
+        test_requirements=tuple(_group(groups, "test")) if isinstance(groups, dict) else (),
+        test_kit=test_kit,
     )
 
 
@@ -168,10 +199,11 @@ def _group(groups: dict[str, object], name: str, seen: frozenset[str] = frozense
 
 
 def load_workspace(root: Path) -> Workspace:
-    """Read the packages under `root/packages/` and the root `test` dependency group."""
+    """Read the packages under `root/packages/`, the test kits and the root `test` group."""
     root = root.resolve()
     packages_dir = root / "packages"
     folders = sorted(path.parent for path in packages_dir.glob("*/pyproject.toml"))
+    kits = [root / kit for kit in TEST_KITS if (root / kit / "pyproject.toml").is_file()]
     test_requirements: list[str] = []
     root_pyproject = root / "pyproject.toml"
     if root_pyproject.is_file():
@@ -180,6 +212,9 @@ def load_workspace(root: Path) -> Workspace:
             test_requirements = _group(groups, "test")
     return Workspace(
         root=root,
-        packages=tuple(_load_package(folder) for folder in folders),
+        packages=(
+            *(_load_package(folder) for folder in folders),
+            *(_load_package(folder, test_kit=True) for folder in kits),
+        ),
         test_requirements=tuple(test_requirements),
     )

@@ -1,24 +1,27 @@
-"""Streaming replication for throwaway clusters: base backup, synchronous standby, promotion.
+"""Streaming replication between private servers: base backup, synchronous standby, promotion.
 
 Used by `ThrowawayCluster.create_standby` / `promote` / `timeline`; kept apart so the cluster
-module stays about one server's life cycle.
+module stays about one server's life cycle. Every function takes the product's `PrivateServer`
+(which a `ThrowawayCluster` is), so this module needs nothing from the cluster module and the
+cluster module imports it one way only.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
+from psycopg.rows import dict_row, scalar_row
 
-from ._ddl import ddl
 from ._errors import ThrowawayClusterError
-from ._processes import run_tool
+from ._sql import statement
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ._throwaway import ThrowawayCluster
+    import psycopg
+    from ql3_cluster_postgres import PrivateServer
 
 __all__ = [
     "base_backup",
@@ -32,14 +35,13 @@ __all__ = [
 _TIMEOUT_S = 60.0
 
 
-def base_backup(primary: ThrowawayCluster, standby: ThrowawayCluster, *, no_sync: bool) -> None:
+def base_backup(primary: PrivateServer, standby: PrivateServer, *, no_sync: bool) -> None:
     """Clone `primary` into `standby.data_dir` with `pg_basebackup -R` and a physical slot.
 
     The slot and the application name are the standby's name, so `wait_streaming` and
     synchronous_standby_names can refer to it.
     """
     argv = [
-        str(standby.bin_dir / "pg_basebackup"),
         "-D",
         str(standby.data_dir),
         "-d",
@@ -55,7 +57,7 @@ def base_backup(primary: ThrowawayCluster, standby: ThrowawayCluster, *, no_sync
     ]
     if no_sync:
         argv.append("--no-sync")
-    run_tool(argv, cwd=standby.base_dir, os_user=standby.os_user)
+    standby.run_tool("pg_basebackup", *argv)
     _forget_primary_only_settings(standby.data_dir)
 
 
@@ -67,21 +69,26 @@ def _forget_primary_only_settings(data_dir: Path) -> None:
     auto.write_text("".join(kept), encoding="utf-8")
 
 
-def make_synchronous(primary: ThrowawayCluster, name: str) -> None:
+def make_synchronous(primary: PrivateServer, name: str) -> None:
     """Make standby `name` the primary's synchronous standby; commits then wait for it."""
     with primary.connect() as conn:
-        conn.execute(sql.SQL(ddl("cluster_set_synchronous")).format(names=sql.Literal(name)))
-        conn.execute(ddl("cluster_synchronous_commit_on"))
-        conn.execute(ddl("cluster_reload"))
+        conn.execute(sql.SQL(statement("cluster_set_synchronous")).format(names=sql.Literal(name)))
+        conn.execute(statement("cluster_synchronous_commit_on"))
+        conn.execute(statement("cluster_reload"))
 
 
-def wait_streaming(primary: ThrowawayCluster, name: str, *, synchronous: bool) -> None:
+def wait_streaming(primary: PrivateServer, name: str, *, synchronous: bool) -> None:
     """Poll pg_stat_replication on the primary until standby `name` streams (and is sync)."""
     deadline = time.monotonic() + _TIMEOUT_S
     with primary.connect() as conn:
+        cursor = conn.cursor(row_factory=dict_row)
         while True:
-            row = conn.execute(ddl("cluster_standby_state"), {"name": name}).fetchone()
-            if row and row[0] == "streaming" and (not synchronous or row[1] == "sync"):
+            row = cursor.execute(statement("cluster_standby_state"), {"name": name}).fetchone()
+            if (
+                row is not None
+                and row["state"] == "streaming"
+                and (not synchronous or row["sync_state"] == "sync")
+            ):
                 return
             if time.monotonic() > deadline:
                 raise ThrowawayClusterError(
@@ -90,17 +97,20 @@ def wait_streaming(primary: ThrowawayCluster, name: str, *, synchronous: bool) -
             time.sleep(0.05)
 
 
-def in_recovery(cluster: ThrowawayCluster) -> bool:
+def in_recovery(cluster: PrivateServer) -> bool:
     """Tell whether the server is a standby (in recovery)."""
     with cluster.connect() as conn:
-        row = conn.execute(ddl("cluster_in_recovery")).fetchone()
-    return bool(row and row[0])
+        return bool(_scalar(conn, "cluster_in_recovery"))
 
 
-def promote(cluster: ThrowawayCluster) -> None:
+def _scalar(conn: psycopg.Connection[Any], name: str) -> object:
+    """Run statement `name` and return the one value of its one row (None without a row)."""
+    return conn.cursor(row_factory=scalar_row).execute(statement(name)).fetchone()
+
+
+def promote(cluster: PrivateServer) -> None:
     """Promote a standby with `pg_ctl promote` and wait until it accepts writes."""
-    argv = [str(cluster.bin_dir / "pg_ctl"), "promote", "-w", "-D", str(cluster.data_dir)]
-    run_tool(argv, cwd=cluster.base_dir, os_user=cluster.os_user)
+    cluster.run_tool("pg_ctl", "promote", "-w", "-D", str(cluster.data_dir))
     deadline = time.monotonic() + _TIMEOUT_S
     while in_recovery(cluster):
         if time.monotonic() > deadline:
@@ -108,15 +118,14 @@ def promote(cluster: ThrowawayCluster) -> None:
         time.sleep(0.05)
 
 
-def timeline(cluster: ThrowawayCluster) -> int:
+def timeline(cluster: PrivateServer) -> int:
     """Read the current timeline: from the WAL file name, or the last checkpoint in recovery."""
     with cluster.connect() as conn:
-        recovering = conn.execute(ddl("cluster_in_recovery")).fetchone()
-        if recovering and recovering[0]:
-            row = conn.execute(ddl("cluster_timeline_standby")).fetchone()
-            return int(row[0]) if row else 0
-        row = conn.execute(ddl("cluster_timeline_primary")).fetchone()
-    if row is None:
+        if _scalar(conn, "cluster_in_recovery"):
+            checkpoint_timeline = _scalar(conn, "cluster_timeline_standby")
+            return int(str(checkpoint_timeline)) if checkpoint_timeline is not None else 0
+        wal_file = _scalar(conn, "cluster_timeline_primary")
+    if wal_file is None:
         raise ThrowawayClusterError(f"cluster {cluster.name!r}: no WAL file name")
     # pg_walfile_name: 8 hex digits of timeline, then log and segment numbers.
-    return int(str(row[0])[:8], 16)
+    return int(str(wal_file)[:8], 16)

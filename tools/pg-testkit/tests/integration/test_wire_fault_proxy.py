@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
-from ql3_cluster_postgres import ThrowawayCluster, WireFaultProxy, drop_database
+from ql3_testkit import ThrowawayCluster, WireFaultProxy, drop_database
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -7,8 +7,8 @@ reply and reset the client's connection. The client then sees a connection error
 has committed: the *uncertain* outcome of SPEC §7. It also delays, resets and partitions traffic.
 
 It listens on 127.0.0.1 only and runs an asyncio loop in a daemon thread; every public method is
-safe to call from any thread. Test and chaos tooling, shipped in the wheel so chaos/bench/demo use
-the same one.
+safe to call from any thread. Test and chaos tooling only: it lives in the test kit, never in a
+product wheel.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import threading
 from typing import TYPE_CHECKING, Self
 
 from ._errors import ThrowawayClusterError
-from ._lifecycle import Started
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -186,7 +185,7 @@ class _Link:
             await self.client_writer.drain()
 
 
-class WireFaultProxy(Started):
+class WireFaultProxy:
     """A TCP proxy on 127.0.0.1 in front of PostgreSQL that can lose COMMIT replies on purpose.
 
     Connect clients to `port` (use `sslmode=disable` or `prefer`: the proxy refuses TLS so that
@@ -195,7 +194,7 @@ class WireFaultProxy(Started):
     client), `partition()`/`heal()` (bytes stop flowing both ways, then flow again).
     """
 
-    __module__ = "ql3_cluster_postgres"
+    __module__ = "ql3_testkit"
 
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
         # One tuple, replaced as a whole, so the loop thread never sees a half-changed address.
@@ -208,6 +207,12 @@ class WireFaultProxy(Started):
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- life cycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
     def start(self) -> Self:
         """Listen on a free loopback port and start forwarding; returns self."""

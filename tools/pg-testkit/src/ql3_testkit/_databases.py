@@ -1,6 +1,7 @@
 """Databases ready for QL3 on a throwaway cluster: roles, login users, migrated schema.
 
-Tests, benchmarks, chaos runs and the demo all get their databases here. Login users are
+Tests, benchmarks and chaos runs get their databases here (the demo sets up its own, with the
+product's functions only). Login users are
 cluster-global (`ql3_login_<role>`); their passwords are derived from the cluster's superuser
 password, so a `Ql3Database` (or a subprocess handed only its superuser DSN) can rebuild every
 role's DSN without a side channel.
@@ -17,15 +18,21 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import scalar_row
+from ql3_cluster_postgres import (
+    ROLE_NAMES,
+    DatabaseError,
+    UnknownRoleError,
+    create_login_user,
+    migrate,
+    provision_roles,
+    record_zone_rules,
+)
 
-from ._ddl import ddl
-from ._errors import DatabaseError, UnknownRoleError
-from ._migrations import migrate
-from ._roles import ROLE_NAMES, create_login_user, provision_roles
-from ._zone_rules import record_zone_rules
+from ._sql import statement
 
 if TYPE_CHECKING:
-    from ._throwaway import ThrowawayCluster
+    from ql3_cluster_postgres import PrivateServer
 
 __all__ = [
     "Ql3Database",
@@ -52,7 +59,7 @@ def login_password(superuser_password: str, role: str) -> str:
 class Ql3Database:
     """A migrated QL3 database on a throwaway cluster, with a login user per role."""
 
-    __module__ = "ql3_cluster_postgres"
+    __module__ = "ql3_testkit"
 
     name: str
     superuser_dsn: str
@@ -68,22 +75,22 @@ class Ql3Database:
         )
 
 
-def _execute_admin(cluster: ThrowawayCluster, statement: sql.Composed) -> None:
+def _execute_admin(cluster: PrivateServer, command: sql.Composed) -> None:
     with cluster.connect() as conn:
-        conn.execute(statement)
+        conn.execute(command)
 
 
-def _create_database(cluster: ThrowawayCluster, name: str, template: str | None) -> None:
+def _create_database(cluster: PrivateServer, name: str, template: str | None) -> None:
     if template is None:
-        statement = sql.SQL(ddl("database_create")).format(name=sql.Identifier(name))
+        command = sql.SQL(statement("database_create")).format(name=sql.Identifier(name))
     else:
-        statement = sql.SQL(ddl("database_create_from_template")).format(
+        command = sql.SQL(statement("database_create_from_template")).format(
             name=sql.Identifier(name), template=sql.Identifier(template)
         )
     deadline = time.monotonic() + _CLONE_TIMEOUT_S
     while True:
         try:
-            _execute_admin(cluster, statement)
+            _execute_admin(cluster, command)
         except pg_errors.ObjectInUse:
             # "source database is being accessed by other users": a session still closing.
             if time.monotonic() > deadline:
@@ -94,7 +101,7 @@ def _create_database(cluster: ThrowawayCluster, name: str, template: str | None)
 
 
 def prepare_ql3_database(
-    cluster: ThrowawayCluster,
+    cluster: PrivateServer,
     name: str,
     *,
     template: str | None = None,
@@ -130,7 +137,7 @@ def prepare_ql3_database(
     # As `ql3 migrate` does: replicas claim only with the zone rules recorded here (issue 10.3).
     record_zone_rules(database.dsn("owner"))
     if as_template:
-        mark = sql.SQL(ddl("database_mark_template")).format(name=sql.Identifier(name))
+        mark = sql.SQL(statement("database_mark_template")).format(name=sql.Identifier(name))
         try:
             _execute_admin(cluster, mark)
         except psycopg.Error as exc:
@@ -138,7 +145,7 @@ def prepare_ql3_database(
     return database
 
 
-def drop_database(cluster: ThrowawayCluster, name: str) -> None:
+def drop_database(cluster: PrivateServer, name: str) -> None:
     """Drop database `name` if it exists, terminating its sessions (WITH (FORCE)).
 
     A database marked by `prepare_ql3_database(as_template=True)` is unmarked first.
@@ -150,9 +157,9 @@ def drop_database(cluster: ThrowawayCluster, name: str) -> None:
     ident = sql.Identifier(name)
     try:
         with cluster.connect() as conn:
-            row = conn.execute(ddl("database_is_template"), {"name": name}).fetchone()
-            if row and row[0]:
-                conn.execute(sql.SQL(ddl("database_unmark_template")).format(name=ident))
-            conn.execute(sql.SQL(ddl("database_drop")).format(name=ident))
+            cursor = conn.cursor(row_factory=scalar_row)
+            if cursor.execute(statement("database_is_template"), {"name": name}).fetchone():
+                conn.execute(sql.SQL(statement("database_unmark_template")).format(name=ident))
+            conn.execute(sql.SQL(statement("database_drop")).format(name=ident))
     except psycopg.Error as exc:
         raise DatabaseError(f"drop database {name!r}: {exc}") from exc

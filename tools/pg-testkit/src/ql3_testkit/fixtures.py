@@ -1,7 +1,8 @@
-"""Database fixtures for the ql3-cluster-postgres tests (loaded by conftest.py).
+"""pytest fixtures for real PostgreSQL: load with `pytest_plugins = ["ql3_testkit.fixtures"]`.
 
-Every fixture runs a real PostgreSQL from the installed wheel's `ThrowawayCluster`; nothing is
-mocked and a missing server or libfaketime is an error saying what to install, never a skip.
+A plugin module, not a `pytest11` entry point: installing the kit enables nothing, a conftest
+asks for it. Every fixture runs a real PostgreSQL (`ThrowawayCluster`); nothing is mocked and a
+missing server or libfaketime is an error saying what to install, never a skip.
 
 - `pg_cluster` (session): one non-durable cluster (fsync/full_page_writes/synchronous_commit off)
   shared by the whole session. Use `pg_cluster.dsn(dbname)` only for superuser work (provisioning,
@@ -26,15 +27,22 @@ import uuid
 from typing import TYPE_CHECKING
 
 import pytest
-from ql3_cluster_postgres import (
-    Ql3Database,
-    ThrowawayCluster,
-    drop_database,
-    prepare_ql3_database,
-)
+
+from ._cluster import ThrowawayCluster
+from ._databases import Ql3Database, drop_database, prepare_ql3_database
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+__all__ = [
+    "faketime_cluster",
+    "faketime_db",
+    "faketime_template",
+    "make_ql3_db",
+    "pg_cluster",
+    "ql3_db",
+    "ql3_template",
+]
 
 _TEMPLATE = "ql3_template"
 

@@ -1,22 +1,17 @@
-"""ThrowawayCluster against real PostgreSQL: life cycle, live clock offsets, standby, promotion."""
+"""ThrowawayCluster against real PostgreSQL: test settings, live clock offsets, crash, standbys."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from ql3_cluster_postgres import (
-    Ql3Database,
-    ThrowawayCluster,
-    ThrowawayClusterError,
-    find_postgres_bin_dir,
-)
+from ql3_cluster_postgres import PrivateServer, PrivateServerError, find_postgres_bin_dir
+from ql3_testkit import Ql3Database, ThrowawayCluster, ThrowawayClusterError
 
 NOW_MS = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 HOUR_MS = 3_600_000
@@ -36,53 +31,12 @@ def _pid_alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
-def test_find_postgres_bin_dir_has_the_server_tools() -> None:
-    """The binary lookup finds a folder with initdb, postgres, pg_ctl and pg_basebackup."""
-    folder = find_postgres_bin_dir()
-    for tool in ("initdb", "postgres", "pg_ctl", "pg_basebackup"):
-        assert os.access(folder / tool, os.X_OK)
-
-
-def test_start_and_stop_leave_no_process_and_no_folder() -> None:
-    """A started cluster answers over TCP; stop() ends its process and removes its folder."""
-    cluster = ThrowawayCluster(name="lifecycle").start()
-    base: Path = cluster.base_dir
-    pid = cluster.pid
-    try:
-        with psycopg.connect(cluster.dsn()) as conn:
-            row = conn.execute("SELECT current_setting('listen_addresses')").fetchone()
-            assert row == ("127.0.0.1",)
-        assert cluster.host == "127.0.0.1"
-        assert _pid_alive(pid)
-    finally:
-        cluster.stop()
-    assert not _pid_alive(pid)
-    assert not base.exists()
-    cluster.stop()  # idempotent
-
-
-def test_wrong_password_is_refused(pg_cluster: ThrowawayCluster) -> None:
-    """TCP connections authenticate with SCRAM: a wrong password cannot connect."""
-    bad = pg_cluster.dsn(password="wrong")  # noqa: S106 - deliberately wrong
-    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
-        psycopg.connect(bad, connect_timeout=5)
-
-
 def test_non_durable_settings(pg_cluster: ThrowawayCluster) -> None:
     """The session cluster runs with fsync, full_page_writes and synchronous_commit off."""
     with psycopg.connect(pg_cluster.dsn()) as conn:
         for name in ("fsync", "full_page_writes", "synchronous_commit"):
             row = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
             assert row == ("off",), name
-
-
-def test_startup_failure_reports_the_server_log() -> None:
-    """A server that cannot start raises an error quoting the server log's tail."""
-    cluster = ThrowawayCluster(name="broken", settings={"shared_buffers": "no-such-size"})
-    with pytest.raises(ThrowawayClusterError, match="shared_buffers"):
-        cluster.start()
-    with pytest.raises(ThrowawayClusterError, match="not started"):
-        _ = cluster.base_dir
 
 
 def test_clock_offset_moves_open_connections_forward_and_back(
@@ -183,7 +137,7 @@ def test_fenced_primary_refuses_to_start() -> None:
         cluster.fence()
         assert cluster.fenced
         assert not cluster.running
-        with pytest.raises(ThrowawayClusterError, match="configuration file"):
+        with pytest.raises(PrivateServerError, match="configuration file"):
             cluster.restart()
         pg_ctl = find_postgres_bin_dir() / "pg_ctl"
         user = "postgres" if os.geteuid() == 0 else None
@@ -197,27 +151,6 @@ def test_fenced_primary_refuses_to_start() -> None:
         )
         assert result.returncode != 0
         assert not cluster.running
-
-
-_ABANDON_SCRIPT = """
-from ql3_cluster_postgres import ThrowawayCluster
-cluster = ThrowawayCluster(name="abandoned").start()
-print(cluster.base_dir, cluster.pid, flush=True)
-"""
-
-
-def test_interpreter_exit_stops_a_forgotten_cluster() -> None:
-    """A cluster never stopped by its program is stopped and removed when the interpreter exits."""
-    result = subprocess.run(
-        [sys.executable, "-c", _ABANDON_SCRIPT],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    base, pid = result.stdout.split()
-    assert not _pid_alive(int(pid))
-    assert not Path(base).exists()
 
 
 def test_missing_libfaketime_names_the_packages(
@@ -250,41 +183,21 @@ def test_faketime_standby_has_its_own_clock() -> None:
         assert abs(skew_after + 2 * HOUR_MS) <= elapsed_ms + 5
 
 
-_FORK_SCRIPT = """
-import os, sys
-import psycopg
-from ql3_cluster_postgres import ThrowawayCluster
-with ThrowawayCluster(name="forked") as cluster:
-    child = os.fork()
-    if child == 0:
-        sys.exit(0)  # a normal exit runs the child's atexit handlers
-    os.waitpid(child, 0)
-    with psycopg.connect(cluster.dsn()) as conn:
-        print(conn.execute("SELECT 'still up'").fetchone()[0])
-"""
+def test_a_cluster_is_a_private_server_with_test_settings(pg_cluster: ThrowawayCluster) -> None:
+    """The kit's cluster is the product's PrivateServer, started with replication and checksums."""
+    assert isinstance(pg_cluster, PrivateServer)
+    with psycopg.connect(pg_cluster.dsn()) as conn:
+        assert conn.execute("SHOW wal_level").fetchone() == ("replica",)
+        assert conn.execute("SHOW data_checksums").fetchone() == ("on",)
 
 
-def test_forked_child_exit_leaves_the_parents_cluster_alone() -> None:
-    """A forked child's interpreter exit does not stop the clusters its parent started."""
-    result = subprocess.run(
-        [sys.executable, "-c", _FORK_SCRIPT],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "still up"
-
-
-def test_unusable_binaries_are_a_clear_error(tmp_path: Path) -> None:
-    """Binaries the server's OS user cannot execute raise an error saying so, and leave nothing."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for tool in ("initdb", "postgres", "pg_ctl", "pg_basebackup"):
-        (bin_dir / tool).write_text("not a program\n")
-        (bin_dir / tool).chmod(0o644)
-    cluster = ThrowawayCluster(name="nobin", bin_dir=bin_dir)
-    with pytest.raises(ThrowawayClusterError, match=r"cannot run .*initdb"):
-        cluster.start()
-    assert not cluster.running
+def test_restart_keeps_the_port_after_a_graceful_halt() -> None:
+    """restart() of a running cluster stops it, waits for its backends and starts on its port."""
+    with ThrowawayCluster(name="restart") as cluster:
+        port, pid = cluster.port, cluster.pid
+        cluster.restart()
+        assert cluster.port == port
+        assert cluster.pid != pid
+        assert not _pid_alive(pid)
+        with psycopg.connect(cluster.dsn()) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)

@@ -1,0 +1,38 @@
+"""QL3 test kit: throwaway PostgreSQL clusters, standbys, libfaketime, the wire fault proxy.
+
+Never a dependency of the product wheels: the package tests, chaos/ and bench/ install it beside
+them. `ThrowawayCluster` extends the product's `PrivateServer` (the one server `ql3 demo` starts)
+with what only tests need; `prepare_ql3_database` gives a migrated database with a login user per
+role, cloned from a template in a tenth of a second.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import version as _version
+
+from ._cluster import ThrowawayCluster
+from ._databases import (
+    Ql3Database,
+    drop_database,
+    login_password,
+    login_user_name,
+    prepare_ql3_database,
+)
+from ._errors import ThrowawayClusterError
+from ._faketime import find_faketime_library
+from ._wire_fault_proxy import WireFaultProxy
+
+__version__ = _version("ql3-testkit")
+
+__all__ = [
+    "Ql3Database",
+    "ThrowawayCluster",
+    "ThrowawayClusterError",
+    "WireFaultProxy",
+    "__version__",
+    "drop_database",
+    "find_faketime_library",
+    "login_password",
+    "login_user_name",
+    "prepare_ql3_database",
+]
