@@ -49,27 +49,44 @@ class RowShapeError(LookupError):
 def named_row(cls: type[_NT]) -> RowFactory[_NT]:
     """Return a psycopg row factory reading each row into named tuple `cls` by column name.
 
-    The columns are matched to `cls._fields` once per result; rows are then built without
-    looking at names again.
+    The result's column names are matched to `cls._fields` once per distinct set of names (read
+    from the raw result, not `cursor.description`, which builds a typed Column per column and
+    cost more than the rows themselves); rows are then built without looking at names again.
     """
     fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]  # a NamedTuple class
-    make = cls._make  # type: ignore[attr-defined]  # NamedTuple's C-speed constructor
+    make: RowMaker[_NT] = cls._make  # type: ignore[attr-defined]  # NamedTuple's C-speed maker
+    makers: dict[tuple[bytes | None, ...], RowMaker[_NT]] = {}
 
     def factory(cursor: BaseCursor[Any, Any]) -> RowMaker[_NT]:
-        names = tuple(column.name for column in cursor.description or ())
-        if names == fields:
-            return make  # type: ignore[no-any-return]  # builds a `cls` from a sequence
-        if sorted(names) != sorted(fields):
-            msg = f"{cls.__name__}: the statement returns columns {names}, the row has {fields}"
-            raise RowShapeError(msg)
-        pick = operator.itemgetter(*(names.index(name) for name in fields))
-
-        def reordered(values: Sequence[Any]) -> _NT:
-            return make(pick(values))  # type: ignore[no-any-return]
-
-        return reordered
+        result = cursor.pgresult
+        if result is None:  # pragma: no cover - psycopg asks only once a result is there
+            return make
+        raw = tuple(result.fname(i) for i in range(result.nfields))
+        maker = makers.get(raw)
+        if maker is None:
+            encoding = cursor.connection.info.encoding
+            names = tuple((name or b"").decode(encoding) for name in raw)
+            maker = makers[raw] = _maker(cls, make, fields, names)
+        return maker
 
     return factory
+
+
+def _maker(
+    cls: type[_NT], make: RowMaker[_NT], fields: tuple[str, ...], names: tuple[str, ...]
+) -> RowMaker[_NT]:
+    """Return how to build `cls` from rows with columns `names`, or refuse a mismatch."""
+    if names == fields:
+        return make
+    if sorted(names) != sorted(fields):
+        msg = f"{cls.__name__}: the statement returns columns {names}, the row has {fields}"
+        raise RowShapeError(msg)
+    pick = operator.itemgetter(*(names.index(name) for name in fields))
+
+    def reordered(values: Sequence[Any]) -> _NT:
+        return make(pick(values))
+
+    return reordered
 
 
 class ClaimedRow(NamedTuple):
