@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import psycopg
 from psycopg import IsolationLevel
 
-from ._sql import load_sql
+from ._sql import connect, load_sql
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -49,12 +49,12 @@ def run_baseline_worker(dsn: str, owner: str, max_seconds: float) -> None:
     claim_sql, commit_sql = load_sql("baseline_claim"), load_sql("baseline_commit")
     rounds = admitted_rounds = retries = 0
     deadline = time.monotonic() + max_seconds
-    with psycopg.connect(dsn, autocommit=True, application_name=owner) as conn:
+    with connect(dsn, application_name=owner) as conn:
         conn.isolation_level = IsolationLevel.SERIALIZABLE  # applies to transaction() blocks
         while not _Stop.requested and time.monotonic() < deadline:
             token = uuid.uuid4()
             params = {"owner": owner, "token": token, "batch": BATCH, "lease_ms": LEASE_MS}
-            ids = [row[0] for row in conn.execute(claim_sql, params).fetchall()]
+            ids = [row["id"] for row in conn.execute(claim_sql, params).fetchall()]
             rounds += 1
             if not ids:
                 time.sleep(IDLE_SLEEP_S)

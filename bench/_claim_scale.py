@@ -16,7 +16,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from ql3_cluster_postgres import PostgresScheduleRepository, ScheduleAdmin
+from ql3_cluster_postgres import ConnectionSettings, PostgresScheduleRepository, ScheduleAdmin
 from ql3_runtime_core import ClaimClusterScheduleCommand, ScheduleDefinition
 
 from ._common import (
@@ -89,7 +89,9 @@ def run_claim_scale(ctx: BenchContext) -> list[dict[str, Any]]:
         with contextlib.ExitStack() as stack:
             repos = {
                 size: stack.enter_context(
-                    PostgresScheduleRepository(db.dsn("runtime"), application_name=OWNER)
+                    PostgresScheduleRepository(
+                        db.dsn("runtime"), connection=ConnectionSettings(application_name=OWNER)
+                    )
                 )
                 for size, db in databases.items()
             }

@@ -24,18 +24,17 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import dict_row
 from ql3_cluster_postgres import PrivateServerError, ScheduleAdmin, ScheduleSpec
 from ql3_runtime_core import MisfirePolicy, ScheduleDefinition
 from ql3_testkit import ThrowawayCluster, drop_database, prepare_ql3_database
 
-from ._sql import load_sql
+from ._sql import connect, load_sql
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
 
+    import psycopg
     from ql3_testkit import Ql3Database
 
 __all__ = [
@@ -71,11 +70,6 @@ CLUSTER_SETTINGS: Mapping[str, str] = {
 }
 # Emptied when the server has no pg_stat_statements: the diagnostics are then skipped.
 _STATEMENT_STATS: list[bool] = [True]
-
-
-def connect(dsn: str) -> psycopg.Connection[dict[str, Any]]:
-    """Open an autocommit connection that returns rows as dicts."""
-    return psycopg.connect(dsn, autocommit=True, row_factory=dict_row)
 
 
 def db_now_ms(conn: psycopg.Connection[dict[str, Any]]) -> int:

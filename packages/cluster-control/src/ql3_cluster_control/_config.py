@@ -9,6 +9,7 @@ itself silently ignores unknown environment variables).
 
 from __future__ import annotations
 
+import copy
 import os
 import secrets
 import socket
@@ -18,7 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from ql3_cluster_postgres import InvalidConninfoError, check_conninfo
+from ql3_cluster_postgres import ConnectionSettings, InvalidConninfoError, check_conninfo
 from ql3_runtime_core import (
     LEASE_MS_DEFAULT,
     LEASE_MS_MAX,
@@ -68,11 +69,18 @@ OwnerId = Annotated[
 ]
 
 
+def _connection_field(name: str) -> Any:  # noqa: ANN401 - a pydantic FieldInfo used as a default
+    """Return cluster-postgres' `ConnectionSettings` field `name`: its one default and bounds."""
+    return copy.deepcopy(ConnectionSettings.model_fields[name])
+
+
 class CoordinatorSettings(BaseSettings):
     """Everything a Coordinator replica needs; each field is also `QL3_<NAME>` in the environment.
 
-    Keepalive and `tcp_user_timeout` defaults are seconds-scale so a partitioned replica notices
-    the loss (and the server drops its locks) in seconds rather than the kernel's 15 minutes.
+    The connection fields (timeout, keepalives, `tcp_user_timeout`) are cluster-postgres'
+    `ConnectionSettings` fields, defaults and bounds included, under `QL3_*` names; they are
+    seconds-scale so a partitioned replica notices the loss (and the server drops its locks) in
+    seconds rather than the kernel's 15 minutes. `connection_settings()` hands them over.
     """
 
     model_config = SettingsConfigDict(
@@ -97,11 +105,11 @@ class CoordinatorSettings(BaseSettings):
     log_format: LogFormat = LogFormat.TEXT
     log_level: str = "INFO"
     application_name: str = Field(default="ql3-coordinator", min_length=1, max_length=63)
-    connect_timeout_s: float = Field(default=5.0, gt=0, le=300)
-    keepalives_idle_s: int = Field(default=5, ge=1, le=7_200)
-    keepalives_interval_s: int = Field(default=2, ge=1, le=600)
-    keepalives_count: int = Field(default=3, ge=1, le=100)
-    tcp_user_timeout_ms: int = Field(default=10_000, ge=0, le=3_600_000)
+    connect_timeout_s: float = _connection_field("connect_timeout_s")
+    keepalives_idle_s: int = _connection_field("keepalives_idle_s")
+    keepalives_interval_s: int = _connection_field("keepalives_interval_s")
+    keepalives_count: int = _connection_field("keepalives_count")
+    tcp_user_timeout_ms: int = _connection_field("tcp_user_timeout_ms")
 
     @model_validator(mode="before")
     @classmethod
@@ -141,6 +149,17 @@ class CoordinatorSettings(BaseSettings):
             )
             raise ValueError(msg)
         return self
+
+    def connection_settings(self) -> ConnectionSettings:
+        """Return how the repository opens its connections, from these settings."""
+        return ConnectionSettings(
+            application_name=self.application_name,
+            connect_timeout_s=self.connect_timeout_s,
+            keepalives_idle_s=self.keepalives_idle_s,
+            keepalives_interval_s=self.keepalives_interval_s,
+            keepalives_count=self.keepalives_count,
+            tcp_user_timeout_ms=self.tcp_user_timeout_ms,
+        )
 
     def dsn_value(self) -> str | None:
         """Return the DSN in clear, for the repository; never log it."""

@@ -64,13 +64,8 @@ def postgres_repository_factory(settings: CoordinatorSettings) -> Callable[[], S
     def build() -> ServiceRepository:
         return PostgresScheduleRepository(
             dsn,
+            connection=settings.connection_settings(),
             max_serialization_retries=settings.max_serialization_retries,
-            application_name=settings.application_name,
-            connect_timeout_s=settings.connect_timeout_s,
-            keepalives_idle_s=settings.keepalives_idle_s,
-            keepalives_interval_s=settings.keepalives_interval_s,
-            keepalives_count=settings.keepalives_count,
-            tcp_user_timeout_ms=settings.tcp_user_timeout_ms,
         )
 
     return build

@@ -6,7 +6,7 @@ from importlib.metadata import version as _version
 
 from ._admin import ScheduleAdmin
 from ._binaries import find_postgres_bin_dir
-from ._connect import DRIVER_LOGGER, check_conninfo
+from ._connect import DRIVER_LOGGER, ConnectionSettings, check_conninfo
 from ._errors import (
     AttemptStateError,
     DatabaseError,
@@ -66,6 +66,7 @@ __all__ = [
     "STALE_CLAIM_GRACE_MS_DEFAULT",
     "ApplyReport",
     "AttemptStateError",
+    "ConnectionSettings",
     "DatabaseError",
     "DuplicateScheduleError",
     "HistoryReader",

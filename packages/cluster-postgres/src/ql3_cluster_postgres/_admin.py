@@ -49,6 +49,7 @@ from ._records import (
     ScheduleStatus,
     StatusReport,
 )
+from ._retry import TRANSACTION_RETRY
 from ._sql import query
 
 if TYPE_CHECKING:
@@ -58,10 +59,6 @@ __all__ = ["ScheduleAdmin"]
 
 _Row = tuple[Any, ...]
 T = TypeVar("T")
-
-# Deadlock / serialization failure: rerun the admin transaction (bounded).
-_RETRYABLE = frozenset({"40001", "40P01"})
-_RETRIES = 3
 
 
 # Revision reasons written for new schedules (see migrations/0004).
@@ -118,9 +115,11 @@ class ScheduleAdmin(Closing):
         """Run `body` in one admin transaction; psycopg errors become QL3 errors naming `action`.
 
         A deadlock or serialization failure (an admin change meeting a runtime commit on the
-        same rows) runs the whole transaction again, a few times, before giving up.
+        same rows) runs the whole transaction again, a few times, before giving up: the
+        package's one retry policy (`TRANSACTION_RETRY`).
         """
-        for attempt in range(_RETRIES + 1):
+
+        def attempt(_retries: int) -> T:
             with self._lock:
                 conn = self._conn = reuse_or_connect(
                     self._conn, self._options, f"{action}: connect"
@@ -128,14 +127,16 @@ class ScheduleAdmin(Closing):
                 try:
                     with conn.transaction():
                         return body(conn)
-                except psycopg.Error as exc:
+                except psycopg.Error:
                     if conn.broken:
                         close_quietly(conn)
                         self._conn = None
-                    if exc.sqlstate in _RETRYABLE and attempt < _RETRIES:
-                        continue
-                    raise wrap_error(exc, action) from exc
-        raise AssertionError  # pragma: no cover - the loop returns or raises
+                    raise
+
+        try:
+            return TRANSACTION_RETRY.call(attempt)
+        except psycopg.Error as exc:
+            raise wrap_error(exc, action) from exc
 
     @staticmethod
     def _rows(conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any]) -> list[_Row]:

@@ -1,8 +1,12 @@
-"""Connections for the repository, admin and ingress: conninfo defaults and error wrapping.
+"""The package's one connection factory: every connection QL3 opens is made here.
 
-Every connection QL3 opens carries TCP keepalives and `tcp_user_timeout`, so a partitioned
-server is noticed in seconds rather than after the kernel's two-hour default, and a
-`connect_timeout`, so a dead address fails fast. psycopg's errors never leave this package:
+Each carries TCP keepalives and `tcp_user_timeout`, so a partitioned server is noticed in seconds
+rather than after the kernel's two-hour default, and a `connect_timeout`, so a dead address fails
+fast (`ConnectionSettings`, the one source of those defaults; cluster-control's settings feed it).
+`ConnectionOptions` turns a caller's conninfo and the settings into the arguments libpq gets, and
+is the only thing that opens connections: `open_connection` (psycopg errors as they are),
+`connect` / `reuse_or_connect` (errors wrapped), `ConnectionOptions.pool` (the ingress pool,
+whose connections get exactly the same arguments). psycopg's errors never leave this package:
 `wrap_error` turns them into `RepositoryUnavailableError` (transient: connection, shutdown,
 serialization) or `DatabaseError` (everything else), chained with `from`.
 """
@@ -16,18 +20,23 @@ from typing import Any, TypeAlias
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import ConnectionPool
+from pydantic import BaseModel, ConfigDict, Field
 from ql3_runtime_core import QL3Error, RepositoryUnavailableError
 
 from ._errors import DatabaseError, InvalidConninfoError
+from ._retry import is_transient
 
 __all__ = [
     "DRIVER_LOGGER",
     "ConnectionOptions",
+    "ConnectionSettings",
     "StatementObserver",
     "check_conninfo",
     "close_quietly",
     "connect",
     "is_connection_lost",
+    "open_connection",
     "reuse_or_connect",
     "wrap_error",
 ]
@@ -40,33 +49,59 @@ DRIVER_LOGGER = "psycopg"
 StatementObserver: TypeAlias = Callable[[str, str, Mapping[str, Any]], None]
 
 
-class ConnectionOptions:
-    """Connection settings shared by every QL3 connection; the caller's DSN wins on conflicts."""
+class ConnectionSettings(BaseModel):
+    """How every QL3 connection is opened: its name, connect timeout, keepalives, user timeout.
 
-    __slots__ = ("conninfo",)
+    The defaults are seconds-scale so a partitioned replica notices the loss (and the server
+    drops its locks) in seconds rather than the kernel's 15 minutes to 2 hours. Keys given in a
+    caller's conninfo win over these.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    application_name: str = Field(default="ql3", min_length=1, max_length=63)
+    connect_timeout_s: float = Field(default=5.0, gt=0, le=300)
+    keepalives_idle_s: int = Field(default=5, ge=1, le=7_200)
+    keepalives_interval_s: int = Field(default=2, ge=1, le=600)
+    keepalives_count: int = Field(default=3, ge=1, le=100)
+    tcp_user_timeout_ms: int = Field(default=10_000, ge=0, le=3_600_000)
+
+    def libpq_defaults(self) -> dict[str, str]:
+        """Return these settings as libpq conninfo keys."""
+        return {
+            "application_name": self.application_name,
+            # libpq takes whole seconds and treats 1 as 2; round up so a short timeout stays short.
+            "connect_timeout": str(max(2, math.ceil(self.connect_timeout_s))),
+            "keepalives": "1",
+            "keepalives_idle": str(self.keepalives_idle_s),
+            "keepalives_interval": str(self.keepalives_interval_s),
+            "keepalives_count": str(self.keepalives_count),
+            "tcp_user_timeout": str(self.tcp_user_timeout_ms),
+        }
+
+
+class ConnectionOptions:
+    """The connection factory of one component: the caller's conninfo plus `ConnectionSettings`.
+
+    `application_name` overrides the settings' name (each component names its sessions);
+    `server_settings` are session GUCs sent in the startup packet (no extra round trip).
+    """
+
+    __slots__ = ("conninfo", "settings")
 
     def __init__(
         self,
         conninfo: str,
+        settings: ConnectionSettings | None = None,
         *,
-        application_name: str = "ql3",
-        connect_timeout_s: float = 5.0,
-        keepalives_idle_s: int = 5,
-        keepalives_interval_s: int = 2,
-        keepalives_count: int = 3,
-        tcp_user_timeout_ms: int = 10_000,
+        application_name: str | None = None,
         server_settings: Mapping[str, str] | None = None,
     ) -> None:
-        defaults: dict[str, Any] = {
-            "application_name": application_name,
-            # libpq takes whole seconds and treats 1 as 2; round up so a short timeout stays short.
-            "connect_timeout": str(max(2, math.ceil(connect_timeout_s))),
-            "keepalives": "1",
-            "keepalives_idle": str(keepalives_idle_s),
-            "keepalives_interval": str(keepalives_interval_s),
-            "keepalives_count": str(keepalives_count),
-            "tcp_user_timeout": str(tcp_user_timeout_ms),
-        }
+        settings = settings or ConnectionSettings()
+        if application_name is not None:
+            settings = settings.model_copy(update={"application_name": application_name})
+        self.settings = settings
+        defaults: dict[str, Any] = settings.libpq_defaults()
         try:
             given = conninfo_to_dict(conninfo)
         except psycopg.ProgrammingError as exc:
@@ -74,10 +109,36 @@ class ConnectionOptions:
             raise ValueError(msg) from exc
         defaults.update({key: value for key, value in given.items() if value is not None})
         if server_settings:
-            # Session GUCs travel in the startup packet: no extra round trip per connection.
             extra = " ".join(f"-c {name}={value}" for name, value in server_settings.items())
             defaults["options"] = f"{defaults.get('options', '')} {extra}".strip()
         self.conninfo = make_conninfo("", **defaults)
+
+    def pool(self, *, max_size: int, timeout_s: float) -> ConnectionPool[psycopg.Connection[Any]]:
+        """Return a closed pool (open it with `open()`) whose connections are made like ours."""
+        return ConnectionPool(
+            self.conninfo,
+            min_size=1,
+            max_size=max_size,
+            kwargs=_connect_kwargs(autocommit=True),
+            open=False,
+            timeout=timeout_s,
+            name=self.settings.application_name,
+        )
+
+
+def _connect_kwargs(*, autocommit: bool) -> dict[str, Any]:
+    """Return what `psycopg.connect` gets beside the conninfo (single connections and the pool)."""
+    return {"autocommit": autocommit}
+
+
+def open_connection(
+    options: ConnectionOptions, *, autocommit: bool = True
+) -> psycopg.Connection[tuple[Any, ...]]:
+    """Open a connection made by `options`; psycopg errors propagate (set-up code wraps them).
+
+    The only `psycopg.connect` call of the package.
+    """
+    return psycopg.connect(options.conninfo, **_connect_kwargs(autocommit=autocommit))
 
 
 def check_conninfo(conninfo: str, *, field: str = "conninfo") -> None:
@@ -99,7 +160,7 @@ def check_conninfo(conninfo: str, *, field: str = "conninfo") -> None:
 def connect(options: ConnectionOptions, action: str) -> psycopg.Connection[Any]:
     """Open an autocommit connection, or raise `RepositoryUnavailableError` naming `action`."""
     try:
-        return psycopg.connect(options.conninfo, autocommit=True)
+        return open_connection(options)
     except psycopg.Error as exc:
         raise wrap_error(exc, action) from exc
 
@@ -130,19 +191,11 @@ def wrap_error(exc: psycopg.Error, action: str) -> QL3Error:
     """Return the QL3 error for a psycopg error raised while doing `action` (chain it with from)."""
     code = exc.sqlstate or "no sqlstate"
     text = f"{action}: {type(exc).__name__} ({code}): {str(exc).strip()}"
-    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) or _transient(code):
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) or is_transient(
+        exc.sqlstate
+    ):
         return RepositoryUnavailableError(text)
     return DatabaseError(text)
-
-
-# SQLSTATE classes worth retrying after a reconnect: connection exception, transaction rollback,
-# insufficient resources, operator intervention, system error; and a session the server ended
-# for idling inside a transaction.
-_TRANSIENT_CLASSES = frozenset({"08", "40", "53", "57", "58"})
-
-
-def _transient(code: str) -> bool:
-    return code[:2] in _TRANSIENT_CLASSES or code == "25P03"
 
 
 def close_quietly(conn: psycopg.Connection[Any] | None) -> None:

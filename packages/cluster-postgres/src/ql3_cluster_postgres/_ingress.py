@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, ConfigDict
 
 from ._bounds import check_limit
-from ._connect import ConnectionOptions, wrap_error
+from ._connect import ConnectionOptions, ConnectionSettings, wrap_error
 from ._errors import AttemptStateError
 from ._lifecycle import Closing
 from ._sql import query
@@ -62,19 +61,14 @@ class WorkerIngress(Closing):
             msg = f"max_connections: must be >= 1, got {max_connections}"
             raise ValueError(msg)
         options = ConnectionOptions(
-            conninfo, application_name=application_name, connect_timeout_s=connect_timeout_s
+            conninfo,
+            ConnectionSettings(
+                application_name=application_name, connect_timeout_s=connect_timeout_s
+            ),
         )
         # A worker process usually runs several executor threads; a small pool lets them take
         # and report attempts concurrently, and replaces connections that broke.
-        self._pool = ConnectionPool(
-            options.conninfo,
-            min_size=1,
-            max_size=max_connections,
-            kwargs={"autocommit": True},
-            open=False,
-            timeout=connect_timeout_s,
-            name=application_name,
-        )
+        self._pool = options.pool(max_size=max_connections, timeout_s=connect_timeout_s)
         self._lock = threading.Lock()
         self._opened = False
 

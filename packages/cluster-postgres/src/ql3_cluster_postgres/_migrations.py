@@ -3,7 +3,9 @@
 `migrations/NNNN_verb_phrase.sql` files are applied in name order, each in its own transaction,
 under a session advisory lock (so concurrent runners apply each file once), as `ql3_owner` (so
 every object belongs to it), and recorded in `ql3.schema_migrations` with their sha256 and the
-database time. An applied file whose bytes changed is refused: migrations are forward-only.
+database time. An applied file whose bytes changed is refused: migrations are forward-only. The
+files are read by the package's one SQL loader (`_sql.migration_files`), the connection is made
+by its one connection factory.
 """
 
 from __future__ import annotations
@@ -11,16 +13,16 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from importlib.resources import files
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.rows import scalar_row
 
-from ._ddl import ddl
+from ._connect import ConnectionOptions, open_connection
 from ._errors import DatabaseError, MigrationTamperedError, SchemaMismatchError
 from ._roles import not_provisioned_message
+from ._rows import named_row
+from ._sql import migration_files, provisioning, read_sql_folder
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -36,6 +38,36 @@ __all__ = [
 # The schema version this build is made for: the highest migration number (a unit test pins it).
 SCHEMA_VERSION: Final[int] = 4
 _FILE_NAME = re.compile(r"(?P<version>\d{4})_[a-z0-9_]+\.sql")
+_APPLICATION_NAME: Final = "ql3-migrate"
+
+
+class _Applied(NamedTuple):
+    name: str
+    version: int
+    sha256: str
+
+
+class _Exists(NamedTuple):
+    exists: bool
+
+
+class _RoleName(NamedTuple):
+    rolname: str
+
+
+class _CanBecomeOwner(NamedTuple):
+    can_become_owner: bool
+
+
+class _Version(NamedTuple):
+    version: int
+
+
+_APPLIED = named_row(_Applied)
+_EXISTS = named_row(_Exists)
+_ROLE_NAME = named_row(_RoleName)
+_CAN_BECOME_OWNER = named_row(_CanBecomeOwner)
+_VERSION = named_row(_Version)
 
 
 @dataclass(frozen=True)
@@ -48,10 +80,6 @@ class Migration:
     sha256: str
 
 
-def _default_source() -> Traversable:
-    return files(__package__) / "migrations"
-
-
 def load_migrations(source: Traversable | None = None) -> list[Migration]:
     """Read the migration files of `source` (default: the installed package) in version order.
 
@@ -59,18 +87,15 @@ def load_migrations(source: Traversable | None = None) -> list[Migration]:
         DatabaseError: a file name breaks the `NNNN_name.sql` rule or two files share a number.
 
     """
-    folder = source if source is not None else _default_source()
+    shipped = migration_files() if source is None else read_sql_folder(source)
     found: list[Migration] = []
-    for entry in folder.iterdir():
-        if not entry.name.endswith(".sql"):
-            continue
-        match = _FILE_NAME.fullmatch(entry.name)
+    for name, data in shipped.items():
+        match = _FILE_NAME.fullmatch(name)
         if match is None:
-            raise DatabaseError(f"migration file {entry.name!r}: name is not NNNN_lowercase.sql")
-        data = entry.read_bytes()
+            raise DatabaseError(f"migration file {name!r}: name is not NNNN_lowercase.sql")
         found.append(
             Migration(
-                name=entry.name,
+                name=name,
                 version=int(match["version"]),
                 sql=data.decode("utf-8"),
                 sha256=hashlib.sha256(data).hexdigest(),
@@ -98,38 +123,43 @@ def migrate(dsn: str, *, source: Traversable | None = None) -> list[str]:
     """
     migrations = load_migrations(source)
     try:
-        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+        options = ConnectionOptions(dsn, application_name=_APPLICATION_NAME)
+        with open_connection(options) as conn:
             _become_owner(conn)
-            conn.execute(ddl("migrations_lock"))
+            conn.execute(provisioning("migrations_lock"))
             try:
                 return _apply_pending(conn, migrations)
             finally:
-                conn.execute(ddl("migrations_unlock"))
+                conn.execute(provisioning("migrations_unlock"))
     except psycopg.Error as exc:
         raise DatabaseError(f"migrate: {exc}") from exc
 
 
 def _become_owner(conn: psycopg.Connection[Any]) -> None:
-    flags = conn.cursor(row_factory=scalar_row)
-    schema = flags.execute(ddl("migrations_schema_exists")).fetchone()
-    owner = flags.execute(ddl("roles_existing"), {"names": ["ql3_owner"]}).fetchone()
+    schema = conn.cursor(row_factory=_EXISTS).execute(provisioning("migrations_schema_exists"))
+    schema_exists = any(row.exists for row in schema)
+    owners = conn.cursor(row_factory=_ROLE_NAME).execute(
+        provisioning("roles_existing"), {"names": ["ql3_owner"]}
+    )
+    owner_exists = any(row.rolname == "ql3_owner" for row in owners)
     user, database = conn.info.user, conn.info.dbname
-    if not (schema and owner):
+    if not (schema_exists and owner_exists):
         raise DatabaseError(f"migrate: {not_provisioned_message(user, database)}")
-    if not flags.execute(ddl("migrations_can_become_owner")).fetchone():
+    allowed = conn.cursor(row_factory=_CAN_BECOME_OWNER).execute(
+        provisioning("migrations_can_become_owner")
+    )
+    if not any(row.can_become_owner for row in allowed):
         raise DatabaseError(
             f"migrate: user {user!r} is not a member of role ql3_owner; a superuser grants it"
             f" (GRANT ql3_owner TO {user})"
         )
-    conn.execute(ddl("migrations_set_owner"))
+    conn.execute(provisioning("migrations_set_owner"))
 
 
 def _apply_pending(conn: psycopg.Connection[Any], migrations: list[Migration]) -> list[str]:
-    conn.execute(ddl("migrations_create_ledger"))
-    applied = {
-        str(name): (int(version), str(digest))
-        for name, version, digest in conn.execute(ddl("migrations_applied")).fetchall()
-    }
+    conn.execute(provisioning("migrations_create_ledger"))
+    ledger = conn.cursor(row_factory=_APPLIED).execute(provisioning("migrations_applied"))
+    applied = {row.name: (row.version, row.sha256) for row in ledger}
     known = {migration.name: migration for migration in migrations}
     for name, (_, digest) in applied.items():
         if name in known and known[name].sha256 != digest:
@@ -146,7 +176,7 @@ def _apply_pending(conn: psycopg.Connection[Any], migrations: list[Migration]) -
             # A packaged, checksummed file, not user input.
             conn.execute(migration.sql)
             conn.execute(
-                ddl("migrations_record"),
+                provisioning("migrations_record"),
                 {"name": migration.name, "version": migration.version, "sha256": migration.sha256},
             )
         done.append(migration.name)
@@ -166,8 +196,8 @@ def check_schema_version(conn: psycopg.Connection[Any]) -> int:
     """
     try:
         with conn.transaction():
-            row = conn.execute(ddl("migrations_version")).fetchone()
-        found = int(row[0]) if row else 0
+            rows = conn.cursor(row_factory=_VERSION).execute(provisioning("migrations_version"))
+            found = next((row.version for row in rows), 0)
     except pg_errors.UndefinedTable:
         found = 0
     except psycopg.Error as exc:

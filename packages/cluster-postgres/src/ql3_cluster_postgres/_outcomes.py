@@ -11,7 +11,7 @@ as that commit moves it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from uuid import UUID  # noqa: TC003  # psycopg's class_row builds StoredSchedule at run time
 
 from ql3_runtime_core import AdmittedRun, CommitBatch, CommitOutcome, CommitStatus, same_claim
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from ql3_runtime_core import ClaimCommit, ClusterScheduleClaim
 
-_Row = tuple[Any, ...]
+    from ._rows import CommitRow, FoundRun
 
 __all__ = [
     "StoredSchedule",
@@ -58,7 +58,7 @@ class StoredSchedule:
 
 
 def committed_outcome(
-    commit: ClaimCommit, rows: Sequence[tuple[Any, ...]], state: StoredSchedule | None
+    commit: ClaimCommit, rows: Sequence[FoundRun], state: StoredSchedule | None
 ) -> CommitOutcome | None:
     """Rebuild the COMMITTED outcome from `find_committed_runs` rows, or None if it never landed.
 
@@ -67,28 +67,20 @@ def committed_outcome(
     wrote none): the schedule row, moved exactly as this commit moves it, is the witness.
     """
     claim = commit.claim
-    mine = [row for row in rows if row[7] == claim.claim_token and row[6] == claim.owner_id]
+    mine = [
+        row
+        for row in rows
+        if row.claim_token == claim.claim_token and row.owner_id == claim.owner_id
+    ]
     if mine:
-        committed_at = int(mine[0][5])
+        committed_at = mine[0].created_at_ms
     else:
-        admitted_before = {row[4] for row in rows}
+        admitted_before = {row.scheduled_for_ms for row in rows}
         landed = decision_landed(commit, state)
         if landed is None or not set(commit.decision.occurrences) <= admitted_before:
             return None
         committed_at = int(landed.committed_at_ms or claim.claim_acquired_at_ms)
-    runs = tuple(
-        AdmittedRun(
-            run_id=row[0],
-            attempt_id=row[1],
-            schedule_id=row[2],
-            task_id=row[3],
-            scheduled_for_ms=row[4],
-            created_at_ms=row[5],
-            owner_id=row[6],
-            claim_token=row[7],
-        )
-        for row in mine
-    )
+    runs = tuple(_admitted_run(row) for row in mine)
     written = {run.scheduled_for_ms for run in runs}
     return CommitOutcome(
         schedule_id=claim.schedule_id,
@@ -96,6 +88,23 @@ def committed_outcome(
         committed_at_ms=committed_at,
         runs=runs,
         already_admitted=tuple(t for t in commit.decision.occurrences if t not in written),
+    )
+
+
+def _admitted_run(row: FoundRun) -> AdmittedRun:
+    """Return a run this claim admitted; the commit writes each run with its first attempt."""
+    if row.attempt_id is None:  # pragma: no cover - a run and its attempt are one INSERT chain
+        msg = f"run {row.run_id}: admitted by this claim, yet it has no first attempt"
+        raise RuntimeError(msg)
+    return AdmittedRun(
+        run_id=row.run_id,
+        attempt_id=row.attempt_id,
+        schedule_id=row.schedule_id,
+        task_id=row.task_id,
+        scheduled_for_ms=row.scheduled_for_ms,
+        created_at_ms=row.created_at_ms,
+        owner_id=row.owner_id,
+        claim_token=row.claim_token,
     )
 
 
@@ -134,16 +143,24 @@ def claim_stands(claim: ClusterScheduleClaim, row: StoredSchedule) -> bool:
     return same_claim(claim, row)
 
 
-def committed_batch(commits: Sequence[ClaimCommit], row: _Row, retries: int) -> CommitBatch:
-    observed = int(row[0])
-    fenced = set(row[3])
+def committed_batch(commits: Sequence[ClaimCommit], row: CommitRow, retries: int) -> CommitBatch:
+    """Build the outcomes of a committed batch from the commit statement's row."""
+    observed = row.observed_at_ms
+    fenced = set(row.fenced_schedule_ids)
     runs: dict[int, list[AdmittedRun]] = {}
     owners = {commit.claim.schedule_id: commit.claim for commit in commits}
-    if row[4] != row[9]:  # pragma: no cover - one attempt per run, both ordered by run id
-        msg = f"commit: runs {row[4]} and attempts of runs {row[9]} do not pair up"
+    if row.run_ids != row.attempt_run_ids:  # pragma: no cover - one attempt per run, same order
+        msg = (
+            f"commit: runs {row.run_ids} and attempts of runs {row.attempt_run_ids} do not pair up"
+        )
         raise RuntimeError(msg)
     for run_id, attempt_id, schedule_id, task_id, scheduled_for in zip(
-        row[4], row[5], row[6], row[7], row[8], strict=True
+        row.run_ids,
+        row.attempt_ids,
+        row.run_schedule_ids,
+        row.run_task_ids,
+        row.run_scheduled_for_ms,
+        strict=True,
     ):
         claim = owners[schedule_id]
         runs.setdefault(schedule_id, []).append(
@@ -182,6 +199,7 @@ def _fenced_outcome(
 
 
 def uncertain_batch(commits: Sequence[ClaimCommit], fenced: set[int], retries: int) -> CommitBatch:
+    """Report the fenced claims of a batch whose COMMIT reply was lost as uncertain."""
     outcomes = tuple(
         CommitOutcome(
             schedule_id=commit.claim.schedule_id,

@@ -27,7 +27,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from ._binaries import find_postgres_bin_dir
-from ._ddl import ddl
+from ._connect import ConnectionOptions, open_connection
 from ._errors import PrivateServerError
 from ._lifecycle import Started
 from ._processes import (
@@ -40,6 +40,7 @@ from ._processes import (
     stop_server,
     tool_env,
 )
+from ._sql import provisioning
 
 if TYPE_CHECKING:
     import subprocess
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["PrivateServer"]
 
 _SUPERUSER = "postgres"
+_APPLICATION_NAME = "ql3-private-server"
 _START_TIMEOUT_S = 60.0
 _PORT_ATTEMPTS = 5
 # Startup failures worth retrying: a port taken meanwhile, or a crashed predecessor's leftovers.
@@ -188,8 +190,12 @@ class PrivateServer(Started):
         )
 
     def connect(self, dbname: str = "postgres") -> psycopg.Connection[tuple[Any, ...]]:
-        """Open an autocommit superuser connection (set-up work only, never the hot path)."""
-        return psycopg.connect(self.dsn(dbname), autocommit=True, connect_timeout=10)
+        """Open an autocommit superuser connection (set-up work only, never the hot path).
+
+        Made by the package's one connection factory; psycopg errors propagate as they are.
+        """
+        options = ConnectionOptions(self.dsn(dbname), application_name=_APPLICATION_NAME)
+        return open_connection(options)
 
     def run_tool(self, tool: str, *args: str) -> str:
         """Run server tool `tool` (pg_ctl, pg_basebackup, ...) as the OS user; return its stdout.
@@ -334,7 +340,7 @@ class PrivateServer(Started):
                     return False
                 raise self._start_error(f"server exited with code {process.returncode}")
             with contextlib.suppress(psycopg.OperationalError), self.connect() as conn:
-                conn.execute(ddl("cluster_ping"))
+                conn.execute(provisioning("cluster_ping"))
                 return True
             if time.monotonic() > deadline:
                 self._halt()

@@ -25,7 +25,7 @@ from uuid import UUID
 
 import psycopg
 from psycopg import IsolationLevel
-from psycopg.rows import class_row
+from psycopg.rows import RowFactory, class_row
 from ql3_runtime_core import (
     ClaimCommit,
     ClaimRound,
@@ -46,6 +46,7 @@ from ql3_runtime_core import (
 from ._bounds import check_lease, check_limit
 from ._connect import (
     ConnectionOptions,
+    ConnectionSettings,
     StatementObserver,
     close_quietly,
     is_connection_lost,
@@ -63,6 +64,20 @@ from ._outcomes import (
     uncertain_batch,
 )
 from ._records import definition_from_columns
+from ._retry import TRANSACTION_RETRY
+from ._rows import (
+    ClaimedRow,
+    ClusterStateRow,
+    CommitRow,
+    DueInRow,
+    FoundRun,
+    NowRow,
+    OverdueRow,
+    QuarantinedRow,
+    ReleasedRow,
+    ScheduleLocation,
+    named_row,
+)
 from ._sql import query
 
 if TYPE_CHECKING:
@@ -74,8 +89,6 @@ __all__ = ["PostgresScheduleRepository"]
 
 logger = logging.getLogger(__name__)
 
-# SQLSTATEs that mean "run the transaction again": serialization_failure, deadlock_detected.
-_RETRYABLE = frozenset({"40001", "40P01"})
 # Claims taken by this process remember where their row lives; bounded so abandoned claims
 # cannot grow it without limit (a forgotten ctid only costs one lookup statement).
 _CTID_MEMORY = 8192
@@ -90,10 +103,23 @@ _SESSION_SETTINGS = {"enable_seqscan": "off", "plan_cache_mode": "force_generic_
 
 _T = TypeVar("_T")
 _ClaimKey = tuple[int, UUID, int]
-_Row = tuple[Any, ...]
 _UNREADABLE = "unreadable schedule row: "
 # The exact-claim fence of one row: id, owner, token, version, acquired at, expires at.
 _Fence = tuple[int, str, UUID, int, int, int]
+
+# Each statement's row factory, built once: rows are read by column name (see _rows.py).
+_NOW = named_row(NowRow)
+_DUE_IN = named_row(DueInRow)
+_OVERDUE = named_row(OverdueRow)
+_CLUSTER_STATE = named_row(ClusterStateRow)
+_CLAIMED = named_row(ClaimedRow)
+_QUARANTINED = named_row(QuarantinedRow)
+_LOCATION = named_row(ScheduleLocation)
+_COMMIT = named_row(CommitRow)
+_FOUND_RUN = named_row(FoundRun)
+_RELEASED = named_row(ReleasedRow)
+# Cold path (uncertain commits only): a dataclass shaped as runtime-core's ExactClaim.
+_STORED = class_row(StoredSchedule)
 
 
 def _claim_key(claim: ClusterScheduleClaim) -> _ClaimKey:
@@ -112,9 +138,16 @@ def _fence(claim: ClusterScheduleClaim) -> _Fence:
     )
 
 
-def _row_fence(row: _Row) -> _Fence:
-    """Return the fence of a claimed row as the claim statement returns it (`_claim_from_row`)."""
-    return (row[0], row[3], row[4], row[2], row[5], row[6])
+def _row_fence(row: ClaimedRow) -> _Fence:
+    """Return the exact-claim fence of a claimed row, whatever else it holds."""
+    return (
+        row.schedule_id,
+        row.owner_id,
+        row.claim_token,
+        row.version,
+        row.claim_acquired_at_ms,
+        row.claim_expires_at_ms,
+    )
 
 
 def _node_zone_rules_version() -> str:
@@ -140,7 +173,9 @@ class PostgresScheduleRepository(Closing):
     It satisfies `ScheduleRepository` (one Coordinator cycle) and the service loop's extras.
 
     Args:
-        conninfo: libpq connection string; its own settings win over the keyword defaults.
+        conninfo: libpq connection string; its own settings win over `connection`.
+        connection: name, connect timeout, keepalives and `tcp_user_timeout` of both
+            connections (default `ConnectionSettings()`).
         max_serialization_retries: how often one commit is retried after SQLSTATE 40001/40P01,
             each try sampling the database clock afresh.
         lock_timeout_ms: how long a statement may wait for a row lock before failing (retryable
@@ -160,13 +195,8 @@ class PostgresScheduleRepository(Closing):
         self,
         conninfo: str,
         *,
+        connection: ConnectionSettings | None = None,
         max_serialization_retries: int = 8,
-        application_name: str = "ql3",
-        connect_timeout_s: float = 5.0,
-        keepalives_idle_s: int = 5,
-        keepalives_interval_s: int = 2,
-        keepalives_count: int = 3,
-        tcp_user_timeout_ms: int = 10_000,
         lock_timeout_ms: int = 5_000,
         idle_in_transaction_timeout_ms: int = 10_000,
         statement_observer: StatementObserver | None = None,
@@ -177,19 +207,15 @@ class PostgresScheduleRepository(Closing):
             raise ValueError(msg)
         self._options = ConnectionOptions(
             conninfo,
-            application_name=application_name,
-            connect_timeout_s=connect_timeout_s,
-            keepalives_idle_s=keepalives_idle_s,
-            keepalives_interval_s=keepalives_interval_s,
-            keepalives_count=keepalives_count,
-            tcp_user_timeout_ms=tcp_user_timeout_ms,
+            connection,
             server_settings={
                 **_SESSION_SETTINGS,
                 "lock_timeout": str(lock_timeout_ms),
                 "idle_in_transaction_session_timeout": str(idle_in_transaction_timeout_ms),
             },
         )
-        self._max_retries = max_serialization_retries
+        # The package's one transaction retry policy, with this repository's bound.
+        self._commit_retry = TRANSACTION_RETRY.with_retries(max_serialization_retries)
         self._observer = statement_observer
         self._zone_rules_version = zone_rules_version or _node_zone_rules_version()
         self._lock = threading.RLock()
@@ -228,32 +254,22 @@ class PostgresScheduleRepository(Closing):
             close_quietly(conn)
             self._conn = None
 
-    def _send(self, name: str, params: Mapping[str, Any]) -> psycopg.Cursor[Any]:
+    def _send(
+        self, name: str, params: Mapping[str, Any], rows: RowFactory[_T]
+    ) -> psycopg.Cursor[_T]:
+        """Send statement `name` on the working connection; its rows come back as `rows` makes."""
         sql = query(name)
         if self._observer is not None:
             self._observer(name, sql, params)
-        return self._connection().execute(sql, params)
+        return self._connection().cursor(row_factory=rows).execute(sql, params)
 
-    def _run(self, name: str, params: Mapping[str, Any], action: str) -> list[_Row]:
+    def _run(
+        self, name: str, params: Mapping[str, Any], rows: RowFactory[_T], action: str
+    ) -> list[_T]:
         """Send one autocommit statement and return its rows; psycopg errors are wrapped."""
         with self._lock:
             try:
-                return self._send(name, params).fetchall()
-            except psycopg.Error as exc:
-                self._discard_on_failure()
-                raise wrap_error(exc, action) from exc
-
-    def _rows_as(
-        self, name: str, params: Mapping[str, Any], row_type: type[_T], action: str
-    ) -> list[_T]:
-        """Like `_run`, reading each row by column name into `row_type` (never by position)."""
-        sql = query(name)
-        with self._lock:
-            try:
-                if self._observer is not None:
-                    self._observer(name, sql, params)
-                with self._connection().cursor(row_factory=class_row(row_type)) as cur:
-                    return cur.execute(sql, params).fetchall()
+                return self._send(name, params, rows).fetchall()
             except psycopg.Error as exc:
                 self._discard_on_failure()
                 raise wrap_error(exc, action) from exc
@@ -262,8 +278,8 @@ class PostgresScheduleRepository(Closing):
 
     def database_now_ms(self) -> int:
         """Return the database clock in epoch milliseconds (for displays and tests)."""
-        rows = self._run("database_now_ms", {}, "repository: read database clock")
-        return int(rows[0][0])
+        (row,) = self._run("database_now_ms", {}, _NOW, "repository: read database clock")
+        return row.now_ms
 
     def check_schema(self) -> int:
         """Return the schema version, or raise `SchemaMismatchError` when it is not this build's."""
@@ -276,18 +292,17 @@ class PostgresScheduleRepository(Closing):
 
     def next_due_in_ms(self) -> int | None:
         """Milliseconds until the earliest claimable cursor by the database clock, or None."""
-        rows = self._run("next_due_in_ms", {}, "repository: next due hint")
-        if not rows or rows[0][0] is None:
-            return None
-        return int(rows[0][0])
+        rows = self._run("next_due_in_ms", {}, _DUE_IN, "repository: next due hint")
+        # No row: no active schedule at all.
+        return next((row.due_in_ms for row in rows), None)
 
     def count_overdue_schedules(self, lease_ms: int) -> int:
         """Count active schedules whose cursor is more than lease + grace behind the database."""
         check_lease(lease_ms)
-        rows = self._run(
-            "count_overdue_schedules", {"lease_ms": lease_ms}, "repository: count overdue"
+        (row,) = self._run(
+            "count_overdue_schedules", {"lease_ms": lease_ms}, _OVERDUE, "repository: count overdue"
         )
-        return int(rows[0][0])
+        return row.overdue
 
     # -- claim (D2) -----------------------------------------------------------------------------
 
@@ -298,9 +313,12 @@ class PostgresScheduleRepository(Closing):
 
     def read_cluster_state(self) -> ClusterState:
         """Read the recorded zone rules version and the number of quarantined schedules."""
-        rows = self._run("read_cluster_state", {}, "repository: read cluster state")
-        recorded, invalid = rows[0]
-        return ClusterState(zone_rules=self._zone_rules(recorded), invalid_schedules=int(invalid))
+        (row,) = self._run(
+            "read_cluster_state", {}, _CLUSTER_STATE, "repository: read cluster state"
+        )
+        return ClusterState(
+            zone_rules=self._zone_rules(row.zone_rules_version), invalid_schedules=row.invalid
+        )
 
     def _zone_rules(self, recorded: str | None) -> ZoneRulesCheck:
         return ZoneRulesCheck(local_version=self._zone_rules_version, recorded_version=recorded)
@@ -329,16 +347,19 @@ class PostgresScheduleRepository(Closing):
             "batch_limit": limit,
             "zone_rules_version": self._zone_rules_version,
         }
-        rows = self._run("claim_due_schedules", params, "repository: claim due schedules")
-        zone_rules = self._zone_rules(rows[0][0] if rows else None)
+        rows = self._run("claim_due_schedules", params, _CLAIMED, "repository: claim due schedules")
+        # Every row carries the recorded version; the first one exists even when none is claimed.
+        recorded = next((row.recorded_zone_rules_version for row in rows), None)
+        zone_rules = self._zone_rules(recorded)
+        claimed = [row for row in rows if row.claimed]
         claims: list[ClusterScheduleClaim] = []
         unreadable: list[tuple[_Fence, str]] = []
-        for row in (row[1:] for row in rows if row[1] is not None):
+        for row in claimed:
             try:
                 claims.append(self._claim_from_row(row))
             except Exception as exc:  # noqa: BLE001  # whatever a row holds, the others go on
                 unreadable.append((_row_fence(row), quarantine_reason(exc, _UNREADABLE)))
-        ctids = {row[1]: str(row[15]) for row in rows if row[1] is not None}
+        ctids = {row.schedule_id: row.ctid for row in claimed}
         with self._lock:
             for claim in claims:
                 self._remember_ctid(claim, ctids[claim.schedule_id])
@@ -350,17 +371,17 @@ class PostgresScheduleRepository(Closing):
             zone_rules=zone_rules,
         )
 
-    def _claim_from_row(self, row: _Row) -> ClusterScheduleClaim:
+    def _claim_from_row(self, row: ClaimedRow) -> ClusterScheduleClaim:
         return ClusterScheduleClaim(
-            schedule_id=row[0],
-            task_id=row[1],
-            version=row[2],
-            owner_id=row[3],
-            claim_token=row[4],
-            claim_acquired_at_ms=row[5],
-            claim_expires_at_ms=row[6],
-            next_due_at_ms=row[7],
-            definition=self._definition(row[8:14]),
+            schedule_id=row.schedule_id,
+            task_id=row.task_id,
+            version=row.version,
+            owner_id=row.owner_id,
+            claim_token=row.claim_token,
+            claim_acquired_at_ms=row.claim_acquired_at_ms,
+            claim_expires_at_ms=row.claim_expires_at_ms,
+            next_due_at_ms=row.next_due_at_ms,
+            definition=self._definition(row.definition_columns()),
         )
 
     def _definition(self, fields: tuple[Any, ...]) -> ScheduleDefinition:
@@ -412,10 +433,16 @@ class PostgresScheduleRepository(Closing):
             "expires_ms": list(columns[5]),
             "reasons": [reason for _, reason in failures],
         }
-        rows = self._run("quarantine_claims", params, "repository: quarantine schedules")
+        rows = self._run(
+            "quarantine_claims", params, _QUARANTINED, "repository: quarantine schedules"
+        )
         return tuple(
-            QuarantinedSchedule(schedule_id=row[0], reason=row[1], quarantined_at_ms=row[2])
-            for row in sorted(rows)
+            QuarantinedSchedule(
+                schedule_id=row.schedule_id,
+                reason=row.reason,
+                quarantined_at_ms=row.quarantined_at_ms,
+            )
+            for row in sorted(rows, key=lambda row: row.schedule_id)
         )
 
     # -- commit (D5, §7) --------------------------------------------------------------------
@@ -481,26 +508,36 @@ class PostgresScheduleRepository(Closing):
                 found[claim.schedule_id] = ctid
         if missing:
             rows = self._run(
-                "find_schedule_ctids", {"schedule_ids": missing}, "repository: locate schedules"
+                "find_schedule_ctids",
+                {"schedule_ids": missing},
+                _LOCATION,
+                "repository: locate schedules",
             )
-            found.update({int(row[0]): str(row[1]) for row in rows})
+            found.update({row.schedule_id: row.ctid for row in rows})
         return found
 
     def _commit_with_retries(
         self, commits: Sequence[ClaimCommit], params: Mapping[str, Any]
     ) -> CommitBatch:
-        retries = 0
-        while True:
+        """Commit, rerunning the whole transaction on the package's retryable SQLSTATEs.
+
+        Every try sends the statement again, so each samples the database clock afresh.
+        """
+        tries = [0]
+
+        def attempt(retries: int) -> CommitBatch:
+            tries[0] = retries
             try:
                 return self._commit_once(commits, params, retries)
-            except psycopg.Error as exc:
+            except psycopg.Error:
                 self._discard_on_failure()
-                if exc.sqlstate in _RETRYABLE and retries < self._max_retries:
-                    retries += 1
-                    logger.debug("commit retry %d after SQLSTATE %s", retries, exc.sqlstate)
-                    continue
-                action = f"repository: commit (after {retries} serialization retries)"
-                raise wrap_error(exc, action) from exc
+                raise
+
+        try:
+            return self._commit_retry.call(attempt)
+        except psycopg.Error as exc:
+            action = f"repository: commit (after {tries[0]} serialization retries)"
+            raise wrap_error(exc, action) from exc
 
     def _commit_once(
         self, commits: Sequence[ClaimCommit], params: Mapping[str, Any], retries: int
@@ -508,16 +545,17 @@ class PostgresScheduleRepository(Closing):
         conn = self._connection()
         conn.autocommit = False
         conn.isolation_level = IsolationLevel.SERIALIZABLE
-        row = self._send("commit_decisions", params).fetchone()
+        row = self._send("commit_decisions", params, _COMMIT).fetchone()
         if row is None:  # pragma: no cover - the statement always returns one row
             msg = "commit: the commit statement returned no row"
             raise RepositoryUnavailableError(msg)
-        observed, regressed_id, regressed_acquired = row[0], row[1], row[2]
-        if regressed_id is not None:
+        regression = row.regression
+        if regression is not None:
             conn.rollback()
             conn.autocommit = True
-            raise ClockRegressionError(regressed_id, observed, regressed_acquired)
-        fenced = set(row[3])
+            regressed_id, regressed_acquired_ms = regression
+            raise ClockRegressionError(regressed_id, row.observed_at_ms, regressed_acquired_ms)
+        fenced = set(row.fenced_schedule_ids)
         try:
             conn.commit()
         except psycopg.Error as exc:
@@ -551,13 +589,10 @@ class PostgresScheduleRepository(Closing):
 
     def _schedule_row(self, schedule_id: int) -> StoredSchedule | None:
         """Read the schedule's fencing columns by name (None when the row is gone)."""
-        rows = self._rows_as(
-            "read_schedule_row",
-            {"schedule_id": schedule_id},
-            StoredSchedule,
-            "repository: read schedule",
+        rows = self._run(
+            "read_schedule_row", {"schedule_id": schedule_id}, _STORED, "repository: read schedule"
         )
-        return rows[0] if rows else None
+        return next(iter(rows), None)
 
     def _landed_outcome(
         self, commit: ClaimCommit, state: StoredSchedule | None
@@ -568,6 +603,7 @@ class PostgresScheduleRepository(Closing):
         rows = self._run(
             "find_committed_runs",
             {"schedule_id": commit.claim.schedule_id, "occurrence_ms": occurrences},
+            _FOUND_RUN,
             "repository: find committed runs",
         )
         return committed_outcome(commit, rows, state)
@@ -578,11 +614,13 @@ class PostgresScheduleRepository(Closing):
         """Release claims that still stand exactly, at database time; returns how many."""
         if not claims:
             return 0
-        rows = self._run("release_claims", _claim_params(claims), "repository: release claims")
+        (row,) = self._run(
+            "release_claims", _claim_params(claims), _RELEASED, "repository: release claims"
+        )
         with self._lock:
             for claim in claims:
                 self._ctids.pop(_claim_key(claim), None)
-        return int(rows[0][0])
+        return row.released
 
     # -- wake-ups ---------------------------------------------------------------------------
 

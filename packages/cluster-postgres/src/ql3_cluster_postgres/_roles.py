@@ -4,21 +4,22 @@ Group roles are cluster-global, the schema and its ACL belong to one database. T
 not here but in `migrations/0002_grant_privileges.sql`, run as `ql3_owner`, so grants always match
 the tables the ledger says exist. Provisioning may run concurrently from several processes (test
 suites, replicas started together): an advisory lock serialises it within a database and a short
-retry absorbs the race on cluster-global role creation across databases.
+retry (`PROVISIONING_RETRY`, the package's one retry policy) absorbs the race on cluster-global
+role creation across databases.
 """
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import psycopg
-from psycopg import errors as pg_errors
 from psycopg import sql
-from psycopg.rows import dict_row, scalar_row
 
-from ._ddl import ddl
+from ._connect import ConnectionOptions, open_connection
 from ._errors import DatabaseError, UnknownRoleError
+from ._retry import PROVISIONING_RETRY
+from ._rows import named_row
+from ._sql import provisioning
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -35,9 +36,26 @@ __all__ = [
 
 ROLE_NAMES: Final = ("owner", "admin", "runtime", "worker_ingress")
 GROUP_ROLES: Final = tuple(f"ql3_{role}" for role in ROLE_NAMES)
-_RETRIES: Final = 5
-# Concurrent CREATE/ALTER ROLE in two databases: duplicate name or "tuple concurrently updated".
-_RACES = (pg_errors.DuplicateObject, pg_errors.UniqueViolation, pg_errors.InternalError)
+_APPLICATION_NAME: Final = "ql3-roles"
+
+
+class _RoleName(NamedTuple):
+    rolname: str
+
+
+class _Exists(NamedTuple):
+    exists: bool
+
+
+class _ProvisioningState(NamedTuple):
+    roles_present: bool
+    schema_present: bool
+    superuser: bool
+
+
+_ROLE_NAME = named_row(_RoleName)
+_EXISTS = named_row(_Exists)
+_STATE = named_row(_ProvisioningState)
 
 
 def group_role_name(role: str) -> str:
@@ -54,20 +72,23 @@ def group_role_name(role: str) -> str:
 
 
 def _with_retry(dsn: str, action: str, body: Callable[[psycopg.Connection[Any]], None]) -> None:
-    """Run `body(conn)` in one transaction under the provisioning lock, retrying role races."""
-    for attempt in range(_RETRIES):
-        try:
-            with psycopg.connect(dsn, connect_timeout=10) as conn, conn.transaction():
-                conn.execute(ddl("roles_lock"))
-                body(conn)
-        except _RACES:
-            if attempt == _RETRIES - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))
-        except psycopg.Error as exc:
-            raise DatabaseError(f"{action}: {exc}") from exc
-        else:
-            return
+    """Run `body(conn)` in one transaction under the provisioning lock, retrying role races.
+
+    Raises:
+        DatabaseError: a statement failed, or the races outlasted the retries.
+
+    """
+    options = ConnectionOptions(dsn, application_name=_APPLICATION_NAME)
+
+    def attempt(_retries: int) -> None:
+        with open_connection(options) as conn, conn.transaction():
+            conn.execute(provisioning("roles_lock"))
+            body(conn)
+
+    try:
+        PROVISIONING_RETRY.call(attempt)
+    except psycopg.Error as exc:
+        raise DatabaseError(f"{action}: {exc}") from exc
 
 
 def provision_roles(superuser_dsn: str) -> list[str]:
@@ -88,20 +109,22 @@ def provision_roles(superuser_dsn: str) -> list[str]:
     steps: list[str] = []
 
     def body(conn: psycopg.Connection[Any]) -> None:
-        names = conn.cursor(row_factory=scalar_row)
-        existing = set(names.execute(ddl("roles_existing"), {"names": list(GROUP_ROLES)}))
-        schema_existed = bool(names.execute(ddl("migrations_schema_exists")).fetchone())
-        conn.execute(ddl("roles_create_groups"))
-        conn.execute(ddl("roles_prepare_schema"))
-        acl = sql.SQL(ddl("roles_database_acl")).format(database=sql.Identifier(conn.info.dbname))
+        names = conn.cursor(row_factory=_ROLE_NAME).execute(
+            provisioning("roles_existing"), {"names": list(GROUP_ROLES)}
+        )
+        existing = {row.rolname for row in names}
+        schema = conn.cursor(row_factory=_EXISTS).execute(provisioning("migrations_schema_exists"))
+        schema_existed = any(row.exists for row in schema)
+        conn.execute(provisioning("roles_create_groups"))
+        conn.execute(provisioning("roles_prepare_schema"))
+        acl = sql.SQL(provisioning("roles_database_acl")).format(
+            database=sql.Identifier(conn.info.dbname)
+        )
         conn.execute(acl)
         # A retried transaction reports what its last (committed) try did.
         steps[:] = _provisioning_steps(existing, schema_existed=schema_existed, db=conn.info.dbname)
 
-    try:
-        _with_retry(superuser_dsn, "provision_roles", body)
-    except _RACES as exc:
-        raise DatabaseError(f"provision_roles: {exc}") from exc
+    _with_retry(superuser_dsn, "provision_roles", body)
     return steps
 
 
@@ -144,20 +167,18 @@ def provision_roles_if_missing(dsn: str) -> list[str]:
             names `ql3 roles provision`), or a statement failed.
 
     """
+    options = ConnectionOptions(dsn, application_name=_APPLICATION_NAME)
     try:
-        with (
-            psycopg.connect(dsn, connect_timeout=10, autocommit=True) as conn,
-            conn.cursor(row_factory=dict_row) as cursor,
-        ):
+        with open_connection(options) as conn, conn.cursor(row_factory=_STATE) as cursor:
             state = cursor.execute(
-                ddl("roles_provisioning_state"), {"names": list(GROUP_ROLES)}
+                provisioning("roles_provisioning_state"), {"names": list(GROUP_ROLES)}
             ).fetchone()
             user, database = conn.info.user, conn.info.dbname
     except psycopg.Error as exc:
         raise DatabaseError(f"migrate: {exc}") from exc
-    if state is None or (state["roles_present"] and state["schema_present"]):
+    if state is None or (state.roles_present and state.schema_present):
         return []
-    if not state["superuser"]:
+    if not state.superuser:
         raise DatabaseError(f"migrate: {not_provisioned_message(user, database)}")
     return provision_roles(dsn)
 
@@ -177,16 +198,16 @@ def create_login_user(superuser_dsn: str, name: str, password: str, group: str |
     params = {"name": sql.Identifier(name), "password": sql.Literal(password)}
 
     def body(conn: psycopg.Connection[Any]) -> None:
-        row = conn.execute(ddl("roles_exists"), {"name": name}).fetchone()
-        template = ddl("roles_alter_login") if row and row[0] else ddl("roles_create_login")
+        found = conn.cursor(row_factory=_EXISTS).execute(
+            provisioning("roles_exists"), {"name": name}
+        )
+        exists = any(row.exists for row in found)
+        template = provisioning("roles_alter_login" if exists else "roles_create_login")
         conn.execute(sql.SQL(template).format(**params))
         if group_name is not None:
-            grant = sql.SQL(ddl("roles_grant_group")).format(
+            grant = sql.SQL(provisioning("roles_grant_group")).format(
                 group=sql.Identifier(group_name), name=sql.Identifier(name)
             )
             conn.execute(grant)
 
-    try:
-        _with_retry(superuser_dsn, f"create_login_user {name!r}", body)
-    except _RACES as exc:
-        raise DatabaseError(f"create_login_user {name!r}: {exc}") from exc
+    _with_retry(superuser_dsn, f"create_login_user {name!r}", body)

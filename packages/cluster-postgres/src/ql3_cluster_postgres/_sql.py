@@ -1,40 +1,80 @@
-"""The SQL statements of the repository, admin and ingress, loaded once from `sql/*.sql`.
+"""The package's one SQL loader: `sql/`, `provisioning/` and `migrations/`, each read once.
 
-One statement per file, named after the method that sends it (STYLE §4). The files ship inside
-the wheel and are read with `importlib.resources`, so the SQL stays reviewable as SQL and a test
-can read exactly what the repository sends.
+Every statement QL3 sends lives in a `.sql` file shipped inside the wheel (STYLE §4), so the SQL
+stays reviewable as SQL and a test can read exactly what is sent. Three folders, one loader:
+
+- `sql/`: the repository, admin, ingress, history and verify statements (`query`), one per file,
+  named after the method that sends it.
+- `provisioning/`: roles, the migration ledger and the server ping (`provisioning`), run as the
+  superuser or the owner, never on the scheduling hot path. Templates that take identifiers use
+  `{name}` placeholders filled by `psycopg.sql.SQL.format` with `sql.Identifier`.
+- `migrations/`: the schema migrations as bytes (`migration_files`): their sha256 is part of the
+  ledger, so they are hashed exactly as shipped.
+
+The folders are read when this module is imported; a missing name is a packaging bug.
 """
 
 from __future__ import annotations
 
-from importlib import resources
+from importlib.resources import files
 from types import MappingProxyType
 from typing import TYPE_CHECKING, LiteralString
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from importlib.resources.abc import Traversable
 
-__all__ = ["QUERIES", "query"]
+__all__ = ["migration_files", "provisioning", "query", "read_sql_folder"]
 
-
-def _load() -> Mapping[str, LiteralString]:
-    folder = resources.files(__package__ or "ql3_cluster_postgres").joinpath("sql")
-    loaded: dict[str, LiteralString] = {}
-    for entry in folder.iterdir():
-        if entry.name.endswith(".sql"):
-            # The files are constants shipped in the wheel: literal SQL, never built from data,
-            # which is what LiteralString promises psycopg (mypy checks it as str).
-            loaded[entry.name.removesuffix(".sql")] = entry.read_text("utf-8")
-    return MappingProxyType(loaded)
+_PACKAGE = files(__package__ or "ql3_cluster_postgres")
 
 
-QUERIES: Mapping[str, LiteralString] = _load()
+def read_sql_folder(folder: Traversable) -> Mapping[str, bytes]:
+    """Return the bytes of every `*.sql` file directly in `folder`, by file name."""
+    return MappingProxyType(
+        {
+            entry.name: entry.read_bytes()
+            for entry in folder.iterdir()
+            if entry.name.endswith(".sql")
+        }
+    )
+
+
+def _statements(folder: str) -> Mapping[str, LiteralString]:
+    # The files are constants shipped in the wheel: literal SQL, never built from data, which is
+    # what LiteralString promises psycopg (mypy checks the decoded text as str).
+    return MappingProxyType(
+        {
+            name.removesuffix(".sql"): data.decode("utf-8")
+            for name, data in read_sql_folder(_PACKAGE / folder).items()
+        }
+    )
+
+
+_QUERIES = _statements("sql")
+_PROVISIONING = _statements("provisioning")
+_MIGRATIONS = read_sql_folder(_PACKAGE / "migrations")
+
+
+def _lookup(statements: Mapping[str, LiteralString], folder: str, name: str) -> LiteralString:
+    try:
+        return statements[name]
+    except KeyError:
+        known = sorted(statements)
+        msg = f"sql: no statement file {folder}/{name}.sql in the package (known: {known})"
+        raise LookupError(msg) from None
 
 
 def query(name: str) -> LiteralString:
-    """Return the statement stored in `sql/<name>.sql`; a missing name is a packaging bug."""
-    try:
-        return QUERIES[name]
-    except KeyError:
-        msg = f"sql: no statement file {name!r}.sql in the package (known: {sorted(QUERIES)})"
-        raise LookupError(msg) from None
+    """Return the statement stored in `sql/<name>.sql`."""
+    return _lookup(_QUERIES, "sql", name)
+
+
+def provisioning(name: str) -> LiteralString:
+    """Return the statement (or identifier template) stored in `provisioning/<name>.sql`."""
+    return _lookup(_PROVISIONING, "provisioning", name)
+
+
+def migration_files() -> Mapping[str, bytes]:
+    """Return the shipped `migrations/*.sql` files as bytes, by file name."""
+    return _MIGRATIONS

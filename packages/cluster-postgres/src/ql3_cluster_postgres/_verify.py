@@ -62,6 +62,7 @@ import psycopg
 from psycopg.rows import dict_row
 from ql3_runtime_core import EPOCH_MS_MAX, EPOCH_MS_MIN, MISFIRE_GRACE_MS_MAX, InvalidArgumentError
 
+from ._connect import ConnectionOptions, open_connection
 from ._errors import DatabaseError
 from ._sql import query
 from ._verify_accounting import revision_from_row, skip_from_row
@@ -136,7 +137,8 @@ def verify_history(
         )
     params = {"since_ms": since_ms}
     try:
-        with psycopg.connect(conninfo, autocommit=False) as conn:
+        options = ConnectionOptions(conninfo, application_name="ql3-verify")
+        with open_connection(options, autocommit=False) as conn:
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             conn.read_only = True
             with conn.cursor(row_factory=dict_row) as cur:

@@ -9,13 +9,14 @@ explicit operator step, `ql3 zone-rules adopt` (`adopt_zone_rules`). Times are d
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import psycopg
+from psycopg.rows import class_row
 from pydantic import BaseModel, ConfigDict
 from ql3_runtime_core import zone_rules_version
 
-from ._connect import wrap_error
+from ._connect import ConnectionOptions, connect, wrap_error
 from ._errors import DatabaseError
 from ._sql import query
 
@@ -28,11 +29,15 @@ __all__ = [
 ]
 
 _MODEL = ConfigDict(frozen=True, extra="forbid")
-_Row = tuple[Any, ...]
+_APPLICATION_NAME: Final = "ql3-zone-rules"
 
 
 class ZoneRulesRecord(BaseModel):
-    """The recorded zone rules version, when (database time) and by which login it was recorded."""
+    """The recorded zone rules version, when (database time) and by which login it was recorded.
+
+    Read by column name from `read_zone_rules`, `record_zone_rules`, `lock_zone_rules` and
+    `adopt_zone_rules`, whose columns are these fields.
+    """
 
     model_config = _MODEL
 
@@ -60,15 +65,13 @@ class ZoneRulesChange(BaseModel):
         return self.previous != self.current.version
 
 
-def _record(row: _Row) -> ZoneRulesRecord:
-    return ZoneRulesRecord(version=row[0], recorded_at_ms=row[1], recorded_by=row[2])
+# Rarely run, and the rows become public models anyway: class_row into the model itself.
+_RECORD = class_row(ZoneRulesRecord)
 
 
 def _connect(conninfo: str, action: str) -> psycopg.Connection[Any]:
-    try:
-        return psycopg.connect(conninfo, connect_timeout=10)
-    except psycopg.Error as exc:
-        raise wrap_error(exc, action) from exc
+    """Open an autocommit connection through the package's factory (adopt opens a transaction)."""
+    return connect(ConnectionOptions(conninfo, application_name=_APPLICATION_NAME), action)
 
 
 def read_zone_rules(conninfo: str) -> ZoneRulesRecord | None:
@@ -81,10 +84,9 @@ def read_zone_rules(conninfo: str) -> ZoneRulesRecord | None:
     action = "zone rules: read"
     with _connect(conninfo, action) as conn:
         try:
-            row = conn.execute(query("read_zone_rules")).fetchone()
+            return conn.cursor(row_factory=_RECORD).execute(query("read_zone_rules")).fetchone()
         except psycopg.Error as exc:
             raise wrap_error(exc, action) from exc
-    return None if row is None else _record(row)
 
 
 def record_zone_rules(conninfo: str, *, version: str | None = None) -> ZoneRulesChange:
@@ -100,15 +102,15 @@ def record_zone_rules(conninfo: str, *, version: str | None = None) -> ZoneRules
     action = "zone rules: record"
     with _connect(conninfo, action) as conn:
         try:
-            inserted = conn.execute(query("record_zone_rules"), {"version": wanted}).fetchone()
+            records = conn.cursor(row_factory=_RECORD)
+            inserted = records.execute(query("record_zone_rules"), {"version": wanted}).fetchone()
             if inserted is not None:
-                return ZoneRulesChange(previous=None, current=_record(inserted))
-            row = conn.execute(query("read_zone_rules")).fetchone()
+                return ZoneRulesChange(previous=None, current=inserted)
+            current = records.execute(query("read_zone_rules")).fetchone()
         except psycopg.Error as exc:
             raise wrap_error(exc, action) from exc
-    if row is None:  # pragma: no cover - the conflicting row was deleted in between
+    if current is None:  # pragma: no cover - the conflicting row was deleted in between
         raise DatabaseError(f"{action}: no record after a conflicting insert; run it again")
-    current = _record(row)
     return ZoneRulesChange(previous=current.version, current=current)
 
 
@@ -134,17 +136,18 @@ def adopt_zone_rules(conninfo: str, *, version: str | None = None) -> ZoneRulesC
 
 
 def _adopt(conn: psycopg.Connection[Any], wanted: str) -> ZoneRulesChange:
-    locked = conn.execute(query("lock_zone_rules")).fetchone()
-    previous = None if locked is None else _record(locked)
+    records = conn.cursor(row_factory=_RECORD)
+    previous = records.execute(query("lock_zone_rules")).fetchone()
     if previous is not None and previous.version == wanted:
         return ZoneRulesChange(previous=wanted, current=previous)
-    adopted = conn.execute(query("adopt_zone_rules"), {"version": wanted}).fetchone()
+    adopted = records.execute(query("adopt_zone_rules"), {"version": wanted}).fetchone()
     if adopted is None:  # pragma: no cover - an upsert always returns its row
         raise DatabaseError("zone rules: adopt: the upsert returned no row")
-    fenced = conn.execute(query("fence_claims_for_zone_rules")).fetchall()
+    # Only the count matters: one row per claim whose commit will now race.
+    fenced = conn.execute(query("fence_claims_for_zone_rules")).rowcount
     conn.execute(query("notify_schedule_changed"), {"reason": "zone_rules"})
     return ZoneRulesChange(
         previous=None if previous is None else previous.version,
-        current=_record(adopted),
-        fenced_claims=len(fenced),
+        current=adopted,
+        fenced_claims=fenced,
     )

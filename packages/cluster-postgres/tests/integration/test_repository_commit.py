@@ -9,7 +9,7 @@ from uuid import uuid4
 
 import psycopg
 import pytest
-from ql3_cluster_postgres import PostgresScheduleRepository
+from ql3_cluster_postgres import ConnectionSettings, PostgresScheduleRepository
 from ql3_runtime_core import (
     ClaimCommit,
     CommitStatus,
@@ -328,7 +328,7 @@ def test_unreachable_server_raises_repository_unavailable(ql3_db: Ql3Database) -
     """No psycopg class escapes: a refused connection is RepositoryUnavailableError."""
     dsn = psycopg.conninfo.make_conninfo(ql3_db.dsn("runtime"), port="1")
     with (
-        PostgresScheduleRepository(dsn, connect_timeout_s=2) as repo,
+        PostgresScheduleRepository(dsn, connection=ConnectionSettings(connect_timeout_s=2)) as repo,
         pytest.raises(RepositoryUnavailableError, match="connect"),
     ):
         repo.claim_due_schedules(command(), 1)

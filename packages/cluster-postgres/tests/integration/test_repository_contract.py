@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import psycopg
 import pytest
 from pydantic import ValidationError
-from ql3_cluster_postgres import SCHEMA_VERSION, PostgresScheduleRepository
+from ql3_cluster_postgres import SCHEMA_VERSION, ConnectionSettings, PostgresScheduleRepository
 from ql3_runtime_core import (
     ClaimClusterScheduleCommand,
     ClaimCommit,
@@ -144,7 +144,8 @@ def test_connections_carry_keepalives_timeouts_and_the_callers_settings(
 ) -> None:
     """Keepalives, tcp_user_timeout and connect_timeout are set; the caller's DSN keys win."""
     dsn = psycopg.conninfo.make_conninfo(ql3_db.dsn("runtime"), application_name="mine")
-    with PostgresScheduleRepository(dsn, keepalives_idle_s=7, tcp_user_timeout_ms=9000) as repo:
+    connection = ConnectionSettings(keepalives_idle_s=7, tcp_user_timeout_ms=9000)
+    with PostgresScheduleRepository(dsn, connection=connection) as repo:
         conn = repo._connection()
         params = conn.info.get_parameters()
         assert params["keepalives"] == "1"

@@ -18,7 +18,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg.rows import scalar_row
+from psycopg.rows import dict_row
 from ql3_cluster_postgres import (
     ROLE_NAMES,
     DatabaseError,
@@ -157,8 +157,9 @@ def drop_database(cluster: PrivateServer, name: str) -> None:
     ident = sql.Identifier(name)
     try:
         with cluster.connect() as conn:
-            cursor = conn.cursor(row_factory=scalar_row)
-            if cursor.execute(statement("database_is_template"), {"name": name}).fetchone():
+            cursor = conn.cursor(row_factory=dict_row)
+            found = cursor.execute(statement("database_is_template"), {"name": name}).fetchone()
+            if found is not None and found["datistemplate"]:
                 conn.execute(sql.SQL(statement("database_unmark_template")).format(name=ident))
             conn.execute(sql.SQL(statement("database_drop")).format(name=ident))
     except psycopg.Error as exc:

@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
-from psycopg.rows import dict_row, scalar_row
+from psycopg.rows import dict_row
 
 from ._errors import ThrowawayClusterError
 from ._sql import statement
@@ -100,12 +100,13 @@ def wait_streaming(primary: PrivateServer, name: str, *, synchronous: bool) -> N
 def in_recovery(cluster: PrivateServer) -> bool:
     """Tell whether the server is a standby (in recovery)."""
     with cluster.connect() as conn:
-        return bool(_scalar(conn, "cluster_in_recovery"))
+        return bool(_value(conn, "cluster_in_recovery", "in_recovery"))
 
 
-def _scalar(conn: psycopg.Connection[Any], name: str) -> object:
-    """Run statement `name` and return the one value of its one row (None without a row)."""
-    return conn.cursor(row_factory=scalar_row).execute(statement(name)).fetchone()
+def _value(conn: psycopg.Connection[Any], name: str, column: str) -> object:
+    """Run statement `name` and return its first row's `column` (None without a row)."""
+    row = conn.cursor(row_factory=dict_row).execute(statement(name)).fetchone()
+    return None if row is None else row[column]
 
 
 def promote(cluster: PrivateServer) -> None:
@@ -121,10 +122,10 @@ def promote(cluster: PrivateServer) -> None:
 def timeline(cluster: PrivateServer) -> int:
     """Read the current timeline: from the WAL file name, or the last checkpoint in recovery."""
     with cluster.connect() as conn:
-        if _scalar(conn, "cluster_in_recovery"):
-            checkpoint_timeline = _scalar(conn, "cluster_timeline_standby")
+        if _value(conn, "cluster_in_recovery", "in_recovery"):
+            checkpoint_timeline = _value(conn, "cluster_timeline_standby", "timeline_id")
             return int(str(checkpoint_timeline)) if checkpoint_timeline is not None else 0
-        wal_file = _scalar(conn, "cluster_timeline_primary")
+        wal_file = _value(conn, "cluster_timeline_primary", "wal_file")
     if wal_file is None:
         raise ThrowawayClusterError(f"cluster {cluster.name!r}: no WAL file name")
     # pg_walfile_name: 8 hex digits of timeline, then log and segment numbers.

@@ -1,1 +1,1 @@
-SELECT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = 'ql3')
+SELECT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = 'ql3') AS exists

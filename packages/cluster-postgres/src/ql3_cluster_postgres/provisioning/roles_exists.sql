@@ -1,1 +1,1 @@
-SELECT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = %(name)s)
+SELECT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = %(name)s) AS exists

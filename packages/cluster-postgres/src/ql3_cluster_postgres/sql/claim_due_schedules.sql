@@ -9,6 +9,7 @@
 -- recorded in ql3.zone_rules, read by this very statement, so an operator's switch is atomic for
 -- every replica. The result always has at least one row carrying the recorded version; claimed
 -- rows follow it in the same rows (claim columns NULL when nothing was claimed).
+-- The column names below are the fields of ClaimedRow (_rows.py): Python reads them by name.
 WITH obs AS MATERIALIZED (
     SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
 ),
@@ -42,8 +43,21 @@ claimed AS (
         t.misfire_grace_ms, t.start_at_ms, t.end_at_ms, t.ctid::text
 )
 SELECT
-    rules.recorded, c.id, c.task_id, c.version, c.claim_owner_id, c.claim_token, c.updated_at_ms,
-    c.claim_expires_at_ms, c.next_due_at_ms, c.cron, c.timezone, c.misfire_policy,
-    c.misfire_grace_ms, c.start_at_ms, c.end_at_ms, c.ctid
+    rules.recorded AS recorded_zone_rules_version,
+    c.id AS schedule_id,
+    c.task_id,
+    c.version,
+    c.claim_owner_id AS owner_id,
+    c.claim_token,
+    c.updated_at_ms AS claim_acquired_at_ms,
+    c.claim_expires_at_ms,
+    c.next_due_at_ms,
+    c.cron,
+    c.timezone,
+    c.misfire_policy,
+    c.misfire_grace_ms,
+    c.start_at_ms,
+    c.end_at_ms,
+    c.ctid
 FROM rules
 LEFT JOIN claimed AS c ON true

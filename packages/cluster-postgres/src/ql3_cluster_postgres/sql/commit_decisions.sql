@@ -119,7 +119,8 @@ notified AS (
     SELECT pg_notify('ql3_run_admitted', id::text) FROM new_runs
 )
 -- Runs and attempts come back as parallel arrays, both ordered by run id (one attempt per run),
--- and are paired by the caller: joining two CTE scans here would be a nested loop.
+-- and are paired by the caller: joining two CTE scans here would be a nested loop. The column
+-- names are the fields of CommitRow (_rows.py): Python reads them by name.
 SELECT
     (SELECT now_ms FROM obs) AS observed_at_ms,
     (SELECT schedule_id FROM regressed) AS regressed_schedule_id,

@@ -1,8 +1,9 @@
 -- Durable facts for an uncertain commit (SPEC §7): the runs of the given occurrences of one
 -- schedule, whoever admitted them, with their first attempts (a run admitted by this commit always
 -- has one; a run found already there is only evidence that the occurrence was taken).
-SELECT r.id, a.id, r.schedule_id, r.task_id, r.scheduled_for_ms, r.created_at_ms, r.owner_id,
-       r.claim_token
+-- Read by name into FoundRun (_rows.py).
+SELECT r.id AS run_id, a.id AS attempt_id, r.schedule_id, r.task_id, r.scheduled_for_ms,
+       r.created_at_ms, r.owner_id, r.claim_token
 FROM ql3.runs AS r
 LEFT JOIN ql3.attempts AS a ON a.run_id = r.id AND a.attempt_number = 1
 WHERE r.schedule_id = %(schedule_id)s

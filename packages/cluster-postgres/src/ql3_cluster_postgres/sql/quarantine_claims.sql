@@ -31,4 +31,5 @@ WHERE s.id = c.schedule_id
   AND s.updated_at_ms = c.acquired_ms
   AND s.claim_expires_at_ms = c.expires_ms
   AND s.updated_at_ms <= obs.now_ms
-RETURNING s.id, s.invalid_reason, s.invalidated_at_ms
+-- Read by name into QuarantinedRow (_rows.py).
+RETURNING s.id AS schedule_id, s.invalid_reason AS reason, s.invalidated_at_ms AS quarantined_at_ms

@@ -1,1 +1,1 @@
-SELECT pg_is_in_recovery()
+SELECT pg_is_in_recovery() AS in_recovery
