@@ -213,6 +213,7 @@ class Worker:
             msg = "nothing to run: register a Python task or let the worker run commands"
             raise ConfigurationError(msg)
         factory = self._factory or postgres_ingress_factory(self.settings)
+        self._repository = factory()
         self._start_metrics()
         logger.info(
             "worker starting",
@@ -225,7 +226,6 @@ class Worker:
                 "python_tasks": list(self.task_names),
             },
         )
-        self._repository = factory()
         try:
             while not self.stop_event.is_set():
                 self._tick(taking=True)
@@ -281,7 +281,9 @@ class Worker:
 
     def _fault(self, exc: QL3Error) -> None:
         self._failures += 1
-        delay = self.backoff.delay_s(self._failures)
+        # Never back off past a heartbeat: leases must be renewed as soon as the database answers.
+        beat_s = self.settings.lease_ms / 1000 / _BEATS_PER_LEASE
+        delay = min(self.backoff.delay_s(self._failures), beat_s)
         self._retry_at = time.monotonic() + delay
         self.metrics.database_faults.inc()
         self.health.connected = False
