@@ -113,8 +113,13 @@ class Workers:
     workdir: Path
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def start(self, name: str, db: Ql3Database, *args: str) -> subprocess.Popen[bytes]:
-        """Start worker `name` (its worker id) as the ql3_worker_ingress login of `db`."""
+    def start(
+        self, name: str, db: Ql3Database, *args: str, dsn: str | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start worker `name` (its worker id) as the ql3_worker_ingress login of `db`.
+
+        `dsn` replaces that login's DSN (say, to go through a fault proxy).
+        """
         log = (self.workdir / f"{name}.log").open("wb")
         process = subprocess.Popen(
             [
@@ -128,7 +133,7 @@ class Workers:
                 "100",
                 *args,
             ],
-            env=clean_env(QL3_WORKER_DSN=db.dsn("worker_ingress")),
+            env=clean_env(QL3_WORKER_DSN=dsn or db.dsn("worker_ingress")),
             stdout=log,
             stderr=log,
             cwd=self.workdir,

@@ -2,10 +2,14 @@
 
 Each runner has one control thread. A command runs as `/bin/sh -c COMMAND` in a new session
 (`start_new_session`), so its whole process group can be signalled: at the task's timeout, when
-its lease is lost, or when a stopping worker hands it back. Ending a group is SIGTERM, then
-SIGKILL after `KILL_GRACE_S`; and whatever a command left running in its group when its shell
-exits is killed too (the group is signalled before the shell is reaped, so its id cannot have
-been reused). A job that must outlive its attempt has to start its own session.
+its lease is lost, or when a stopping worker hands it back. A runner also gives its attempt up on
+its own once a whole lease has passed since the last statement that confirmed the lease was
+sent (the database unreachable, or the worker's loop stuck in a call): the database cannot have
+judged the lease expired before that, so another worker rarely runs the Run while this one does.
+Ending a group is SIGTERM, then SIGKILL after `KILL_GRACE_S`; and whatever a command left
+running in its group when its shell exits is killed too (the group is signalled before the shell
+is reaped, so its id cannot have been reused). A job that must outlive its attempt has to start
+its own session.
 
 A Python task runs in a thread of the worker. Python cannot kill a thread, so its timeout is
 cooperative: at the timeout the worker records `timed_out` (and the successor is queued) and
@@ -137,7 +141,7 @@ class AttemptRunner(ABC):
     its lease is lost, or it is ready to be released: `needs_release`); `done` once the runner
     no longer occupies a slot. `outcome` is how it ended for this worker (see `OUTCOMES`).
     `lease_confirmed_at` is the monotonic time the last take or heartbeat that confirmed its
-    lease was sent.
+    lease was sent; `lease_s` the lease.
     """
 
     def __init__(
@@ -148,10 +152,12 @@ class AttemptRunner(ABC):
         record: Recorder,
         on_done: Callable[[], None],
         confirmed_at: float,
+        lease_s: float,
     ) -> None:
         self.attempt = attempt
         self.worker_id = worker_id
         self.lease_confirmed_at = confirmed_at
+        self.lease_s = lease_s
         self.settled = threading.Event()
         self.done = threading.Event()
         self.needs_release = False
@@ -173,13 +179,31 @@ class AttemptRunner(ABC):
         """Stop executing (kill the command) so the worker can hand the attempt back."""
         self._release.set()
 
-    def lose(self, reason: str) -> bool:
-        """Stop executing: the lease is over (another worker runs the Run); True the first time."""
+    def lose(self, reason: str) -> None:
+        """Stop executing: the lease is over, another worker will run the Run (logged once)."""
         if self._lost.is_set():
-            return False
+            return
         self.lost_reason = reason
         self._lost.set()
-        return True
+        logger.warning(
+            "attempt %d lost: %s; stopping it, another worker will retry the run",
+            self.attempt.attempt_id,
+            reason,
+            extra={
+                "event": "attempt.lost",
+                "attempt_id": self.attempt.attempt_id,
+                "run_id": self.attempt.run_id,
+                "attempt": self.attempt.attempt_number,
+                "task": self.attempt.task_name,
+                "reason": reason,
+            },
+        )
+
+    def _lease_lost(self) -> bool:
+        """Whether the lease is lost: told so, or unconfirmed for a whole lease (monotonic)."""
+        if not self._lost.is_set() and time.monotonic() - self.lease_confirmed_at >= self.lease_s:
+            self.lose(f"no heartbeat confirmed its lease for {self.lease_s * 1000:.0f} ms")
+        return self._lost.is_set()
 
     def record(self, result: AttemptResult) -> None:
         """Have the worker record `result`, then settle."""
@@ -264,7 +288,7 @@ class CommandRunner(AttemptRunner):
                 reason = "timeout"
             elif self._release.is_set():
                 reason = "release"
-            elif self._lost.is_set():
+            elif self._lease_lost():
                 reason = "lost"
             if reason is not None:
                 _end_group(pid)
@@ -324,6 +348,7 @@ class PythonRunner(AttemptRunner):
         record: Recorder,
         on_done: Callable[[], None],
         confirmed_at: float,
+        lease_s: float,
     ) -> None:
         super().__init__(
             attempt,
@@ -331,6 +356,7 @@ class PythonRunner(AttemptRunner):
             record=record,
             on_done=on_done,
             confirmed_at=confirmed_at,
+            lease_s=lease_s,
         )
         self._function = function
 
@@ -373,7 +399,7 @@ class PythonRunner(AttemptRunner):
                 self.needs_release, self.outcome = True, "released"
                 self.settled.set()
                 return False
-            if self._lost.is_set():
+            if self._lease_lost():
                 # It cannot be killed: ask it to stop; its result is recorded only if the
                 # attempt is still ours by then.
                 context.cancelled.set()

@@ -5,10 +5,10 @@ PostgreSQL `WorkerIngress` in production). On each tick, at most every `_TICK_S`
 
 - every third of the lease it renews the leases of the attempts it runs, in one statement. An
   attempt the database no longer renews (expired by the database clock, or abandoned) is lost:
-  its command is killed. An attempt whose lease this worker could not confirm for a whole lease
-  (the database unreachable) is killed too, before the database can judge its lease expired
-  (measured from when the confirming statement was sent, with `time.monotonic()`), so another
-  worker rarely runs a Run while this one still does;
+  its command is killed. A runner whose lease was not confirmed for a whole lease (the database
+  unreachable) gives up on its own, before the database can judge the lease expired (measured
+  from when the confirming statement was sent, with `time.monotonic()`; see `_attempt_runner`),
+  so another worker rarely runs a Run while this one still does;
 - every poll interval (at once when a slot frees up) it marks abandoned the attempts of other
   workers whose lease expired (queuing their successors) and takes as many eligible attempts
   as it has free slots (`concurrency`), oldest eligible first, with SKIP LOCKED;
@@ -242,7 +242,6 @@ class Worker:
         """Watch the runners; talk to the database when something is due and no fault holds it."""
         now = time.monotonic()
         self._reap()
-        self._self_fence(now)
         if now < self._retry_at:
             return
         repository = self._repository_or_raise()
@@ -318,27 +317,7 @@ class Worker:
             if runner.attempt.attempt_id in renewed:
                 runner.lease_confirmed_at = sent_at
             elif not runner.settled.is_set():
-                self._lose(runner, "the database no longer renews its lease (expired or taken)")
-
-    def _self_fence(self, now: float) -> None:
-        """Kill what this worker could not confirm its lease for during a whole lease."""
-        lease_s = self.settings.lease_ms / 1000
-        for runner in self._live():
-            if now - runner.lease_confirmed_at >= lease_s:
-                self._lose(runner, f"no heartbeat confirmed for {self.settings.lease_ms} ms")
-
-    def _lose(self, runner: AttemptRunner, reason: str) -> None:
-        if runner.lose(reason):
-            logger.warning(
-                "attempt %d lost: %s; stopping it, another worker will retry the run",
-                runner.attempt.attempt_id,
-                reason,
-                extra={
-                    "event": "attempt.lost",
-                    **_ids(runner.attempt),
-                    "reason": reason,
-                },
-            )
+                runner.lose("the database no longer renews its lease (expired or ended)")
 
     # -- taking and abandoning ------------------------------------------------------------------
 
@@ -405,6 +384,7 @@ class Worker:
                 record=self._record,
                 on_done=self._wake.set,
                 confirmed_at=confirmed_at,
+                lease_s=self.settings.lease_ms / 1000,
             )
         else:
             runner = PythonRunner(
@@ -414,6 +394,7 @@ class Worker:
                 record=self._record,
                 on_done=self._wake.set,
                 confirmed_at=confirmed_at,
+                lease_s=self.settings.lease_ms / 1000,
             )
         with self._lock:
             self._runners[attempt.attempt_id] = runner

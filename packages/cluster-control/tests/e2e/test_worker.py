@@ -21,12 +21,13 @@ from fix_workers import (
 )
 from ql3_cluster_postgres import verify_history
 from ql3_runtime_core import TaskExecution
+from ql3_testkit import WireFaultProxy
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from fix_workers import Workers
-    from ql3_testkit import Ql3Database
+    from ql3_testkit import Ql3Database, ThrowawayCluster
 
 
 def _kinds(db: Ql3Database, run_id: int) -> list[str]:
@@ -181,4 +182,34 @@ def test_sigterm_past_the_grace_kills_and_releases(
     assert (released["kind"], released["payload"]) == ("attempt.released", {"worker_id": "w1"})
     assert released["created_at_ms"] - asked_at >= 500
     assert workers.logged("w1", "worker.stopped")[0]["released_attempt_ids"] == [attempt["id"]]
+    assert verify_history(ql3_db.dsn("admin")).ok
+
+
+def test_a_worker_cut_off_from_the_database_stops_its_command(
+    ql3_db: Ql3Database, pg_cluster: ThrowawayCluster, workers: Workers, tmp_path: Path
+) -> None:
+    """Unconfirmed for a whole lease, a worker kills its command itself; another retries the run."""
+    pid_file = tmp_path / "cut.pid"
+    command = f'test "$QL3_ATTEMPT" -ge 2 || {{ echo $$ > {pid_file}; exec sleep 300; }}'
+    execution = TaskExecution(command=command, max_attempts=2, retry_backoff_ms=0)
+    run_id = admit_runs(ql3_db, {"cut": execution})["cut"]
+    with WireFaultProxy(pg_cluster.host, pg_cluster.port) as proxy:
+        through_proxy = ql3_db.dsn("worker_ingress", port=str(proxy.port))
+        workers.start("cut-off", ql3_db, "--lease-ms", "2000", dsn=through_proxy)
+        try:
+            wait_for_states(ql3_db, run_id, ["running"])
+            wait_for(pid_file.exists, timeout_s=10, what="command started")
+            pid = int(pid_file.read_text())
+            proxy.partition()
+            wait_for(lambda: process_gone(pid), timeout_s=15, what="the cut-off worker killed it")
+            # It recorded nothing (it could not): the database still holds it as running.
+            assert [a["state"] for a in attempts_of(ql3_db, run_id)] == ["running"]
+            workers.start("rescuer", ql3_db)
+            first, second = wait_for_states(ql3_db, run_id, ["abandoned", "succeeded"])
+        finally:
+            proxy.heal()
+            kill_group_of(pid_file)
+    assert (first["worker_id"], second["worker_id"]) == ("cut-off", "rescuer")
+    (lost,) = workers.logged("cut-off", "attempt.lost")
+    assert lost["reason"] == "no heartbeat confirmed its lease for 2000 ms"
     assert verify_history(ql3_db.dsn("admin")).ok

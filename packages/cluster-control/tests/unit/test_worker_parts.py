@@ -78,6 +78,7 @@ def test_a_command_sees_its_run_and_not_the_worker_settings(
         record=lambda *_: None,
         on_done=lambda: None,
         confirmed_at=0,
+        lease_s=30,
     )
     env = runner.environment()
     assert {key: value for key, value in env.items() if key.startswith("QL3_")} == {
