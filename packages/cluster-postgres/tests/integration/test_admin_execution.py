@@ -33,7 +33,7 @@ BACKUP = TaskExecution(
 
 
 def _row(db: Ql3Database, name: str) -> tuple[object, ...]:
-    """The schedule row's version and its revision count (what an execution change must keep)."""
+    """Read the schedule row's version and revision count (what an execution change keeps)."""
     ((version, revisions),) = fetch(
         db.dsn("admin"),
         "SELECT s.version, (SELECT count(*) FROM ql3.schedule_revisions AS v"

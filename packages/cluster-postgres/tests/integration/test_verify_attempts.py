@@ -54,21 +54,29 @@ def test_a_history_written_by_workers_passes(ql3_db: Ql3Database) -> None:
     assert report.ok, report.violations
 
 
+_RENUMBER = (
+    "UPDATE ql3.attempts SET attempt_number = 7 WHERE run_id = %(run)s AND attempt_number = 2"
+)
+_RETRY_AFTER_SUCCESS = (
+    "UPDATE ql3.attempts SET state = 'succeeded' WHERE run_id = %(run)s AND attempt_number = 1"
+)
+_SECOND_FINAL_EVENT = (
+    "INSERT INTO ql3.events (run_id, attempt_id, kind, created_at_ms) SELECT run_id, id,"
+    " 'attempt.failed', updated_at_ms FROM ql3.attempts"
+    " WHERE run_id = %(run)s AND attempt_number = 3"
+)
+_RELEASE_FORGOTTEN = "DELETE FROM ql3.events WHERE kind = 'attempt.released' AND run_id = %(run)s"
+
+
 @pytest.mark.parametrize(
     ("damage", "detail"),
     [
-        ("UPDATE ql3.attempts SET attempt_number = 7 WHERE run_id = %(run)s AND attempt_number = 2",
-         "numbered [1, 3, 7]"),
-        ("UPDATE ql3.attempts SET state = 'succeeded' WHERE run_id = %(run)s AND attempt_number = 1",
-         "in state 'succeeded'"),
-        ("INSERT INTO ql3.events (run_id, attempt_id, kind, created_at_ms) SELECT run_id, id,"
-         " 'attempt.failed', updated_at_ms FROM ql3.attempts"
-         " WHERE run_id = %(run)s AND attempt_number = 3",
-         "2 final event(s)"),
-        ("DELETE FROM ql3.events WHERE kind = 'attempt.released' AND run_id = %(run)s",
-         "2 attempt.running events for 0 release(s)"),
+        (_RENUMBER, "numbered [1, 3, 7]"),
+        (_RETRY_AFTER_SUCCESS, "in state 'succeeded'"),
+        (_SECOND_FINAL_EVENT, "2 final event(s)"),
+        (_RELEASE_FORGOTTEN, "2 attempt.running events for 0 release(s)"),
     ],
-)  # fmt: skip
+)
 def test_a_broken_worker_history_is_caught(ql3_db: Ql3Database, damage: str, detail: str) -> None:
     """Gaps, a retry after success and events that do not match their attempt are `attempts`."""
     run_id = _worked_history(ql3_db)
