@@ -1,5 +1,5 @@
-"""Fixtures of the cluster-control tests: see fix_db.py (real PostgreSQL) and fake_repository.py."""
+"""Fixtures of the cluster-control tests: fix_db.py (PostgreSQL), fix_workers.py (`ql3 worker`)."""
 
 from __future__ import annotations
 
-pytest_plugins = ["fix_db"]
+pytest_plugins = ["fix_db", "fix_workers"]

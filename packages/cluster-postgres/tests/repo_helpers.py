@@ -18,6 +18,7 @@ from ql3_runtime_core import (
     ClusterScheduleClaim,
     MisfirePolicy,
     ScheduleDefinition,
+    TaskExecution,
     normalize_commit,
     resolve_cluster_schedule_decision,
 )
@@ -55,10 +56,16 @@ def make_schedules(
     shift_back_ms: int = 3000,
     prefix: str = "s",
     grace_ms: int = 60_000,
+    execution: TaskExecution | None = None,
 ) -> list[int]:
     """Create `count` schedules as admin, then move them `shift_back_ms` into the past."""
     definition = ScheduleDefinition(cron=cron, misfire_policy=policy, misfire_grace_ms=grace_ms)
-    specs = [ScheduleSpec(name=f"{prefix}{i:05d}", definition=definition) for i in range(count)]
+    specs = [
+        ScheduleSpec(
+            name=f"{prefix}{i:05d}", definition=definition, execution=execution or TaskExecution()
+        )
+        for i in range(count)
+    ]
     with ScheduleAdmin(db.dsn("admin")) as admin:
         admin.apply_schedules(specs)
         names = [spec.name for spec in specs]

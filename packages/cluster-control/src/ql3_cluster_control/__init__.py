@@ -1,12 +1,15 @@
-"""QL3 cluster control: the Coordinator daemon, its configuration, CLI, logs, metrics and demo.
+"""QL3 cluster control: the Coordinator, the worker, their configuration, CLI, logs and metrics.
 
-The public surface is exactly `__all__`; implementation modules are private.
+The embedded demo lives here too. A consuming service runs its Python tasks with `Worker` (issue
+13): register a callable per task name (`@worker.task("name")`), then `worker.run()`. The public
+surface is exactly `__all__`; implementation modules are private.
 """
 
 from __future__ import annotations
 
 from importlib.metadata import version as _version
 
+from ._attempt_runner import TaskContext, TaskFunction
 from ._cli import app as cli_app
 from ._cli import main
 from ._config import (
@@ -23,6 +26,9 @@ from ._demo_verdict import DemoVerdict
 from ._logs import configure_logging
 from ._metrics import CoordinatorMetrics, HealthState, MetricsServer, metrics_wsgi_app
 from ._service import CoordinatorService, postgres_repository_factory
+from ._worker import Worker, postgres_ingress_factory
+from ._worker_config import WorkerSettings, load_worker_settings
+from ._worker_metrics import WorkerMetrics
 
 __version__ = _version("ql3-cluster-control")
 
@@ -40,14 +46,21 @@ __all__ = [
     "HealthState",
     "LogFormat",
     "MetricsServer",
+    "TaskContext",
+    "TaskFunction",
+    "Worker",
+    "WorkerMetrics",
+    "WorkerSettings",
     "__version__",
     "check_environment",
     "cli_app",
     "configure_logging",
     "default_owner_id",
     "load_settings",
+    "load_worker_settings",
     "main",
     "metrics_wsgi_app",
+    "postgres_ingress_factory",
     "postgres_repository_factory",
     "run_demo",
 ]

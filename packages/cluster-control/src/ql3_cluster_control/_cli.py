@@ -1,4 +1,7 @@
-"""The `ql3` command line (typer): migrate, roles, schedules, zone rules, run, status, verify, demo.
+"""The `ql3` command line (typer): schema, roles, schedules, replicas, workers, status, history.
+
+Commands: migrate, roles, schedule, zone-rules, run (a Coordinator replica), worker (issue 13),
+status, runs, verify, demo.
 
 Exit codes scripts can rely on: 0 success, 2 usage or configuration error (bad flag, bad cron
 expression, unknown timezone, unknown `QL3_*` variable), 3 schema mismatch, 1 any other failure
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 import typer
 from pydantic import ValidationError
 from ql3_cluster_postgres import (
+    HistoryReader,
     ScheduleAdmin,
     ScheduleSpec,
     SchemaMismatchError,
@@ -37,8 +41,13 @@ from ql3_runtime_core import (
     LEASE_MS_DEFAULT,
     LEASE_MS_MAX,
     LEASE_MS_MIN,
+    MAX_ATTEMPTS_DEFAULT,
+    MAX_ATTEMPTS_MAX,
     MISFIRE_GRACE_MS_MAX,
     PREVIEW_COUNT_MAX,
+    RETRY_BACKOFF_MS_DEFAULT,
+    RETRY_BACKOFF_MS_MAX,
+    AttemptState,
     QL3Error,
     preview_occurrences,
     zone_rules_version,
@@ -47,9 +56,28 @@ from ql3_runtime_core import (
 from ._config import ConfigurationError, LogFormat, check_environment, load_settings
 from ._demo import DemoOptions, run_demo
 from ._logs import configure_logging
-from ._render import print_table, record_json, records_table, status_text
-from ._schedules import format_ms, load_schedule_file, parse_after, schedule_definition
+from ._render import (
+    attempts_line,
+    execution_text,
+    print_table,
+    record_json,
+    records_table,
+    runs_table,
+    status_text,
+)
+from ._schedules import (
+    TIMEOUT_S_DEFAULT,
+    TIMEOUT_S_MAX,
+    TIMEOUT_S_MIN,
+    format_ms,
+    load_schedule_file,
+    parse_after,
+    schedule_definition,
+    task_execution,
+)
 from ._service import CoordinatorService
+from ._worker import Worker
+from ._worker_config import load_worker_settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -74,7 +102,11 @@ roles_app = typer.Typer(help="Provision the least-privilege roles.", no_args_is_
 zone_rules_app = typer.Typer(
     help="The zone rules (tzdata) version every replica must decide with.", no_args_is_help=True
 )
+runs_app = typer.Typer(
+    help="Admitted runs and their attempts (read as ql3_admin).", no_args_is_help=True
+)
 app.add_typer(schedule_app, name="schedule")
+app.add_typer(runs_app, name="runs")
 app.add_typer(roles_app, name="roles")
 app.add_typer(zone_rules_app, name="zone-rules")
 
@@ -298,20 +330,55 @@ def schedule_add(
             help="How late an occurrence is still on time (ms, at most 7 days).",
         ),
     ] = 60_000,
+    command: Annotated[
+        str | None,
+        typer.Option(
+            "--command",
+            help="Shell command each run executes (/bin/sh -c). Without it: a Python task.",
+        ),
+    ] = None,
+    max_attempts: Annotated[
+        int,
+        typer.Option(
+            "--max-attempts", min=1, max=MAX_ATTEMPTS_MAX, help="Attempts per run, first included."
+        ),
+    ] = MAX_ATTEMPTS_DEFAULT,
+    timeout_s: Annotated[
+        int,
+        typer.Option(
+            "--timeout-s",
+            min=TIMEOUT_S_MIN,
+            max=TIMEOUT_S_MAX,
+            help="An attempt running longer is killed (its process group) and timed out.",
+        ),
+    ] = TIMEOUT_S_DEFAULT,
+    retry_backoff_ms: Annotated[
+        int,
+        typer.Option(
+            "--retry-backoff-ms",
+            min=0,
+            max=RETRY_BACKOFF_MS_MAX,
+            help="Database time from a failed attempt to the next one's earliest start.",
+        ),
+    ] = RETRY_BACKOFF_MS_DEFAULT,
     dsn: Dsn = None,
 ) -> None:
     """Create the task NAME, its cron trigger and its schedule.
 
-    NAME is 1 to 200 printable characters without leading or trailing whitespace.
+    NAME is 1 to 200 printable characters without leading or trailing whitespace. `ql3 worker`
+    runs its COMMAND with the environment variables QL3_RUN_ID, QL3_ATTEMPT,
+    QL3_SCHEDULED_FOR_MS, QL3_SCHEDULE and QL3_TASK_PAYLOAD; exit 0 is success.
     """
     definition = schedule_definition(cron, tz, misfire, grace_ms)
+    execution = task_execution(command, max_attempts, timeout_s, retry_backoff_ms)
     # Checked before connecting: a bad name is a usage error, never a database one.
-    spec = ScheduleSpec(name=name, definition=definition)
+    spec = ScheduleSpec(name=name, definition=definition, execution=execution)
     with ScheduleAdmin(_require_dsn(dsn)) as admin:
-        record = admin.add_schedule(spec.name, spec.definition)
+        record = admin.add_schedule(spec.name, spec.definition, execution=spec.execution)
     typer.echo(
         f"added schedule {record.name!r} (id {record.schedule_id}),"
-        f" next due {format_ms(record.next_due_at_ms, definition.timezone)}"
+        f" next due {format_ms(record.next_due_at_ms, definition.timezone)};"
+        f" runs {execution_text(execution)}"
     )
 
 
@@ -321,10 +388,21 @@ def schedule_list(as_json: AsJson = False, dsn: Dsn = None) -> None:
     """List schedules with their state and next due time (database time)."""
     with ScheduleAdmin(_require_dsn(dsn)) as admin:
         records = admin.list_schedules()
+        executions = admin.task_executions()
     if as_json:
-        _print_json([record_json(record) for record in records])
+        _print_json(
+            [
+                {
+                    **record_json(record),
+                    "execution": record_json(executions[record.name])
+                    if record.name in executions
+                    else None,
+                }
+                for record in records
+            ]
+        )
     else:
-        print_table(records_table(records))
+        print_table(records_table(records, executions))
 
 
 def _change(action: str, name: str, dsn: str | None) -> None:
@@ -471,16 +549,108 @@ def status_command(
         ),
     ] = LEASE_MS_DEFAULT,
 ) -> None:
-    """Schedules, claims held and by whom, runs admitted, next due, overdue: in database time."""
+    """Schedules, claims, runs admitted, next due, overdue, attempts by state: in database time.
+
+    Attempts: queued (ready, and waiting out a retry backoff) with the age of the oldest ready
+    one, running, succeeded, failed, timed out, abandoned.
+    """
     if not LEASE_MS_MIN <= lease_ms <= LEASE_MS_MAX:
         msg = f"--lease-ms: must be {LEASE_MS_MIN}..{LEASE_MS_MAX}, got {lease_ms}"
         raise ConfigurationError(msg)
-    with ScheduleAdmin(_require_dsn(dsn)) as admin:
+    target = _require_dsn(dsn)
+    with ScheduleAdmin(target) as admin:
         report = admin.status(lease_ms=lease_ms)
+    with HistoryReader(target) as reader:
+        counts = reader.attempt_counts()
     if as_json:
-        _print_json(report.model_dump(mode="json"))
+        _print_json({**report.model_dump(mode="json"), "attempts": counts.model_dump(mode="json")})
     else:
         status_text(report)
+        typer.echo(attempts_line(counts))
+
+
+@runs_app.command("list")
+@_guarded
+def runs_list(
+    schedule: Annotated[
+        str | None, typer.Option("--schedule", help="Only runs of this schedule.")
+    ] = None,
+    state: Annotated[
+        AttemptState | None,
+        typer.Option("--state", help="Only runs whose latest attempt is in this state."),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10_000)] = 20,
+    as_json: AsJson = False,
+    dsn: Dsn = None,
+) -> None:
+    """Recent runs, newest first, with their attempts (state, worker, exit code, output tail).
+
+    A run's state is its latest attempt's: failed, timed_out or abandoned there means it used up
+    its attempts.
+    """
+    with HistoryReader(_require_dsn(dsn)) as reader:
+        runs = reader.recent_runs(schedule=schedule, state=state, limit=limit)
+    if as_json:
+        _print_json([run.model_dump(mode="json") for run in runs])
+    else:
+        print_table(runs_table(runs))
+
+
+@app.command("worker")
+@_guarded
+def worker_command(  # one flag per setting
+    dsn: Annotated[
+        str | None,
+        typer.Option("--dsn", help="A ql3_worker_ingress login; or QL3_WORKER_DSN/QL3_DSN."),
+    ] = None,
+    worker_id: Annotated[str | None, typer.Option("--worker-id")] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", help="Attempts run at once (default 4).")
+    ] = None,
+    lease_ms: Annotated[
+        int | None, typer.Option("--lease-ms", help="Lease by the database clock (default 30000).")
+    ] = None,
+    poll_interval_ms: Annotated[int | None, typer.Option("--poll-interval-ms")] = None,
+    grace_ms: Annotated[
+        int | None,
+        typer.Option("--grace-ms", help="On SIGTERM, how long running attempts may finish."),
+    ] = None,
+    metrics_port: Annotated[int | None, typer.Option("--metrics-port")] = None,
+    log_format: Annotated[LogFormat | None, typer.Option("--log-format")] = None,
+    log_level: Annotated[str | None, typer.Option("--log-level")] = None,
+    clock: Annotated[str | None, typer.Option("--clock", hidden=True)] = None,
+) -> None:
+    """Run admitted attempts until SIGTERM/SIGINT (then finish or release them and exit 0).
+
+    Takes queued attempts of command tasks (SKIP LOCKED), runs each with /bin/sh -c in its own
+    process group, keeps its lease alive by the database clock, kills it at its timeout and
+    records how it ended; a failure is retried after the task's backoff until max_attempts.
+    Every setting is also read from QL3_WORKER_<NAME> (QL3_WORKER_CONCURRENCY, ...).
+    """
+    settings = load_worker_settings(
+        dsn=dsn,
+        id=worker_id,
+        concurrency=concurrency,
+        lease_ms=lease_ms,
+        poll_interval_ms=poll_interval_ms,
+        grace_ms=grace_ms,
+        metrics_port=metrics_port,
+        log_format=log_format,
+        log_level=log_level,
+        clock=clock,
+    )
+    if settings.dsn is None:
+        msg = "dsn: no database given; pass --dsn or set QL3_WORKER_DSN or QL3_DSN"
+        raise ConfigurationError(msg)
+    configure_logging(settings.log_format, level=settings.log_level, owner_id=settings.id)
+    worker = Worker(settings)
+    worker.install_signal_handlers()
+    try:
+        code = worker.run()
+    except SchemaMismatchError as exc:
+        logger.error("schema mismatch: %s", exc, extra={"event": "worker.schema_mismatch"})  # noqa: TRY400  # one line, no traceback
+        raise
+    raise typer.Exit(code)
 
 
 @app.command("verify")

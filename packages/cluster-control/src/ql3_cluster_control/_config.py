@@ -30,11 +30,14 @@ from ql3_runtime_core import (
 
 __all__ = [
     "ENV_PREFIX",
+    "RULE_ZERO",
     "ConfigurationError",
     "CoordinatorSettings",
     "LogFormat",
+    "OwnerId",
     "check_environment",
     "default_owner_id",
+    "describe_settings_error",
     "load_settings",
 ]
 
@@ -127,7 +130,7 @@ class CoordinatorSettings(BaseSettings):
             try:
                 check_conninfo(value.get_secret_value(), field="dsn")
             except InvalidConninfoError as exc:
-                # `_describe` names the field and masks the value (dsn=***): keep only the reason.
+                # The error names the field and masks the value (dsn=***): keep only the reason.
                 raise ValueError(exc.reason) from exc
         return value
 
@@ -167,7 +170,11 @@ class CoordinatorSettings(BaseSettings):
 
 
 def _known_variables() -> frozenset[str]:
-    return frozenset(ENV_PREFIX + name.upper() for name in CoordinatorSettings.model_fields)
+    # The worker's module builds on this one, so its names are looked up when asked for.
+    from ._worker_config import worker_variables  # noqa: PLC0415
+
+    coordinator = {ENV_PREFIX + name.upper() for name in CoordinatorSettings.model_fields}
+    return frozenset(coordinator | worker_variables())
 
 
 def check_environment(environ: Mapping[str, str] | None = None) -> None:
@@ -190,7 +197,8 @@ def check_environment(environ: Mapping[str, str] | None = None) -> None:
         )
 
 
-def _describe(exc: ValidationError) -> str:
+def describe_settings_error(exc: ValidationError) -> str:
+    """One line naming each bad setting and its value (a DSN is never shown)."""
     parts = []
     for error in exc.errors():
         field = ".".join(str(part) for part in error["loc"]) or "settings"
@@ -223,4 +231,4 @@ def load_settings(
     try:
         return CoordinatorSettings(**given)
     except ValidationError as exc:
-        raise ConfigurationError(_describe(exc)) from exc
+        raise ConfigurationError(describe_settings_error(exc)) from exc

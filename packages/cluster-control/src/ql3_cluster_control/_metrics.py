@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from socketserver import ThreadingMixIn
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
@@ -21,10 +21,16 @@ if TYPE_CHECKING:
 
     from ql3_runtime_core import AdmittedRun, CycleSummary, ZoneRulesCheck
 
-__all__ = ["CoordinatorMetrics", "HealthState", "MetricsServer", "metrics_wsgi_app"]
+__all__ = ["CoordinatorMetrics", "HealthState", "MetricsServer", "Registered", "metrics_wsgi_app"]
 
 _LATENESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 _DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class Registered(Protocol):
+    """Metrics kept in their own registry: a Coordinator's or a worker's."""
+
+    registry: CollectorRegistry
 
 
 class CoordinatorMetrics:
@@ -143,7 +149,7 @@ class HealthState:
 
 
 def metrics_wsgi_app(
-    metrics: CoordinatorMetrics, health: HealthState
+    metrics: Registered, health: HealthState
 ) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
     """Build the WSGI app answering `/metrics` (Prometheus text) and `/healthz` (200 or 503)."""
     prometheus = make_wsgi_app(metrics.registry)
@@ -177,9 +183,7 @@ class _ThreadingServer(ThreadingMixIn, WSGIServer):
 class MetricsServer:
     """Serves `metrics_wsgi_app` on `host:port` from a daemon thread; `port=0` picks a free one."""
 
-    def __init__(
-        self, metrics: CoordinatorMetrics, health: HealthState, *, host: str, port: int
-    ) -> None:
+    def __init__(self, metrics: Registered, health: HealthState, *, host: str, port: int) -> None:
         self._server = make_server(
             host,
             port,

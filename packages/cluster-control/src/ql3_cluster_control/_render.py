@@ -14,10 +14,23 @@ from rich.table import Table
 from ._schedules import format_ms
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-    from ql3_cluster_postgres import ScheduleRecord, StatusReport
+    from collections.abc import Mapping, Sequence
 
-__all__ = ["cell", "in_ms", "print_table", "record_json", "records_table", "status_text"]
+    from pydantic import BaseModel
+    from ql3_cluster_postgres import AttemptCounts, RunSummary, ScheduleRecord, StatusReport
+    from ql3_runtime_core import TaskExecution
+
+__all__ = [
+    "attempts_line",
+    "cell",
+    "execution_text",
+    "in_ms",
+    "print_table",
+    "record_json",
+    "records_table",
+    "runs_table",
+    "status_text",
+]
 
 # Wide enough for the longest row the database allows (name 200, cron 1 000, reason 2 000
 # characters): a table never wraps a cell, so each schedule stays one line for grep and awk.
@@ -52,15 +65,31 @@ def record_json(record: BaseModel) -> dict[str, Any]:
     return record.model_dump(mode="json")
 
 
-def records_table(records: list[ScheduleRecord]) -> Table:
+def execution_text(execution: TaskExecution | None) -> str:
+    """Say in a few words what a schedule's runs execute (issue 13)."""
+    if execution is None:
+        return "-"
+    what = "python task" if execution.command is None else execution.command
+    return (
+        f"{what} (attempts {execution.max_attempts}, timeout {execution.timeout_ms // 1000} s,"
+        f" backoff {execution.retry_backoff_ms} ms)"
+    )
+
+
+def records_table(
+    records: list[ScheduleRecord], executions: Mapping[str, TaskExecution] | None = None
+) -> Table:
     """Build the `ql3 schedule list` table; next due in each schedule's own zone.
 
-    A quarantined schedule shows why in the last column (a definition this node cannot read
-    shows that too); its times are in UTC when its own zone cannot be loaded.
+    A quarantined schedule shows why in the `reason` column (a definition this node cannot read
+    shows that too); its times are in UTC when its own zone cannot be loaded. The last column
+    says what its runs execute.
     """
+    runs = executions or {}
     table = Table(box=None, pad_edge=False)
     for column in (
         "name", "state", "cron", "tz", "misfire", "grace_ms", "next due", "claimed by", "reason",
+        "runs",
     ):  # fmt: skip
         table.add_column(column)
     for record in records:
@@ -76,6 +105,7 @@ def records_table(records: list[ScheduleRecord]) -> Table:
             format_ms(record.next_due_at_ms, zone),
             cell(record.claim_owner_id or "-"),
             cell(record.invalid_reason or record.definition_error or "-"),
+            cell(execution_text(runs.get(record.name))),
         )
     return table
 
@@ -120,3 +150,48 @@ def status_text(report: StatusReport) -> None:
 def in_ms(value: int | None) -> str:
     """Render a duration in database milliseconds, '-' for none."""
     return "-" if value is None else f"{value} ms"
+
+
+def attempts_line(counts: AttemptCounts) -> str:
+    """One line of `ql3 status` on execution: attempts by state, the oldest ready one's age."""
+    oldest = "-" if counts.oldest_queued_age_ms is None else f"{counts.oldest_queued_age_ms} ms"
+    return (
+        f"attempts: {counts.queued} queued ({counts.queued_ready} ready, oldest waiting"
+        f" {oldest}; {counts.queued_waiting} waiting out a retry backoff), {counts.running}"
+        f" running ({counts.running_lease_expired} with an expired lease), {counts.succeeded}"
+        f" succeeded, {counts.failed} failed, {counts.timed_out} timed out,"
+        f" {counts.abandoned} abandoned"
+    )
+
+
+def _last_line(text: str | None, width: int = 80) -> str:
+    """Return the last non-empty line of an output tail, cut to `width` characters."""
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    if not lines:
+        return "-"
+    line = lines[-1].strip()
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def runs_table(runs: Sequence[RunSummary]) -> Table:
+    """Build the `ql3 runs list` table: one row per run, newest first, its latest attempt's end."""
+    table = Table(box=None, pad_edge=False)
+    for column in (
+        "run", "schedule", "scheduled for (UTC)", "state", "attempts", "worker", "exit",
+        "finished (UTC)", "last output",
+    ):  # fmt: skip
+        table.add_column(column)
+    for run in runs:
+        latest = run.attempts[-1] if run.attempts else None
+        table.add_row(
+            str(run.run_id),
+            cell(run.schedule_name),
+            format_ms(run.scheduled_for_ms),
+            "-" if run.state is None else str(run.state),
+            str(len(run.attempts)),
+            cell((latest and latest.worker_id) or "-"),
+            "-" if latest is None or latest.exit_code is None else str(latest.exit_code),
+            format_ms(None if latest is None else latest.finished_at_ms),
+            cell(_last_line(None if latest is None else latest.output_tail)),
+        )
+    return table

@@ -1,8 +1,10 @@
 """Schedules as code (`ql3 schedule apply FILE`) and time rendering for the CLI.
 
 A schedule file is TOML (`[[schedule]]` tables) or JSON (a list of objects) with the keys
-`name`, `cron`, `tz`, `misfire`, `grace_ms`. Rendering turns database epoch milliseconds into
-ISO 8601 in a given zone; nothing here reads a clock (rule zero).
+`name`, `cron`, `tz`, `misfire`, `grace_ms`, and what its runs execute (issue 13): `command`
+(run with /bin/sh -c; without it the schedule is a Python task run by name), `max_attempts`,
+`timeout_s`, `retry_backoff_ms`. Rendering turns database epoch milliseconds into ISO 8601 in a
+given zone; nothing here reads a clock (rule zero).
 """
 
 from __future__ import annotations
@@ -14,7 +16,19 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from ql3_cluster_postgres import ScheduleSpec
-from ql3_runtime_core import MisfirePolicy, ScheduleDefinition, load_timezone
+from ql3_runtime_core import (
+    MAX_ATTEMPTS_DEFAULT,
+    MAX_ATTEMPTS_MAX,
+    RETRY_BACKOFF_MS_DEFAULT,
+    RETRY_BACKOFF_MS_MAX,
+    TIMEOUT_MS_DEFAULT,
+    TIMEOUT_MS_MAX,
+    TIMEOUT_MS_MIN,
+    MisfirePolicy,
+    ScheduleDefinition,
+    TaskExecution,
+    load_timezone,
+)
 
 from ._config import ConfigurationError
 
@@ -23,13 +37,37 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCHEDULE_KEYS",
+    "TIMEOUT_S_DEFAULT",
+    "TIMEOUT_S_MAX",
+    "TIMEOUT_S_MIN",
     "format_ms",
     "load_schedule_file",
     "parse_after",
     "schedule_definition",
+    "task_execution",
 ]
 
-SCHEDULE_KEYS = ("name", "cron", "tz", "misfire", "grace_ms")
+SCHEDULE_KEYS = (
+    "name",
+    "cron",
+    "tz",
+    "misfire",
+    "grace_ms",
+    "command",
+    "max_attempts",
+    "timeout_s",
+    "retry_backoff_ms",
+)
+# People give a timeout in seconds; the task stores milliseconds (TaskExecution's bounds).
+TIMEOUT_S_MIN = TIMEOUT_MS_MIN // 1000
+TIMEOUT_S_MAX = TIMEOUT_MS_MAX // 1000
+TIMEOUT_S_DEFAULT = TIMEOUT_MS_DEFAULT // 1000
+# Each execution key, its bounds and default: checked here so the message names the key.
+_EXECUTION_BOUNDS = {
+    "max_attempts": (1, MAX_ATTEMPTS_MAX, MAX_ATTEMPTS_DEFAULT),
+    "timeout_s": (TIMEOUT_S_MIN, TIMEOUT_S_MAX, TIMEOUT_S_DEFAULT),
+    "retry_backoff_ms": (0, RETRY_BACKOFF_MS_MAX, RETRY_BACKOFF_MS_DEFAULT),
+}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -45,6 +83,49 @@ def schedule_definition(
     return ScheduleDefinition(
         cron=cron, timezone=tz, misfire_policy=policy, misfire_grace_ms=grace_ms
     )
+
+
+def task_execution(
+    command: str | None = None,
+    max_attempts: int = MAX_ATTEMPTS_DEFAULT,
+    timeout_s: int = TIMEOUT_S_DEFAULT,
+    retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT,
+) -> TaskExecution:
+    """Build what a schedule's runs execute; errors name the key (`timeout_s`, not `_ms`).
+
+    Raises:
+        ConfigurationError: a value outside its bounds, or a command a shell cannot run as
+            written (empty, blank, too long, holding NUL).
+
+    """
+    given = {
+        "max_attempts": max_attempts,
+        "timeout_s": timeout_s,
+        "retry_backoff_ms": retry_backoff_ms,
+    }
+    for key, value in given.items():
+        low, high, _ = _EXECUTION_BOUNDS[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigurationError(f"{key}: {value!r} is not an integer")
+        if not low <= value <= high:
+            raise ConfigurationError(f"{key}: must be within {low}..{high}, got {value}")
+    if command is not None and not isinstance(command, str):
+        raise ConfigurationError(f"command: {command!r} is not a string")
+    try:
+        return TaskExecution(
+            command=command,
+            max_attempts=max_attempts,
+            timeout_ms=timeout_s * 1000,
+            retry_backoff_ms=retry_backoff_ms,
+        )
+    except ValidationError as exc:
+        raise ConfigurationError(_first_error(exc)) from exc
+
+
+def _entry_execution(entry: dict[str, Any]) -> TaskExecution:
+    """Read the execution keys of one schedule file entry (defaults for those left out)."""
+    values = {key: entry.get(key, default) for key, (_, _, default) in _EXECUTION_BOUNDS.items()}
+    return task_execution(entry.get("command"), **values)
 
 
 def _spec(index: int, entry: object) -> ScheduleSpec:
@@ -70,8 +151,9 @@ def _spec(index: int, entry: object) -> ScheduleSpec:
             str(entry.get("misfire", "fire_once")),
             grace,
         )
+        execution = _entry_execution(entry)
         # The name rules (printable, no padding, 1..200) live in the model, as for the API.
-        return ScheduleSpec(name=entry["name"], definition=definition)
+        return ScheduleSpec(name=entry["name"], definition=definition, execution=execution)
     except (ValidationError, ValueError) as exc:
         raise ConfigurationError(f"{where}: {_first_error(exc)}") from exc
 

@@ -140,8 +140,14 @@ def test_a_replica_with_other_zone_rules_waits_for_adopt(
     sql_rows(ql3_db.dsn("owner"), "UPDATE ql3.zone_rules SET version = '1999z'")
     replicas.start("old-rules", ql3_db.dsn("runtime"), *LEASE, "--metrics-port", "0")
     base = f"http://127.0.0.1:{_metrics_port(replicas, 'old-rules')}"
-    wait_for(lambda: _get(f"{base}/healthz")[0] == 503, timeout_s=20, what="/healthz 503")
-    body = _get(f"{base}/healthz")[1]
+    # 503 comes first for "not connected yet"; wait for the zone rules to be the reason.
+    wait_for(
+        lambda: "zone rules differ" in _get(f"{base}/healthz")[1],
+        timeout_s=20,
+        what="/healthz 503 naming the zone rules",
+    )
+    status, body = _get(f"{base}/healthz")
+    assert status == 503
     assert f"this replica has tzdata {local}" in body
     assert "the database records 1999z" in body
     first = add_schedules(ql3_db.dsn("admin"), 2)

@@ -311,3 +311,86 @@ def test_apply_file_bad_names_and_numbers_exit_2(
     path.write_text(f"[[schedule]]\n{entry}\n")
     line = usage_error(["schedule", "apply", str(path), "--dsn", _NOWHERE])
     assert needle in line, line
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--max-attempts", "0"], "'--max-attempts': Input should be greater than or equal to 1"),
+        (["--max-attempts", "101"], "'--max-attempts': Input should be less than or equal to 100"),
+        (["--timeout-s", "0"], "'--timeout-s': Input should be greater than or equal to 1"),
+        (["--timeout-s", "99999999999999999999"], "'--timeout-s': Input should be less than"),
+        (["--retry-backoff-ms", "-1"], "'--retry-backoff-ms': Input should be greater than or"),
+        (["--command", ""], "command: must not be empty or blank, got ''"),
+        (["--command", "   "], "command: must not be empty or blank"),
+        (["--command", "x" * 8193], "command: at most 8192 characters, got 8193"),
+    ],
+)
+def test_schedule_add_execution_out_of_bounds_exit_2_before_connecting(
+    usage_error: Callable[[list[str]], str], args: list[str], needle: str
+) -> None:
+    """What a schedule runs is bounded before the database: exit 2 naming the flag or field."""
+    line = usage_error(["schedule", "add", "x", "--cron", "* * * * *", *args, "--dsn", _NOWHERE])
+    assert needle in line, line
+
+
+@pytest.mark.parametrize(
+    ("entry", "needle"),
+    [
+        ("timeout_s = 0", "schedule 'ok': timeout_s: must be within 1..86400, got 0"),
+        ("timeout_s = 1.5", "schedule 'ok': timeout_s: 1.5 is not an integer"),
+        ("max_attempts = 101", "schedule 'ok': max_attempts: must be within 1..100, got 101"),
+        ("max_attempts = true", "schedule 'ok': max_attempts: True is not an integer"),
+        ("retry_backoff_ms = -5", "schedule 'ok': retry_backoff_ms: must be within 0..86400000"),
+        ('command = "  "', "schedule 'ok': command: must not be empty or blank"),
+        ("command = 3", "schedule 'ok': command: 3 is not a string"),
+    ],
+)
+def test_apply_file_execution_keys_are_checked_exit_2(
+    usage_error: Callable[[list[str]], str], tmp_path: Path, entry: str, needle: str
+) -> None:
+    """A schedule file's command and attempt keys are named with their schedule, exit 2."""
+    path = tmp_path / "s.toml"
+    path.write_text(f'[[schedule]]\nname = "ok"\ncron = "* * * * *"\n{entry}\n')
+    line = usage_error(["schedule", "apply", str(path), "--dsn", _NOWHERE])
+    assert needle in line, line
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--concurrency", "0"], "concurrency=0"),
+        (["--lease-ms", "999"], "lease_ms=999"),
+        (["--grace-ms", "99999999999999999999"], "grace_ms=99999999999999999999"),
+        (["--poll-interval-ms", "5"], "poll_interval_ms=5"),
+        (["--worker-id", " padded"], "id=' padded'"),
+        (["--clock", "node"], "rule zero"),
+    ],
+)
+def test_worker_settings_out_of_bounds_exit_2(
+    usage_error: Callable[[list[str]], str], args: list[str], needle: str
+) -> None:
+    """Every `ql3 worker` setting is bounded by its model: exit 2 naming it, before connecting."""
+    line = usage_error(["worker", "--dsn", _NOWHERE, *args])
+    assert needle in line, line
+
+
+def test_worker_needs_a_database(usage_error: Callable[[list[str]], str]) -> None:
+    """Without a DSN the worker exits 2 and says which variables give one."""
+    assert "QL3_WORKER_DSN or QL3_DSN" in usage_error(["worker"])
+
+
+def test_a_command_may_run_ql3_with_its_task_variables(cli: CliRunner) -> None:
+    """The variables a worker gives its command are not refused as unknown QL3 settings."""
+    env = {
+        "QL3_RUN_ID": "1",
+        "QL3_ATTEMPT": "1",
+        "QL3_SCHEDULED_FOR_MS": "0",
+        "QL3_SCHEDULE": "s",
+        "QL3_TASK_PAYLOAD": "{}",
+        "QL3_WORKER_CONCURRENCY": "2",
+    }
+    result = cli.invoke(
+        app, ["schedule", "preview", "--cron", "* * * * *", "--after-ms", "0"], env=env
+    )
+    assert result.exit_code == 0, result.stderr

@@ -8,7 +8,6 @@ from ._admin import ScheduleAdmin
 from ._binaries import find_postgres_bin_dir
 from ._connect import DRIVER_LOGGER, ConnectionSettings, check_conninfo
 from ._errors import (
-    AttemptStateError,
     DatabaseError,
     DuplicateScheduleError,
     InvalidConninfoError,
@@ -19,8 +18,8 @@ from ._errors import (
     SchemaMismatchError,
     UnknownRoleError,
 )
-from ._history import HistoryReader, RunRecord
-from ._ingress import QueuedAttempt, WorkerIngress
+from ._history import AttemptCounts, AttemptRecord, HistoryReader, RunRecord, RunSummary
+from ._ingress import WorkerIngress
 from ._migrations import SCHEMA_VERSION, check_schema_version, migrate
 from ._private_server import PrivateServer
 from ._records import (
@@ -65,7 +64,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "STALE_CLAIM_GRACE_MS_DEFAULT",
     "ApplyReport",
-    "AttemptStateError",
+    "AttemptCounts",
+    "AttemptRecord",
     "ConnectionSettings",
     "DatabaseError",
     "DuplicateScheduleError",
@@ -75,8 +75,8 @@ __all__ = [
     "PostgresScheduleRepository",
     "PrivateServer",
     "PrivateServerError",
-    "QueuedAttempt",
     "RunRecord",
+    "RunSummary",
     "ScheduleAdmin",
     "ScheduleNotFoundError",
     "ScheduleRecord",

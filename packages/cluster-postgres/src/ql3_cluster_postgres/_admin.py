@@ -8,7 +8,8 @@ decided occurrence: a replica's commit can no longer land between the clock read
 and leave the new cursor at or before an admitted run (issue 10.4). Every creation, every cursor
 placed anew and every definition change opens a schedule revision in the same transaction, so
 `ql3 verify` can account for each definition's occurrences. Every change notifies
-`ql3_schedule_changed` inside its transaction.
+`ql3_schedule_changed` inside its transaction. What a schedule's runs execute (command,
+attempts, timeout, backoff; issue 13) lives on its task and is written in the same transaction.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from ql3_runtime_core import (
     LEASE_MS_DEFAULT,
     ScheduleDefinition,
     ScheduleState,
+    TaskExecution,
 )
 
 from ._admin_plan import (
@@ -154,13 +157,17 @@ class ScheduleAdmin(Closing):
         definition: ScheduleDefinition,
         *,
         payload_template: Mapping[str, Any] | None = None,
+        execution: TaskExecution | None = None,
     ) -> ScheduleRecord:
         """Create task, cron trigger and schedule in one transaction.
 
         The first cursor is the first occurrence strictly after max(database now,
-        start_at_ms - 1). Raises `DuplicateScheduleError` when the name is taken.
+        start_at_ms - 1). `execution` says what its runs execute (default: a Python task run by
+        name, see `TaskExecution`). Raises `DuplicateScheduleError` when the name is taken.
         """
-        spec = validated(ScheduleSpec(name=name, definition=definition))
+        spec = validated(
+            ScheduleSpec(name=name, definition=definition, execution=execution or TaskExecution())
+        )
         payload = dict(payload_template or {})
 
         def add(conn: psycopg.Connection[Any]) -> list[_Row]:
@@ -168,6 +175,7 @@ class ScheduleAdmin(Closing):
             rows = self._create(conn, [spec], _placement_now(conn), [payload])
             if not rows:
                 raise DuplicateScheduleError(name)
+            self._set_executions(conn, [(_record(rows[0]).task_id, spec.execution)])
             self._rows(conn, "notify_schedule_changed", {"reason": "created"})
             return rows
 
@@ -199,7 +207,10 @@ class ScheduleAdmin(Closing):
             self._step("locked")
             now = _placement_now(conn)
             decided = self._latest_decided(conn, [r.schedule_id for r in stored.values()])
-            plan = reconcile(checked, stored, now, decided, prune=prune)
+            executions = self._executions(conn, [r.task_id for r in stored.values()])
+            plan = reconcile(
+                checked, stored, now, decided, prune=prune, stored_executions=executions
+            )
             created = self._create(conn, plan.creates, now, [{} for _ in plan.creates])
             if len(created) != len(plan.creates):  # a concurrent admin created one of them
                 taken = {spec.name for spec in plan.creates} - {row[2] for row in created}
@@ -207,7 +218,12 @@ class ScheduleAdmin(Closing):
             self._update(
                 conn, plan.updates, {r.schedule_id: r.next_due_at_ms for r in stored.values()}
             )
-            if plan.creates or plan.updates:
+            task_ids = {r.name: r.task_id for r in stored.values()}
+            task_ids.update((record.name, record.task_id) for record in map(_record, created))
+            self._set_executions(
+                conn, [(task_ids[name], execution) for name, execution in plan.executions]
+            )
+            if plan.creates or plan.updates or plan.executions:
                 self._rows(conn, "notify_schedule_changed", {"reason": "applied"})
             return plan.report
 
@@ -234,6 +250,41 @@ class ScheduleAdmin(Closing):
         rows = self._rows(conn, "create_schedules", params)
         self._open_revisions(conn, [(row[0], _CREATED, row[10]) for row in rows])
         return rows
+
+    @staticmethod
+    def _executions(
+        conn: psycopg.Connection[Any], task_ids: Sequence[int] | None
+    ) -> dict[str, TaskExecution]:
+        """Read what the given tasks (all when None) execute, by task (= schedule) name."""
+        with conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(
+                query("read_task_executions"),
+                {"task_ids": None if task_ids is None else list(task_ids)},
+            ).fetchall()
+        return {
+            row["name"]: TaskExecution(
+                command=row["command"],
+                max_attempts=row["max_attempts"],
+                timeout_ms=row["timeout_ms"],
+                retry_backoff_ms=row["retry_backoff_ms"],
+            )
+            for row in rows
+        }
+
+    def _set_executions(
+        self, conn: psycopg.Connection[Any], executions: Sequence[tuple[int, TaskExecution]]
+    ) -> None:
+        """Write each (task id, execution) onto its task."""
+        if not executions:
+            return
+        params = {
+            "task_ids": [task_id for task_id, _ in executions],
+            "commands": [execution.command for _, execution in executions],
+            "max_attempts": [execution.max_attempts for _, execution in executions],
+            "timeouts_ms": [execution.timeout_ms for _, execution in executions],
+            "retry_backoffs_ms": [execution.retry_backoff_ms for _, execution in executions],
+        }
+        self._rows_count(conn, "set_task_executions", params)
 
     def _latest_decided(self, conn: psycopg.Connection[Any], ids: Sequence[int]) -> dict[int, int]:
         """Return each schedule's latest admitted or skipped occurrence (rows already locked)."""
@@ -380,6 +431,12 @@ class ScheduleAdmin(Closing):
         if not rows:
             raise ScheduleNotFoundError(name)
         return _record(rows[0])
+
+    def task_executions(self) -> dict[str, TaskExecution]:
+        """Return what every schedule's task executes, by schedule name (issue 13)."""
+        return self._in_transaction(
+            "admin: read task executions", lambda conn: self._executions(conn, None)
+        )
 
     def status(self, *, lease_ms: int = LEASE_MS_DEFAULT) -> StatusReport:
         """Every schedule at one database instant: due in, claim holder and expiry, runs.

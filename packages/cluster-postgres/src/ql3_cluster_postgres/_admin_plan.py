@@ -17,6 +17,7 @@ from ql3_runtime_core import (
     InvalidCronError,
     ScheduleDefinition,
     ScheduleState,
+    TaskExecution,
     load_timezone,
     next_occurrence_ms,
     quarantine_reason,
@@ -90,16 +91,25 @@ class Update:
 
 
 class Plan:
-    """What `apply_schedules` will write, and the report it returns."""
+    """What `apply_schedules` will write, and the report it returns.
 
-    __slots__ = ("creates", "report", "updates")
+    `executions` names the tasks whose execution (command, attempts, timeout, backoff) is
+    written: every created one, and every stored one whose execution differs from its spec's.
+    """
+
+    __slots__ = ("creates", "executions", "report", "updates")
 
     def __init__(
-        self, creates: list[ScheduleSpec], updates: list[Update], report: ApplyReport
+        self,
+        creates: list[ScheduleSpec],
+        updates: list[Update],
+        report: ApplyReport,
+        executions: list[tuple[str, TaskExecution]],
     ) -> None:
         self.creates = creates
         self.updates = updates
         self.report = report
+        self.executions = executions
 
 
 def reconcile(
@@ -109,18 +119,28 @@ def reconcile(
     decided: Mapping[int, int],
     *,
     prune: bool,
+    stored_executions: Mapping[str, TaskExecution],
 ) -> Plan:
-    """Plan `apply_schedules`; `decided` maps schedule ids to their latest decided occurrence."""
+    """Plan `apply_schedules`; `decided` maps schedule ids to their latest decided occurrence.
+
+    `stored_executions` maps stored schedule names to their task's execution. A schedule whose
+    definition is unchanged but whose execution changed is updated without touching its row:
+    its cursor, version and revisions stay (a command is not a timing).
+    """
     creates: list[ScheduleSpec] = []
     updates: list[Update] = []
     updated: list[str] = []
     unchanged: list[str] = []
+    executions: list[tuple[str, TaskExecution]] = []
     for spec in specs:
         record = stored.get(spec.name)
+        execution_changed = stored_executions.get(spec.name) != spec.execution
+        if record is None or execution_changed:
+            executions.append((spec.name, spec.execution))
         if record is None:
             creates.append(spec)
         elif record.state not in _ALWAYS_REWRITTEN and record.definition == spec.definition:
-            unchanged.append(spec.name)
+            (updated if execution_changed else unchanged).append(spec.name)
         else:
             updates.append(_changed(record, spec.definition, now, decided.get(record.schedule_id)))
             updated.append(spec.name)
@@ -141,7 +161,7 @@ def reconcile(
         unchanged=tuple(sorted(unchanged)),
         retired=tuple(retired),
     )
-    return Plan(creates, updates, report)
+    return Plan(creates, updates, report, executions)
 
 
 def _changed(
@@ -286,7 +306,7 @@ def validated(spec: ScheduleSpec) -> ScheduleSpec:
         )
     except InvalidCronError as exc:
         raise InvalidCronError(exc.expression, f"schedule {spec.name!r}: {exc.reason}") from exc
-    return ScheduleSpec(name=spec.name, definition=checked)
+    return ScheduleSpec(name=spec.name, definition=checked, execution=spec.execution)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -9,7 +9,6 @@ QL3Error (ql3_runtime_core)
 ├── ScheduleNotFoundError (LookupError)   no schedule has that name
 ├── DuplicateScheduleError (ValueError)   the schedule name is taken
 ├── ScheduleStateError (ValueError)       the schedule's state forbids the change
-├── AttemptStateError (ValueError)        the attempt is missing or in the wrong state
 ├── UnknownRoleError (ValueError)         not one of the QL3 roles
 └── InvalidConninfoError (ValueError)     a connection string libpq cannot parse
 ```
@@ -23,7 +22,6 @@ from __future__ import annotations
 from ql3_runtime_core import QL3Error
 
 __all__ = [
-    "AttemptStateError",
     "DatabaseError",
     "DuplicateScheduleError",
     "InvalidConninfoError",
@@ -109,19 +107,6 @@ class ScheduleStateError(QL3Error, ValueError):
         self.action = action
         message = f"schedule {name!r}: cannot {action} a schedule in state {state!r}"
         super().__init__(f"{message}: {detail}" if detail else message)
-
-
-class AttemptStateError(QL3Error, ValueError):
-    """Raised by WorkerIngress when an attempt is missing or not in a state the change needs."""
-
-    __module__ = "ql3_cluster_postgres"
-
-    def __init__(self, attempt_id: int, state: str | None, action: str) -> None:
-        self.attempt_id = attempt_id
-        self.state = state
-        self.action = action
-        found = "does not exist" if state is None else f"is in state {state!r}"
-        super().__init__(f"attempt {attempt_id}: cannot {action}: it {found}")
 
 
 class UnknownRoleError(QL3Error, ValueError):

@@ -1,10 +1,12 @@
-"""Read-only views of the admitted history for the demo's verdict and live progress.
+"""Read-only views of the admitted and executed history: the demo's verdict, status, `runs list`.
 
 `HistoryReader` answers the questions `ql3 demo` asks of the database while and after its
 replicas run: the database clock, admissions per replica, each run of some schedules with its
-attempt and event counts (rows per admission 1:1:2), and the claims still held on them. The
-control plane reads them through this typed API and never speaks SQL itself (issue 11.4). Rows
-are read by column name into the models below, never by position.
+attempt and event counts (rows per admission 1:1:2), and the claims still held on them. It also
+answers what workers did (issue 13): attempts by state with the oldest queued age
+(`attempt_counts`, for `ql3 status`) and the latest runs with their attempts (`recent_runs`, for
+`ql3 runs list`). The control plane reads them through this typed API and never speaks SQL
+itself (issue 11.4). Rows are read by column name into the models below, never by position.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg.rows import class_row
 from pydantic import BaseModel, ConfigDict
+from ql3_runtime_core import AttemptState
 
+from ._bounds import check_limit
 from ._connect import ConnectionOptions, close_quietly, reuse_or_connect, wrap_error
 from ._lifecycle import Closing
 from ._sql import query
@@ -23,7 +27,7 @@ from ._sql import query
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["HistoryReader", "RunRecord"]
+__all__ = ["AttemptCounts", "AttemptRecord", "HistoryReader", "RunRecord", "RunSummary"]
 
 _T = TypeVar("_T")
 
@@ -39,6 +43,70 @@ class RunRecord(BaseModel):
     owner_id: str
     attempts: int
     events: int
+
+
+class AttemptCounts(BaseModel):
+    """Attempts by state at one database instant (`database_now_ms`).
+
+    `queued_ready` may start now, `queued_waiting` wait for a retry's backoff to pass;
+    `oldest_queued_age_ms` is how long the oldest ready one has waited (None: none waits), in
+    database time. `running_lease_expired` are running attempts whose lease expired by the
+    database clock that no worker has marked abandoned yet (none runs, or all are busy).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    database_now_ms: int
+    queued_ready: int
+    queued_waiting: int
+    running: int
+    running_lease_expired: int
+    succeeded: int
+    failed: int
+    timed_out: int
+    abandoned: int
+    oldest_queued_age_ms: int | None
+
+    @property
+    def queued(self) -> int:
+        """Every queued attempt, ready or waiting."""
+        return self.queued_ready + self.queued_waiting
+
+
+class AttemptRecord(BaseModel):
+    """One attempt of a run as stored: its state, holder, database times and how it ended."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    attempt_id: int
+    attempt_number: int
+    state: AttemptState
+    worker_id: str | None
+    created_at_ms: int
+    eligible_at_ms: int
+    started_at_ms: int | None
+    finished_at_ms: int | None
+    lease_expires_at_ms: int | None
+    exit_code: int | None
+    output_tail: str | None
+
+
+class RunSummary(BaseModel):
+    """One run with its attempts in number order; `state` is its latest attempt's.
+
+    A final latest state (failed, timed_out, abandoned) means the run used up its attempts: a
+    successor is always queued by the statement that ends its predecessor.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: int
+    schedule_id: int
+    schedule_name: str
+    scheduled_for_ms: int
+    created_at_ms: int
+    state: AttemptState | None
+    attempts: tuple[AttemptRecord, ...]
 
 
 class _NowRow(BaseModel):
@@ -117,3 +185,31 @@ class HistoryReader(Closing):
         """Count the given schedules that still record a claim (none once every replica stopped)."""
         (row,) = self._rows("history_claims_held", {"schedule_ids": list(schedule_ids)}, _ClaimsRow)
         return row.claims
+
+    def attempt_counts(self) -> AttemptCounts:
+        """Count attempts by state, with the oldest ready queued attempt's age (database time)."""
+        (row,) = self._rows("history_attempt_counts", {}, AttemptCounts)
+        return row
+
+    def recent_runs(
+        self,
+        *,
+        schedule: str | None = None,
+        state: AttemptState | None = None,
+        limit: int = 50,
+    ) -> tuple[RunSummary, ...]:
+        """Return the latest `limit` runs (newest first) with their attempts.
+
+        Args:
+            schedule: only runs of this schedule (by name).
+            state: only runs whose latest attempt is in this state.
+            limit: 1..`ROW_LIMIT_MAX` runs (an `InvalidArgumentError` otherwise, nothing sent).
+
+        """
+        check_limit(limit)
+        params = {
+            "schedule": schedule,
+            "state": None if state is None else state.value,
+            "batch_limit": limit,
+        }
+        return tuple(self._rows("history_recent_runs", params, RunSummary))

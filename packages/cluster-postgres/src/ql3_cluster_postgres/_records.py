@@ -9,7 +9,13 @@ from __future__ import annotations
 from typing import Annotated, Any, Final
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
-from ql3_runtime_core import LEASE_MS_DEFAULT, MisfirePolicy, ScheduleDefinition, ScheduleState
+from ql3_runtime_core import (
+    LEASE_MS_DEFAULT,
+    MisfirePolicy,
+    ScheduleDefinition,
+    ScheduleState,
+    TaskExecution,
+)
 
 __all__ = [
     "SCHEDULE_NAME_MAX_LENGTH",
@@ -66,12 +72,17 @@ def definition_from_columns(fields: tuple[Any, ...]) -> ScheduleDefinition:
 
 
 class ScheduleSpec(BaseModel):
-    """The desired state of one named schedule, as `apply_schedules` reconciles it."""
+    """The desired state of one named schedule, as `apply_schedules` reconciles it.
+
+    `execution` is what its runs execute and how (stored on its task; issue 13): by default a
+    Python task run by name, with the default attempts, timeout and backoff.
+    """
 
     model_config = _MODEL
 
     name: ScheduleName
     definition: ScheduleDefinition
+    execution: TaskExecution = TaskExecution()
 
 
 class ScheduleRecord(BaseModel):

@@ -9,10 +9,13 @@ whole verdict is about one snapshot) and reports one `Violation` per finding. Ru
 - `future`: a run committed later than the database clock at check time: a time written from a
   fast clock that is not the database's (rule zero). Right after a backwards step of the database
   clock this also reports rows from before the step, until the clock passes them again.
-- `shape`: not exactly one attempt, one `run.admitted` and one `attempt.queued` event per run, all
-  with the run's commit time (D5); attempts/events pointing at no run; a run whose schedule is
-  unknown or whose task differs from its schedule's. Events of other kinds (appended by workers
-  through the ingress) are allowed.
+- `shape`: not exactly one first attempt, one `run.admitted` and one `attempt.queued` event of
+  that attempt per run, all with the run's commit time (D5); attempts/events pointing at no run;
+  a run whose schedule is unknown or whose task differs from its schedule's. Later attempts and
+  the events workers append are the `attempts` rule's.
+- `attempts`: what workers did after admission does not hold together (issue 13, see
+  `_verify_attempts`): attempts not numbered 1..n, two live ones, a successor after a success or
+  a live attempt, or an attempt whose events do not match its state.
 - `time_backwards`: per schedule, commit times in run id order decrease, or the schedule's
   `updated_at_ms` is earlier than its latest run's commit time.
 - `order`: per schedule, occurrences in run id order decrease (the cursor never moves backwards).
@@ -66,6 +69,7 @@ from ._connect import ConnectionOptions, open_connection
 from ._errors import DatabaseError
 from ._sql import query
 from ._verify_accounting import revision_from_row, skip_from_row
+from ._verify_attempts import check_attempts
 from ._verify_report import ScheduleVerdict, VerifyReport, Violation
 from ._verify_rules import (
     Findings,
@@ -87,6 +91,7 @@ __all__ = [
 
 STALE_CLAIM_GRACE_MS_DEFAULT = 5_000
 RULES = (
+    "attempts",
     "cursor",
     "duplicate",
     "early",
@@ -149,6 +154,7 @@ def verify_history(
                 skip_rows = cur.execute(query("verify_skips"), params).fetchall()
                 shape_rows = cur.execute(query("verify_shape"), params).fetchall()
                 orphan_rows = cur.execute(query("verify_orphans")).fetchall()
+                attempt_rows = cur.execute(query("verify_attempts"), params).fetchall()
             conn.rollback()
     except psycopg.Error as exc:
         raise DatabaseError(f"verify_history: cannot read the QL3 history: {exc}") from exc
@@ -162,6 +168,7 @@ def verify_history(
     revisions = [revision_from_row(r) for r in revision_rows if r["schedule_id"] not in skipped]
     skips = [skip_from_row(row) for row in skip_rows if row["schedule_id"] not in skipped]
     check_shape(findings, shape_rows, orphan_rows)
+    check_attempts(findings, attempt_rows)
     verdicts = check_schedules(
         findings,
         schedules,

@@ -140,7 +140,7 @@ def check_shape(
         findings.add(
             "shape",
             row["schedule_id"],
-            f"run {row['id']} has {row['attempts']} attempt(s) (expected 1),"
+            f"run {row['id']} has {row['attempts']} first attempt(s) (expected 1),"
             f" {row['run_admitted']} run.admitted and {row['attempt_queued']} attempt.queued"
             f" event(s) (expected 1 each), {row['attempts_off_time']} attempt(s) and"
             f" {row['events_off_time']} admission event(s) not at the run's commit time",

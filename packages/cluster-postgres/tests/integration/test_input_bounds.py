@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Any
+from uuid import uuid4
 
 import pytest
 from psycopg import errors as pg_errors
@@ -145,8 +146,11 @@ def test_row_limits_and_leases_are_bounded_before_any_statement(ql3_db: Ql3Datab
         assert repo.count_overdue_schedules(30_000) == 0
     with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
         with pytest.raises(InvalidArgumentError, match=LIMIT_BOUND):
-            ingress.take_queued_attempts(2**70)
-        assert ingress.take_queued_attempts(10) == []
+            ingress.take_attempts(worker_id="w", lease_token=uuid4(), lease_ms=30_000, limit=2**70)
+        assert (
+            ingress.take_attempts(worker_id="w", lease_token=uuid4(), lease_ms=30_000, limit=10)
+            == []
+        )
     with ScheduleAdmin(ql3_db.dsn("admin")) as admin:
         with pytest.raises(InvalidArgumentError, match=LEASE_BOUND):
             admin.status(lease_ms=2**70)

@@ -158,10 +158,17 @@ class History:
         run_id = int(row[0])
         attempt_id = None
         for number in range(1, attempts + 1):
+            # At most one live attempt per run (the database's index): earlier ones have ended.
             row = self.conn.execute(
-                "INSERT INTO ql3.attempts (run_id, attempt_number, created_at_ms, updated_at_ms)"
-                " VALUES (%s, %s, %s, %s) RETURNING id",
-                (run_id, number, created_at_ms, created_at_ms),
+                "INSERT INTO ql3.attempts (run_id, attempt_number, state, created_at_ms,"
+                " updated_at_ms) VALUES (%s, %s, %s, %s, %s) RETURNING id",
+                (
+                    run_id,
+                    number,
+                    "queued" if number == attempts else "failed",
+                    created_at_ms,
+                    created_at_ms,
+                ),
             ).fetchone()
             assert row is not None
             attempt_id = int(row[0])

@@ -35,6 +35,8 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         "insert": "INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('probe', 0)",
         "update:definition": "UPDATE ql3.tasks SET name = name, payload_template = '{}'"
         " WHERE id = %(task)s",
+        "update:execution": "UPDATE ql3.tasks SET command = 'true', max_attempts = max_attempts,"
+        " timeout_ms = timeout_ms, retry_backoff_ms = retry_backoff_ms WHERE id = %(task)s",
         "update:identity": "UPDATE ql3.tasks SET created_at_ms = created_at_ms WHERE id = %(task)s",
         "delete": "DELETE FROM ql3.tasks WHERE id = %(lonely_task)s",
         "truncate": "TRUNCATE ql3.tasks CASCADE",
@@ -86,12 +88,20 @@ PROBES: Final[dict[str, dict[str, str]]] = {
     },
     "attempts": {
         "select": "SELECT * FROM ql3.attempts",
-        "insert": "INSERT INTO ql3.attempts (run_id, attempt_number, created_at_ms,"
-        " updated_at_ms) VALUES (%(run)s, 2, 0, 0)",
-        "update:state": "UPDATE ql3.attempts SET state = 'running', updated_at_ms = updated_at_ms"
-        " WHERE id = %(attempt)s",
+        # A successor as a worker queues it (the seeded attempt ended first: one live per run).
+        "insert": "INSERT INTO ql3.attempts (run_id, attempt_number, state, not_before_ms,"
+        " created_at_ms, updated_at_ms) VALUES (%(run)s, 2, 'failed', 0, 0, 0)",
+        "insert:lease": "INSERT INTO ql3.attempts (run_id, attempt_number, state, worker_id,"
+        " lease_token, started_at_ms, lease_expires_at_ms, created_at_ms, updated_at_ms)"
+        " VALUES (%(run)s, 3, 'failed', 'probe', NULL, 0, NULL, 0, 0)",
+        "update:state": "UPDATE ql3.attempts SET state = 'running', updated_at_ms = updated_at_ms,"
+        " worker_id = 'probe', lease_token = gen_random_uuid(), started_at_ms = 1,"
+        " lease_expires_at_ms = 2 WHERE id = %(attempt)s",
+        "update:outcome": "UPDATE ql3.attempts SET exit_code = exit_code,"
+        " output_tail = output_tail, finished_at_ms = finished_at_ms WHERE id = %(attempt)s",
         "update:identity": "UPDATE ql3.attempts SET run_id = run_id,"
-        " attempt_number = attempt_number, created_at_ms = created_at_ms WHERE id = %(attempt)s",
+        " attempt_number = attempt_number, created_at_ms = created_at_ms,"
+        " not_before_ms = not_before_ms WHERE id = %(attempt)s",
         "delete": "DELETE FROM ql3.attempts WHERE id = %(attempt)s",
         "truncate": "TRUNCATE ql3.attempts",
     },
@@ -159,12 +169,13 @@ PROBES: Final[dict[str, dict[str, str]]] = {
 }
 
 _READERS = frozenset({"owner", "admin", "runtime", "worker_ingress"})
-# The design (SPEC §5, migrations 0002, 0003 and 0004): (table, probe) -> roles allowed.
+# The design (SPEC §5, migrations 0002 to 0005): (table, probe) -> roles allowed.
 # Anything absent is allowed to the owner only.
 ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("tasks", "select"): _READERS,
     ("tasks", "insert"): frozenset({"owner", "admin"}),
     ("tasks", "update:definition"): frozenset({"owner", "admin"}),
+    ("tasks", "update:execution"): frozenset({"owner", "admin"}),
     ("triggers", "select"): frozenset({"owner", "admin", "runtime"}),
     ("triggers", "insert"): frozenset({"owner", "admin"}),
     ("triggers", "update:definition"): frozenset({"owner", "admin"}),
@@ -177,8 +188,10 @@ ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("runs", "select"): _READERS,
     ("runs", "insert"): frozenset({"owner", "runtime"}),
     ("attempts", "select"): _READERS,
-    ("attempts", "insert"): frozenset({"owner", "runtime"}),
+    ("attempts", "insert"): frozenset({"owner", "runtime", "worker_ingress"}),
+    ("attempts", "insert:lease"): frozenset({"owner", "runtime"}),
     ("attempts", "update:state"): frozenset({"owner", "worker_ingress"}),
+    ("attempts", "update:outcome"): frozenset({"owner", "worker_ingress"}),
     ("events", "select"): _READERS,
     ("events", "insert"): frozenset({"owner", "runtime", "worker_ingress"}),
     ("skipped_occurrences", "select"): frozenset({"owner", "admin", "runtime"}),

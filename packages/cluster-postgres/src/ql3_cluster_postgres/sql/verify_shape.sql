@@ -1,5 +1,6 @@
--- verify_history: runs in scope whose admission rows are not exactly one attempt plus one
--- run.admitted and one attempt.queued event, all written at the run's commit time (D5).
+-- verify_history: runs in scope whose admission rows are not exactly one first attempt plus one
+-- run.admitted and one attempt.queued event of that attempt, all written at the run's commit time
+-- (D5). Later attempts (retries) and their events are the `attempts` rule's (verify_attempts).
 WITH scoped AS (
     SELECT r.id, r.schedule_id, r.created_at_ms
     FROM ql3.runs AS r
@@ -7,8 +8,10 @@ WITH scoped AS (
 ),
 attempt_counts AS (
     SELECT a.run_id,
-           count(*) AS attempts,
-           count(*) FILTER (WHERE a.created_at_ms <> s.created_at_ms) AS attempts_off_time
+           count(*) FILTER (WHERE a.attempt_number = 1) AS attempts,
+           count(*) FILTER (
+               WHERE a.attempt_number = 1 AND a.created_at_ms <> s.created_at_ms
+           ) AS attempts_off_time
     FROM ql3.attempts AS a
     JOIN scoped AS s ON s.id = a.run_id
     GROUP BY a.run_id
@@ -16,13 +19,16 @@ attempt_counts AS (
 event_counts AS (
     SELECT e.run_id,
            count(*) FILTER (WHERE e.kind = 'run.admitted') AS run_admitted,
-           count(*) FILTER (WHERE e.kind = 'attempt.queued') AS attempt_queued,
+           count(*) FILTER (WHERE e.kind = 'attempt.queued' AND a.attempt_number = 1)
+               AS attempt_queued,
            count(*) FILTER (
-               WHERE e.kind IN ('run.admitted', 'attempt.queued')
+               WHERE (e.kind = 'run.admitted'
+                      OR (e.kind = 'attempt.queued' AND a.attempt_number = 1))
                AND e.created_at_ms <> s.created_at_ms
            ) AS events_off_time
     FROM ql3.events AS e
     JOIN scoped AS s ON s.id = e.run_id
+    LEFT JOIN ql3.attempts AS a ON a.id = e.attempt_id
     GROUP BY e.run_id
 )
 SELECT s.id,

@@ -1,0 +1,424 @@
+"""Running one taken attempt: a shell command in its own process group, or a Python callable.
+
+Each runner has one control thread. A command runs as `/bin/sh -c COMMAND` in a new session
+(`start_new_session`), so its whole process group can be signalled: at the task's timeout, when
+its lease is lost, or when a stopping worker hands it back. A runner also gives its attempt up on
+its own once a whole lease has passed since the last statement that confirmed the lease was
+sent (the database unreachable, or the worker's loop stuck in a call): the database cannot have
+judged the lease expired before that, so another worker rarely runs the Run while this one does.
+Ending a group is SIGTERM, then SIGKILL after `KILL_GRACE_S`; and whatever a command left
+running in its group when its shell exits is killed too (the group is signalled before the shell
+is reaped, so its id cannot have been reused). A job that must outlive its attempt has to start
+its own session.
+
+A Python task runs in a thread of the worker. Python cannot kill a thread, so its timeout is
+cooperative: at the timeout the worker records `timed_out` (and the successor is queued) and
+sets `TaskContext.cancelled`; the callable should check it (or `remaining_s()`) and return. Its
+slot stays busy until it does, and what it returns then is ignored. A task that must be killed
+hard belongs in a command.
+
+Timeouts are measured with `time.monotonic()`; the time recorded for the end is the database's,
+taken by the statement that records it (rule zero).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+import traceback
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+from ql3_runtime_core import OUTPUT_TAIL_MAX_CHARS, AttemptOutcome, AttemptResult
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import IO
+
+    from ql3_runtime_core import TakenAttempt
+
+__all__ = [
+    "KILL_GRACE_S",
+    "AttemptRunner",
+    "CommandRunner",
+    "PythonRunner",
+    "TaskContext",
+    "TaskFunction",
+    "output_tail",
+]
+
+logger = logging.getLogger(__name__)
+
+# SIGTERM first, so a command may clean up; SIGKILL this long after, whatever it does.
+KILL_GRACE_S: Final = 2.0
+# How often a running command or callable is looked at (timeout, kill requests).
+_POLL_S: Final = 0.05
+# A grandchild that left the group may keep the output pipe open: read what came, then go.
+_READER_JOIN_S: Final = 1.0
+_SHELL: Final = "/bin/sh"
+
+
+def output_tail(data: bytes, limit: int = OUTPUT_TAIL_MAX_CHARS) -> str:
+    """Return the last `limit` bytes as text: UTF-8, undecodable bytes and NUL as U+FFFD."""
+    text = data[-limit:].decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+    return text[-limit:]
+
+
+class _Tail:
+    """The last `limit` bytes written to it (the output of one command), thread-safe."""
+
+    def __init__(self, limit: int = OUTPUT_TAIL_MAX_CHARS) -> None:
+        self._limit = limit
+        self._data = bytearray()
+        self._lock = threading.Lock()
+
+    def feed(self, chunk: bytes) -> None:
+        with self._lock:
+            self._data += chunk
+            if len(self._data) > self._limit:
+                del self._data[: len(self._data) - self._limit]
+
+    def text(self) -> str:
+        with self._lock:
+            return output_tail(bytes(self._data), self._limit)
+
+
+def _drain(stream: IO[bytes], tail: _Tail) -> None:
+    """Read a command's output until every writer closed it, keeping only its tail."""
+    descriptor = stream.fileno()
+    with contextlib.suppress(OSError):
+        while chunk := os.read(descriptor, 65_536):
+            tail.feed(chunk)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskContext:
+    """What a Python task receives: the run it executes, and a way to notice its timeout.
+
+    `run_id` is the idempotency key: every attempt of one Run carries the same one, so a task
+    that writes somewhere keys its writes by it and a retry does no harm. `scheduled_for_ms` is
+    the occurrence (database epoch ms); `payload` the task's payload template. `cancelled` is
+    set when the attempt timed out, lost its lease or is being handed back by a stopping worker:
+    return soon after, the result no longer counts.
+    """
+
+    __module__ = "ql3_cluster_control"
+
+    run_id: int
+    attempt: int
+    attempt_id: int
+    scheduled_for_ms: int
+    task_name: str
+    payload: Mapping[str, Any]
+    worker_id: str
+    timeout_s: float
+    cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
+    _deadline: float = field(default=0.0, repr=False)
+
+    def remaining_s(self) -> float:
+        """Seconds left before the timeout (monotonic; 0 once passed)."""
+        return max(self._deadline - time.monotonic(), 0.0)
+
+
+# A Python task: called with its context; what it returns is ignored, what it raises fails it.
+TaskFunction: TypeAlias = Callable[[TaskContext], object]
+# The worker's way to record how a runner's attempt ended (with its retries).
+Recorder: TypeAlias = Callable[["AttemptRunner", AttemptResult], None]
+
+
+class AttemptRunner(ABC):
+    """Executes one taken attempt on its own thread; the worker watches its events.
+
+    `settled` is set once the attempt no longer needs its lease (its end is recorded or refused,
+    its lease is lost, or it is ready to be released: `needs_release`); `done` once the runner
+    no longer occupies a slot. `outcome` is how it ended for this worker (see `OUTCOMES`).
+    `lease_confirmed_at` is the monotonic time the last take or heartbeat that confirmed its
+    lease was sent; `lease_s` the lease.
+    """
+
+    def __init__(
+        self,
+        attempt: TakenAttempt,
+        *,
+        worker_id: str,
+        record: Recorder,
+        on_done: Callable[[], None],
+        confirmed_at: float,
+        lease_s: float,
+    ) -> None:
+        self.attempt = attempt
+        self.worker_id = worker_id
+        self.lease_confirmed_at = confirmed_at
+        self.lease_s = lease_s
+        self.settled = threading.Event()
+        self.done = threading.Event()
+        self.needs_release = False
+        self.outcome: str | None = None
+        self.lost_reason: str | None = None
+        self._record = record
+        self._on_done = on_done
+        self._release = threading.Event()
+        self._lost = threading.Event()
+        self._thread = threading.Thread(
+            target=self._main, name=f"ql3-attempt-{attempt.attempt_id}", daemon=True
+        )
+
+    def start(self) -> None:
+        """Begin executing on the runner's thread."""
+        self._thread.start()
+
+    def request_release(self) -> None:
+        """Stop executing (kill the command) so the worker can hand the attempt back."""
+        self._release.set()
+
+    def lose(self, reason: str) -> None:
+        """Stop executing: the lease is over, another worker will run the Run (logged once)."""
+        if self._lost.is_set():
+            return
+        self.lost_reason = reason
+        self._lost.set()
+        logger.warning(
+            "attempt %d lost: %s; stopping it, another worker will retry the run",
+            self.attempt.attempt_id,
+            reason,
+            extra={
+                "event": "attempt.lost",
+                "attempt_id": self.attempt.attempt_id,
+                "run_id": self.attempt.run_id,
+                "attempt": self.attempt.attempt_number,
+                "task": self.attempt.task_name,
+                "reason": reason,
+            },
+        )
+
+    def _lease_lost(self) -> bool:
+        """Whether the lease is lost: told so, or unconfirmed for a whole lease (monotonic)."""
+        if not self._lost.is_set() and time.monotonic() - self.lease_confirmed_at >= self.lease_s:
+            self.lose(f"no heartbeat confirmed its lease for {self.lease_s * 1000:.0f} ms")
+        return self._lost.is_set()
+
+    def record(self, result: AttemptResult) -> None:
+        """Have the worker record `result`, then settle."""
+        self._record(self, result)
+        self.settled.set()
+
+    def _main(self) -> None:
+        try:
+            self._execute()
+        except Exception:  # a runner must always settle, or the worker waits on it
+            logger.exception(
+                "attempt %d: runner failed",
+                self.attempt.attempt_id,
+                extra={"event": "attempt.runner_failed", "attempt_id": self.attempt.attempt_id},
+            )
+        finally:
+            self.settled.set()
+            self.done.set()
+            self._on_done()
+
+    @abstractmethod
+    def _execute(self) -> None:
+        """Run the attempt and settle it (record, lose or get ready for release)."""
+
+
+class CommandRunner(AttemptRunner):
+    """Runs a command task with `/bin/sh -c` in its own process group."""
+
+    def _execute(self) -> None:
+        command = self.attempt.execution.command
+        if command is None:  # pragma: no cover - the take statement hands out commands only
+            raise RuntimeError("CommandRunner given a Python task")
+        deadline = time.monotonic() + self.attempt.execution.timeout_ms / 1000
+        try:
+            # The command is the task's definition, written by an operator (ql3_admin), run as
+            # the shell would run it: that is what a command task is.
+            process = subprocess.Popen(  # noqa: S603
+                [_SHELL, "-c", command],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=self.environment(),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            text = f"ql3: cannot start {_SHELL}: {exc}"
+            self.record(
+                AttemptResult(outcome=AttemptOutcome.FAILED, output_tail=output_tail(text.encode()))
+            )
+            return
+        tail = _Tail()
+        if process.stdout is None:  # pragma: no cover - stdout=PIPE always gives one
+            raise RuntimeError("no output pipe")
+        reader = threading.Thread(target=_drain, args=(process.stdout, tail), daemon=True)
+        reader.start()
+        ended_by = self._wait(process.pid, deadline)
+        # Whatever is left in the group goes with the shell; signalled before the reap.
+        _signal_group(process.pid, signal.SIGKILL)
+        code = process.wait()
+        reader.join(_READER_JOIN_S)
+        self._settle(ended_by, code, tail.text())
+
+    def _settle(self, ended_by: str | None, code: int, tail: str) -> None:
+        if ended_by == "release":
+            self.needs_release, self.outcome = True, "released"
+            self.settled.set()
+        elif ended_by == "lost":
+            self.outcome = "lost"
+            self.settled.set()
+        else:
+            if ended_by == "timeout":
+                outcome = AttemptOutcome.TIMED_OUT
+            else:
+                outcome = AttemptOutcome.SUCCEEDED if code == 0 else AttemptOutcome.FAILED
+            self.record(AttemptResult(outcome=outcome, exit_code=code, output_tail=tail))
+
+    def _wait(self, pid: int, deadline: float) -> str | None:
+        """Wait for the shell to exit (not reaping it); None, or why its group was ended."""
+        while not _exited(pid):
+            reason = None
+            if time.monotonic() >= deadline:
+                reason = "timeout"
+            elif self._release.is_set():
+                reason = "release"
+            elif self._lease_lost():
+                reason = "lost"
+            if reason is not None:
+                _end_group(pid)
+                return reason
+            self._release.wait(_POLL_S)
+        return None
+
+    def environment(self) -> dict[str, str]:
+        """Return the worker's environment without its own `QL3_*` settings, plus the run's.
+
+        The worker's settings (its DSN above all) are not the command's business; the run is.
+        """
+        env = {k: v for k, v in os.environ.items() if not k.upper().startswith("QL3_")}
+        attempt = self.attempt
+        env.update(
+            QL3_RUN_ID=str(attempt.run_id),
+            QL3_ATTEMPT=str(attempt.attempt_number),
+            QL3_SCHEDULED_FOR_MS=str(attempt.scheduled_for_ms),
+            QL3_SCHEDULE=attempt.task_name,
+            QL3_TASK_PAYLOAD=json.dumps(attempt.payload, sort_keys=True, separators=(",", ":")),
+        )
+        return env
+
+
+def _exited(pid: int) -> bool:
+    """Whether child `pid` has exited, leaving it unreaped (WNOWAIT) so its group id stays ours."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _end_group(pid: int) -> None:
+    """SIGTERM the command's group; SIGKILL it if the shell is still there after the grace."""
+    _signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + KILL_GRACE_S
+    waited = threading.Event()
+    while not _exited(pid) and time.monotonic() < deadline:
+        waited.wait(_POLL_S)
+    _signal_group(pid, signal.SIGKILL)
+
+
+class PythonRunner(AttemptRunner):
+    """Runs a Python task's callable in a thread (see the module docstring on timeouts)."""
+
+    def __init__(
+        self,
+        attempt: TakenAttempt,
+        function: TaskFunction,
+        *,
+        worker_id: str,
+        record: Recorder,
+        on_done: Callable[[], None],
+        confirmed_at: float,
+        lease_s: float,
+    ) -> None:
+        super().__init__(
+            attempt,
+            worker_id=worker_id,
+            record=record,
+            on_done=on_done,
+            confirmed_at=confirmed_at,
+            lease_s=lease_s,
+        )
+        self._function = function
+
+    def _execute(self) -> None:
+        timeout_s = self.attempt.execution.timeout_ms / 1000
+        context = TaskContext(
+            run_id=self.attempt.run_id,
+            attempt=self.attempt.attempt_number,
+            attempt_id=self.attempt.attempt_id,
+            scheduled_for_ms=self.attempt.scheduled_for_ms,
+            task_name=self.attempt.task_name,
+            payload=dict(self.attempt.payload),
+            worker_id=self.worker_id,
+            timeout_s=timeout_s,
+            _deadline=time.monotonic() + timeout_s,
+        )
+        results: list[AttemptResult] = []
+        finished = threading.Event()
+        call = threading.Thread(
+            target=self._call,
+            args=(context, results, finished),
+            name=f"ql3-task-{self.attempt.attempt_id}",
+            daemon=True,
+        )
+        call.start()
+        if self._await(context, finished):
+            self.record(results[0] if results else _crashed())
+        call.join()  # the slot stays busy until the callable returns
+
+    def _await(self, context: TaskContext, finished: threading.Event) -> bool:
+        """Wait for the callable; False when the attempt was settled without its result."""
+        while not finished.wait(_POLL_S):
+            if context.remaining_s() <= 0:
+                context.cancelled.set()
+                note = f"ql3: timed out after {context.timeout_s:g} s; context.cancelled was set"
+                self.record(AttemptResult(outcome=AttemptOutcome.TIMED_OUT, output_tail=note))
+                return False
+            if self._release.is_set():
+                context.cancelled.set()
+                self.needs_release, self.outcome = True, "released"
+                self.settled.set()
+                return False
+            if self._lease_lost():
+                # It cannot be killed: ask it to stop; its result is recorded only if the
+                # attempt is still ours by then.
+                context.cancelled.set()
+        return True
+
+    def _call(
+        self, context: TaskContext, results: list[AttemptResult], finished: threading.Event
+    ) -> None:
+        try:
+            self._function(context)
+            results.append(AttemptResult(outcome=AttemptOutcome.SUCCEEDED))
+        except BaseException as exc:  # noqa: BLE001  # whatever it raised, the attempt failed
+            text = "".join(traceback.format_exception(exc))
+            results.append(
+                AttemptResult(outcome=AttemptOutcome.FAILED, output_tail=output_tail(text.encode()))
+            )
+        finally:
+            finished.set()
+
+
+def _crashed() -> AttemptResult:  # pragma: no cover - _call always appends a result
+    return AttemptResult(outcome=AttemptOutcome.FAILED, output_tail="ql3: no result")

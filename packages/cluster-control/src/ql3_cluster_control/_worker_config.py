@@ -1,0 +1,150 @@
+"""Worker configuration (issue 13): one frozen pydantic-settings model read from `QL3_WORKER_*`.
+
+CLI flags (and a consuming service's keyword arguments) outrank the environment. The DSN is
+`QL3_WORKER_DSN`, or `QL3_DSN` when that is not set, so one variable can serve a deployment's
+Coordinator and workers (each with its own role's login). As for the Coordinator, there is no
+clock setting (rule zero): leases, timeouts' recorded ends and retry times are database times;
+the worker only measures how long to wait, with `time.monotonic()`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from ql3_cluster_postgres import InvalidConninfoError, check_conninfo
+from ql3_runtime_core import LEASE_MS_DEFAULT, LEASE_MS_MAX, LEASE_MS_MIN
+
+from ._config import (
+    RULE_ZERO,
+    ConfigurationError,
+    LogFormat,
+    OwnerId,
+    check_environment,
+    default_owner_id,
+    describe_settings_error,
+)
+
+__all__ = [
+    "TASK_ENVIRONMENT",
+    "WORKER_ENV_PREFIX",
+    "WorkerSettings",
+    "load_worker_settings",
+]
+
+WORKER_ENV_PREFIX = "QL3_WORKER_"
+# What a command finds in its environment (and a `ql3` it runs must not refuse as unknown).
+TASK_ENVIRONMENT = (
+    "QL3_RUN_ID",
+    "QL3_ATTEMPT",
+    "QL3_SCHEDULED_FOR_MS",
+    "QL3_SCHEDULE",
+    "QL3_TASK_PAYLOAD",
+)
+
+
+class WorkerSettings(BaseSettings):
+    """Everything a worker needs; each field is also `QL3_WORKER_<NAME>` in the environment.
+
+    `lease_ms` is how long an attempt stays held without a heartbeat, by the database clock
+    (heartbeats go every third of it); `grace_ms` how long a stopping worker lets running
+    attempts finish before it kills and releases them; `run_commands` whether it runs command
+    tasks (a service that runs only its Python tasks turns it off).
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=WORKER_ENV_PREFIX,
+        extra="forbid",
+        frozen=True,
+        case_sensitive=False,
+    )
+
+    dsn: SecretStr | None = None
+    id: OwnerId = Field(default_factory=default_owner_id)
+    concurrency: int = Field(default=4, ge=1, le=256)
+    lease_ms: int = Field(default=LEASE_MS_DEFAULT, ge=LEASE_MS_MIN, le=LEASE_MS_MAX)
+    poll_interval_ms: int = Field(default=1_000, ge=10, le=60_000)
+    grace_ms: int = Field(default=30_000, ge=0, le=3_600_000)
+    run_commands: bool = True
+    retry_initial_ms: int = Field(default=200, ge=1, le=60_000)
+    retry_max_ms: int = Field(default=10_000, ge=1, le=600_000)
+    metrics_port: int | None = Field(default=None, ge=0, le=65_535)
+    # Scraped from other hosts (Prometheus in the cluster), so all interfaces by default.
+    metrics_host: str = "0.0.0.0"  # noqa: S104
+    log_format: LogFormat = LogFormat.TEXT
+    log_level: str = "INFO"
+    application_name: str = Field(default="ql3-worker", min_length=1, max_length=63)
+    connect_timeout_s: float = Field(default=5.0, gt=0, le=300)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_clock(cls, data: object) -> object:
+        if isinstance(data, Mapping) and any(str(key).lower() == "clock" for key in data):
+            raise ConfigurationError(f"clock: refused; {RULE_ZERO}")
+        check_environment()
+        return data
+
+    @field_validator("dsn")
+    @classmethod
+    def _check_dsn(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            try:
+                check_conninfo(value.get_secret_value(), field="dsn")
+            except InvalidConninfoError as exc:
+                raise ValueError(exc.reason) from exc
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _check_level(cls, value: str) -> str:
+        level = value.upper()
+        if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            msg = f"log_level={value!r} is not one of DEBUG, INFO, WARNING, ERROR"
+            raise ValueError(msg)
+        return level
+
+    @model_validator(mode="after")
+    def _check_backoff(self) -> WorkerSettings:
+        if self.retry_max_ms < self.retry_initial_ms:
+            msg = (
+                f"retry_max_ms={self.retry_max_ms} is smaller than"
+                f" retry_initial_ms={self.retry_initial_ms}"
+            )
+            raise ValueError(msg)
+        return self
+
+    def dsn_value(self) -> str | None:
+        """Return the DSN in clear, for the ingress; never log it."""
+        return None if self.dsn is None else self.dsn.get_secret_value()
+
+
+def worker_variables() -> frozenset[str]:
+    """Return the `QL3_*` names a worker reads or gives its commands (`check_environment`)."""
+    names = {WORKER_ENV_PREFIX + name.upper() for name in WorkerSettings.model_fields}
+    return frozenset(names | set(TASK_ENVIRONMENT))
+
+
+def load_worker_settings(
+    environ: Mapping[str, str] | None = None,
+    **flags: object,
+) -> WorkerSettings:
+    """Build worker settings from `flags` (None values ignored) over the environment.
+
+    Raises:
+        ConfigurationError: one line naming each bad setting and value.
+
+    """
+    env = os.environ if environ is None else environ
+    check_environment(env)
+    given: dict[str, Any] = {key: value for key, value in flags.items() if value is not None}
+    if "clock" in given:
+        raise ConfigurationError(f"--clock: refused; {RULE_ZERO}")
+    if "dsn" not in given and WORKER_ENV_PREFIX + "DSN" not in env and "QL3_DSN" in env:
+        given["dsn"] = env["QL3_DSN"]
+    try:
+        return WorkerSettings(**given)
+    except ValidationError as exc:
+        raise ConfigurationError(describe_settings_error(exc)) from exc

@@ -1,0 +1,116 @@
+"""Worker parts without a database: settings, output tails, a command's environment, metrics."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from ql3_cluster_control import (
+    HealthState,
+    WorkerMetrics,
+    load_worker_settings,
+    metrics_wsgi_app,
+)
+from ql3_cluster_control._attempt_runner import CommandRunner, _Tail, output_tail
+from ql3_runtime_core import TakenAttempt, TaskExecution
+
+
+@pytest.fixture(autouse=True)
+def _no_ql3_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("QL3_"):
+            monkeypatch.delenv(key)
+
+
+def test_worker_defaults_and_where_the_dsn_comes_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defaults are 4 slots, a 30 s lease, a 30 s grace; QL3_WORKER_DSN beats QL3_DSN."""
+    settings = load_worker_settings()
+    assert (settings.concurrency, settings.lease_ms, settings.grace_ms) == (4, 30_000, 30_000)
+    assert settings.dsn is None
+    monkeypatch.setenv("QL3_DSN", "host=shared")
+    assert load_worker_settings().dsn_value() == "host=shared"
+    monkeypatch.setenv("QL3_WORKER_DSN", "host=worker")
+    assert load_worker_settings().dsn_value() == "host=worker"
+    assert load_worker_settings(dsn="host=flag").dsn_value() == "host=flag"
+    monkeypatch.setenv("QL3_WORKER_CONCURRENCY", "7")
+    assert load_worker_settings().concurrency == 7
+
+
+def test_output_tail_keeps_the_last_bytes_as_text() -> None:
+    """The tail is the last bytes; broken UTF-8 and NUL become U+FFFD, never an error."""
+    assert output_tail(b"abcdef", 3) == "def"
+    assert output_tail(b"ok \xff\x00", 10) == "ok \ufffd\ufffd"
+    assert output_tail("é".encode() * 3, 3) == "\ufffdé"  # the cut fell inside a character
+    tail = _Tail(limit=5)
+    for chunk in (b"12", b"345", b"6789"):
+        tail.feed(chunk)
+    assert tail.text() == "56789"
+
+
+def _attempt(command: str | None) -> TakenAttempt:
+    return TakenAttempt(
+        attempt_id=11,
+        run_id=7,
+        schedule_id=3,
+        task_id=3,
+        task_name="nightly backup",
+        attempt_number=2,
+        scheduled_for_ms=1_700_000_000_000,
+        payload={"b": 1, "a": [1, 2]},
+        execution=TaskExecution(command=command),
+        created_at_ms=0,
+        eligible_at_ms=0,
+        taken_at_ms=0,
+        lease_expires_at_ms=30_000,
+    )
+
+
+def test_a_command_sees_its_run_and_not_the_worker_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run's QL3_* variables are set; the worker's own (its DSN) are not passed on."""
+    monkeypatch.setenv("QL3_WORKER_DSN", "host=secret password=hunter2")
+    monkeypatch.setenv("QL3_DSN", "host=secret")
+    monkeypatch.setenv("PATH_FOR_TEST", "kept")
+    runner = CommandRunner(
+        _attempt("true"),
+        worker_id="w",
+        record=lambda *_: None,
+        on_done=lambda: None,
+        confirmed_at=0,
+        lease_s=30,
+    )
+    env = runner.environment()
+    assert {key: value for key, value in env.items() if key.startswith("QL3_")} == {
+        "QL3_RUN_ID": "7",
+        "QL3_ATTEMPT": "2",
+        "QL3_SCHEDULED_FOR_MS": "1700000000000",
+        "QL3_SCHEDULE": "nightly backup",
+        "QL3_TASK_PAYLOAD": '{"a":[1,2],"b":1}',
+    }
+    assert env["PATH_FOR_TEST"] == "kept"
+
+
+def _get(app: object, path: str) -> tuple[str, str]:
+    status: list[str] = []
+    body = b"".join(
+        app({"PATH_INFO": path, "REQUEST_METHOD": "GET"}, lambda s, _h: status.append(s))  # type: ignore[operator]
+    )
+    return status[0], body.decode()
+
+
+def test_worker_metrics_and_health_are_served() -> None:
+    """Every outcome series exists from the start; /healthz follows connection and schema."""
+    metrics, health = WorkerMetrics(), HealthState()
+    metrics.observe_outcome("failed")
+    metrics.observe_taken(1_500)
+    app = metrics_wsgi_app(metrics, health)
+    status, text = _get(app, "/metrics")
+    assert status.startswith("200")
+    assert 'ql3_worker_attempts_total{outcome="succeeded"} 0.0' in text
+    assert 'ql3_worker_attempts_total{outcome="failed"} 1.0' in text
+    assert "ql3_worker_running 0.0" in text
+    assert 'ql3_attempt_queue_delay_seconds_bucket{le="2.5"} 1.0' in text
+    assert _get(app, "/healthz")[0].startswith("503")
+    health.connected = health.schema_ok = True
+    assert _get(app, "/healthz") == ("200 OK", "ok\n")

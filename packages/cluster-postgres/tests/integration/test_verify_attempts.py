@@ -1,0 +1,88 @@
+"""`ql3 verify` judges what workers did (issue 13): the `attempts` rule and the admission shape.
+
+A history written by the real ingress (failures, retries, an abandoned lease, a release) passes;
+histories broken by hand as the owner (a gap in the numbers, a retry after a success, an event
+that does not match its attempt) are each reported.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from uuid import uuid4
+
+import pytest
+from ingress_helpers import admit, take
+from ql3_cluster_postgres import WorkerIngress, verify_history
+from ql3_runtime_core import AttemptOutcome, AttemptResult, TaskExecution
+from repo_helpers import owner_conn
+
+if TYPE_CHECKING:
+    from ql3_testkit import Ql3Database
+
+# Retries at once, a one-second lease: a test can expire it by waiting on the database clock.
+RETRY_AT_ONCE = TaskExecution(command="true", max_attempts=4, timeout_ms=60_000, retry_backoff_ms=0)
+FAILED = AttemptResult(outcome=AttemptOutcome.FAILED, exit_code=1)
+SUCCEEDED = AttemptResult(outcome=AttemptOutcome.SUCCEEDED, exit_code=0)
+
+
+def _worked_history(db: Ql3Database) -> int:
+    """Fail, release, abandon and finally succeed one run through the ingress; its run id."""
+    (run_id,) = admit(db, execution=RETRY_AT_ONCE)
+    token = uuid4()
+    with WorkerIngress(db.dsn("worker_ingress")) as ingress:
+        (first,) = take(ingress, token)
+        assert ingress.finish_attempt(first.attempt_id, token, FAILED).recorded
+        (second,) = take(ingress, token)
+        assert ingress.release_attempts("worker-a", token, [second.attempt_id])
+        (second,) = take(ingress, token)
+        with owner_conn(db) as conn:  # as if its worker died a lease ago
+            conn.execute(
+                "UPDATE ql3.attempts SET lease_expires_at_ms = started_at_ms + 1 WHERE id = %s",
+                (second.attempt_id,),
+            )
+        (abandoned,) = ingress.abandon_expired_attempts(10)
+        (third,) = take(ingress, token)
+        assert third.attempt_id == abandoned.next_attempt_id
+        assert ingress.finish_attempt(third.attempt_id, token, SUCCEEDED).recorded
+    return run_id
+
+
+def test_a_history_written_by_workers_passes(ql3_db: Ql3Database) -> None:
+    """Retries, a release and an abandoned lease leave a history every rule accepts."""
+    _worked_history(ql3_db)
+    report = verify_history(ql3_db.dsn("admin"))
+    assert report.ok, report.violations
+
+
+_RENUMBER = (
+    "UPDATE ql3.attempts SET attempt_number = 7 WHERE run_id = %(run)s AND attempt_number = 2"
+)
+_RETRY_AFTER_SUCCESS = (
+    "UPDATE ql3.attempts SET state = 'succeeded' WHERE run_id = %(run)s AND attempt_number = 1"
+)
+_SECOND_FINAL_EVENT = (
+    "INSERT INTO ql3.events (run_id, attempt_id, kind, created_at_ms) SELECT run_id, id,"
+    " 'attempt.failed', updated_at_ms FROM ql3.attempts"
+    " WHERE run_id = %(run)s AND attempt_number = 3"
+)
+_RELEASE_FORGOTTEN = "DELETE FROM ql3.events WHERE kind = 'attempt.released' AND run_id = %(run)s"
+
+
+@pytest.mark.parametrize(
+    ("damage", "detail"),
+    [
+        (_RENUMBER, "numbered [1, 3, 7]"),
+        (_RETRY_AFTER_SUCCESS, "in state 'succeeded'"),
+        (_SECOND_FINAL_EVENT, "2 final event(s)"),
+        (_RELEASE_FORGOTTEN, "2 attempt.running events for 0 release(s)"),
+    ],
+)
+def test_a_broken_worker_history_is_caught(ql3_db: Ql3Database, damage: str, detail: str) -> None:
+    """Gaps, a retry after success and events that do not match their attempt are `attempts`."""
+    run_id = _worked_history(ql3_db)
+    with owner_conn(ql3_db) as conn:
+        conn.execute(damage.encode(), {"run": run_id})
+    report = verify_history(ql3_db.dsn("admin"))
+    found = [v.detail for v in report.violations if v.rule == "attempts"]
+    assert any(detail in line for line in found), report.violations
+    assert {v.rule for v in report.violations} == {"attempts"}
