@@ -26,6 +26,7 @@ from ._cron import (
     is_interval_like,
     latest_occurrence_ms,
     next_occurrence_ms,
+    occurrences_after_ms,
     preview_occurrences,
     validate_cron_expression,
 )
@@ -108,6 +109,7 @@ __all__ = [
     "latest_occurrence_ms",
     "load_timezone",
     "next_occurrence_ms",
+    "occurrences_after_ms",
     "normalize_commit",
     "preview_occurrences",
     "quarantine_reason",
