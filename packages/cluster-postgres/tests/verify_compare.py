@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ql3_cluster_postgres import VerifyReport, verify_history
+from ql3_cluster_postgres import VIOLATIONS_PER_RULE_MAX, VerifyReport, verify_history
 from verify_reference import reference_verdict
 
 __all__ = ["checked_verify"]
@@ -19,7 +19,8 @@ __all__ = ["checked_verify"]
 
 def checked_verify(dsn: str, **options: Any) -> VerifyReport:
     """Run verify_history and the reference on `dsn`; require one verdict; return the report."""
-    report = verify_history(dsn, **options)
+    # Every finding listed, so that they can be compared one by one.
+    report = verify_history(dsn, **{"violations_per_rule": VIOLATIONS_PER_RULE_MAX, **options})
     reference = reference_verdict(
         dsn,
         since_ms=options.get("since_ms"),
@@ -27,7 +28,7 @@ def checked_verify(dsn: str, **options: Any) -> VerifyReport:
     )
     listed = Counter((v.rule, v.schedule_id) for v in report.violations)
     found = Counter((v.rule, v.schedule_id) for v in reference.violations)
-    assert listed == found, (report.lines(), [v.line() for v in reference.violations])
+    assert listed == found, (listed - found, found - listed)
     assert sum(report.violation_counts.values()) == len(report.violations)
     assert report.ok is (not reference.violations)
     assert list(report.per_schedule) == reference.verdicts

@@ -42,6 +42,8 @@ from ._roles import (
 )
 from ._verify import (
     STALE_CLAIM_GRACE_MS_DEFAULT,
+    VIOLATIONS_PER_RULE_DEFAULT,
+    VIOLATIONS_PER_RULE_MAX,
     ScheduleVerdict,
     VerifyReport,
     Violation,
@@ -64,6 +66,8 @@ __all__ = [
     "SCHEDULE_NAME_MAX_LENGTH",
     "SCHEMA_VERSION",
     "STALE_CLAIM_GRACE_MS_DEFAULT",
+    "VIOLATIONS_PER_RULE_DEFAULT",
+    "VIOLATIONS_PER_RULE_MAX",
     "ApplyReport",
     "AttemptStateError",
     "DatabaseError",
