@@ -34,7 +34,7 @@ from ql3_runtime_core import (
     occurrences_after_ms,
 )
 
-from ._records import definition_from_columns
+from ._records import DefinitionColumns, definition_from_columns
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -59,14 +59,6 @@ __all__ = [
 MIGRATED = "migrated"
 # Revisions whose first cursor the admin placed from its clock (the others keep a cursor).
 _PLACED = frozenset({"created", "replaced"})
-_DEFINITION_COLUMNS = (
-    "cron",
-    "timezone",
-    "misfire_policy",
-    "misfire_grace_ms",
-    "start_at_ms",
-    "end_at_ms",
-)
 # Above every epoch-ms instant: "nothing awaited", "no window left".
 _NEVER: Final = 2**63
 
@@ -120,7 +112,7 @@ class _Window:
 
 def revision_from_row(row: dict[str, Any]) -> Revision:
     try:
-        definition = definition_from_columns(tuple(row[c] for c in _DEFINITION_COLUMNS))
+        definition = definition_from_columns(DefinitionColumns.of(row))
     except Exception:  # noqa: BLE001  # any unreadable revision is a finding, not a crash
         definition = None
     fields = {name: row[name] for name in Revision.__dataclass_fields__ if name != "definition"}

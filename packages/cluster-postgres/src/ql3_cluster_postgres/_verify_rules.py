@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ql3_runtime_core import ScheduleDefinition, next_occurrence_ms, quarantine_reason
 
-from ._records import definition_from_columns
+from ._records import DefinitionColumns, definition_from_columns
 from ._verify_report import ScheduleVerdict
 
 if TYPE_CHECKING:
@@ -35,18 +35,6 @@ __all__ = [
     "schedule_from_row",
     "schedule_verdict",
 ]
-
-# There is no creation slack any more (it was 60 s): where a schedule's occurrences begin is its
-# first revision's first cursor, checked exactly against the database time the admin recorded
-# placing it after (placed_after_ms), so the bound kept between clock read and insert is 0 ms.
-_DEFINITION_COLUMNS = (
-    "cron",
-    "timezone",
-    "misfire_policy",
-    "misfire_grace_ms",
-    "start_at_ms",
-    "end_at_ms",
-)
 
 # The admission shape (D5), as `verify_shape.sql` counts it per run id: each count's column, what
 # a well-formed run has, and how a finding names it; and the run's rows must all carry its commit
@@ -109,14 +97,14 @@ def check_invalid(findings: Findings, rows: Sequence[dict[str, Any]]) -> set[int
 
 def _definition_error(row: dict[str, Any]) -> str | None:
     try:
-        definition_from_columns(tuple(row[column] for column in _DEFINITION_COLUMNS))
+        definition_from_columns(DefinitionColumns.of(row))
     except Exception as exc:  # noqa: BLE001  # any unreadable row is a finding, not a crash
         return quarantine_reason(exc)
     return None
 
 
 def schedule_from_row(row: dict[str, Any]) -> Schedule:
-    definition = definition_from_columns(tuple(row[column] for column in _DEFINITION_COLUMNS))
+    definition = definition_from_columns(DefinitionColumns.of(row))
     return Schedule(
         id=row["id"],
         task_id=row["task_id"],
