@@ -114,15 +114,17 @@ class VerifyReport(BaseModel):
         return self.count(rule) - listed
 
     def lines(self) -> list[str]:
-        """Return one printable line per listed violation, then one per rule with unlisted ones."""
-        lines = [violation.line() for violation in self.violations]
-        lines.extend(
+        """Return one printable line per listed violation, then `unlisted_lines`."""
+        return [violation.line() for violation in self.violations] + self.unlisted_lines()
+
+    def unlisted_lines(self) -> list[str]:
+        """Return one line per rule with more findings than listed: how many more."""
+        return [
             f"{rule}: {self.unlisted(rule)} more not listed (the first"
             f" {self.violations_per_rule} are)"
             for rule in sorted(self.violation_counts)
             if self.unlisted(rule)
-        )
-        return lines
+        ]
 
 
 class Findings:
