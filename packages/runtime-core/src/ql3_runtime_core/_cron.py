@@ -271,29 +271,11 @@ class _Schedule:
         """Yield the matching walls in `[low, high]` as instants (ms) at a constant offset."""
         fields = self.fields
         for day in range(low // _DAY_S, high // _DAY_S + 1):
-            if not fields.day_matches(day):
-                continue
-            base = day * _DAY_S
-            first, last = max(low - base, 0), min(high - base, _DAY_S - 1)
-            base -= offset
-            for hour in fields.hours:
-                at_hour = hour * 3_600
-                if at_hour > last:
-                    break
-                if at_hour + 3_599 < first:
-                    continue
-                for minute in fields.minutes:
-                    at_minute = at_hour + minute * 60
-                    if at_minute > last:
-                        break
-                    if at_minute + 59 < first:
-                        continue
-                    for second in fields.seconds:
-                        at = at_minute + second
-                        if at > last:
-                            break
-                        if at >= first:
-                            yield (base + at) * _MS
+            if fields.day_matches(day):
+                base = day * _DAY_S
+                instant = base - offset
+                for at in fields.times_between(max(low - base, 0), min(high - base, _DAY_S - 1)):
+                    yield (instant + at) * _MS
 
     def _next_interval(self, start: int) -> int:
         # Walk constant-offset segments: inside one, walls and instants correspond one to one.
