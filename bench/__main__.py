@@ -4,6 +4,7 @@ uv run --group bench python -m bench all            # every benchmark, < 10 min 
 uv run --group bench python -m bench all --quick    # smoke run, report under .tmp/bench/
 uv run --group bench python -m bench lateness       # one part (no report unless --report)
 uv run --group bench python -m bench report FILE    # re-render the report from JSON lines
+uv run --group bench python -m bench verify --sizes 100x100000,5x86400   # verify at scale
 """
 
 from __future__ import annotations
@@ -20,11 +21,16 @@ if TYPE_CHECKING:
 
     from ._common import BenchContext
 
-PARTS = ("throughput", "lateness", "claim-scale", "footprint")
+PARTS = ("throughput", "lateness", "claim-scale", "footprint", "verify")
 
 
-def _runner(part: str) -> Callable[[BenchContext], list[dict[str, Any]]]:
+def _runner(part: str, args: argparse.Namespace) -> Callable[[BenchContext], list[dict[str, Any]]]:
     # Imported lazily so that `baseline-worker` starts without loading the whole harness.
+    if part == "verify":
+        from ._verify import parse_sizes, run_verify  # noqa: PLC0415
+
+        sizes = parse_sizes(args.sizes) if getattr(args, "sizes", None) else None
+        return lambda ctx: run_verify(ctx, sizes)
     if part == "throughput":
         from ._throughput import run_throughput  # noqa: PLC0415
 
@@ -62,7 +68,7 @@ def _run(parts: tuple[str, ...], args: argparse.Namespace) -> int:
         ctx.emit("run", {"started_ms": started_ms, "quick": args.quick, "parts": list(parts)})
         for part in parts:
             part_started = time.monotonic()
-            _runner(part)(ctx)
+            _runner(part, args)(ctx)
             print(f"# {part}: {time.monotonic() - part_started:.1f} s", file=sys.stderr, flush=True)
     elapsed = time.monotonic() - started
     ctx.emit("run_end", {"elapsed_s": round(elapsed, 1)})
@@ -105,6 +111,10 @@ def _parser() -> argparse.ArgumentParser:
         part.add_argument("--jsonl", help="where to write the JSON lines (default .tmp/bench/)")
         part.add_argument("--docs", default="docs", help="folder for BENCHMARKS.md + PNG")
         part.add_argument("--report", action="store_true", help="write the report anyway")
+        if name in {"all", "verify"}:
+            part.add_argument(
+                "--sizes", help="verify: SCHEDULESxOCCURRENCES,... (default 100x100000,5x86400)"
+            )
     report = sub.add_parser("report", help="render the report from a JSON-lines file")
     report.add_argument("file")
     report.add_argument("--docs", default="docs")
@@ -114,6 +124,8 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--dsn", required=True)
     worker.add_argument("--owner-id", required=True)
     worker.add_argument("--max-seconds", type=float, default=600.0)
+    child = sub.add_parser("verify-child", help="(internal) one measured verify_history call")
+    child.add_argument("--dsn", required=True)
     return parser
 
 
@@ -124,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
         from ._baseline import run_baseline_worker  # noqa: PLC0415
 
         run_baseline_worker(args.dsn, args.owner_id, args.max_seconds)
+        return 0
+    if args.command == "verify-child":
+        from ._verify import run_verify_child  # noqa: PLC0415
+
+        run_verify_child(args.dsn)
         return 0
     if args.command == "report":
         return _report(args)

@@ -116,6 +116,45 @@ def _summary_rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, str
         rows.append(
             ("Connections held per replica", str(foot["connections_held_max"]), "reported", "-")
         )
+    rows.extend(_verify_rows(results))
+    return rows
+
+
+def _verify_rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+    """Summary rows of `ql3 verify` at scale (bench/_verify.py): the largest size measured.
+
+    The targets are for 10 M runs; a smaller (`--quick`) size is judged against them as well.
+    """
+    cells = sorted(_pick(results, "verify"), key=lambda c: c["runs"])[-1:]
+    rows: list[tuple[str, str, str, str]] = []
+    for c in cells:
+        clean, violated = c["clean"], c["violated"]
+        worst_s = max(clean["verify_s"], violated["verify_s"])
+        worst_mb = max(clean["rss_peak_mb"], violated["rss_peak_mb"])
+        rows.append(
+            (
+                f"ql3 verify, {c['runs']:,} runs (durable): time clean / violated",
+                f"{clean['verify_s']} s / {violated['verify_s']} s",
+                f"<= {c['target_s']:.0f} s",
+                _yes(worst_s <= c["target_s"]),
+            )
+        )
+        rows.append(
+            (
+                f"ql3 verify, {c['runs']:,} runs: peak RSS clean / violated",
+                f"{clean['rss_peak_mb']} MB / {violated['rss_peak_mb']} MB",
+                f"<= {c['target_rss_mb']:.0f} MB",
+                _yes(worst_mb <= c["target_rss_mb"]),
+            )
+        )
+        rows.append(
+            (
+                "ql3 verify: clean history passes, planted violations found exactly",
+                f"{clean['ok']}, {violated['violations']}",
+                f"True, {c['planted']}",
+                _yes(c["met"]["clean_ok"] and c["met"]["violations_exact"]),
+            )
+        )
     return rows
 
 
@@ -254,6 +293,33 @@ def _detail_tables(results: Sequence[dict[str, Any]]) -> list[str]:
             for c in _pick(results, "footprint")
         ],
     )
+    out += ["## 5. `ql3 verify` at scale (durable cluster)", ""]
+    out += _table(
+        [
+            "schedules x occurrences",
+            "runs",
+            "history MB",
+            "build s",
+            "verify s clean / violated",
+            "peak RSS MB clean / violated (floor)",
+            "violations found",
+        ],
+        [
+            (
+                f"{c['schedules']} x {c['occurrences_per_schedule']}",
+                c["runs"],
+                c["history_mb"],
+                c["build_s"],
+                f"{c['clean']['verify_s']} / {c['violated']['verify_s']}",
+                (
+                    f"{c['clean']['rss_peak_mb']} / {c['violated']['rss_peak_mb']}"
+                    f" ({c['clean']['rss_floor_mb']})"
+                ),
+                c["violated"]["violations"],
+            )
+            for c in _pick(results, "verify")
+        ],
+    )
     return out
 
 
@@ -348,7 +414,7 @@ def write_report(
         "",
         (
             f"Run them: `{COMMAND}` (smoke run: add `--quick`; one part: `python -m bench "
-            "throughput|lateness|claim-scale|footprint`). The run starts its own throwaway "
+            "throughput|lateness|claim-scale|footprint|verify`). The run starts its own throwaway "
             "PostgreSQL, needs nothing else, and is not part of any test session."
         ),
         "",

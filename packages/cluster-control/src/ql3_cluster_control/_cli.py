@@ -677,6 +677,8 @@ def verify_command(
         for violation in report.violations:
             where = "-" if violation.schedule_id is None else str(violation.schedule_id)
             typer.echo(f"{violation.rule}: schedule {where}: {violation.detail}")
+        for line in report.unlisted_lines():  # findings past the per-rule cap, counted
+            typer.echo(line)
     if not report.ok:
         raise typer.Exit(EXIT_FAILURE)
 

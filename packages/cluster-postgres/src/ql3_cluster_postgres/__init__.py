@@ -41,6 +41,8 @@ from ._roles import (
 )
 from ._verify import (
     STALE_CLAIM_GRACE_MS_DEFAULT,
+    VIOLATIONS_PER_RULE_DEFAULT,
+    VIOLATIONS_PER_RULE_MAX,
     ScheduleVerdict,
     VerifyReport,
     Violation,
@@ -63,6 +65,8 @@ __all__ = [
     "SCHEDULE_NAME_MAX_LENGTH",
     "SCHEMA_VERSION",
     "STALE_CLAIM_GRACE_MS_DEFAULT",
+    "VIOLATIONS_PER_RULE_DEFAULT",
+    "VIOLATIONS_PER_RULE_MAX",
     "ApplyReport",
     "AttemptCounts",
     "AttemptRecord",

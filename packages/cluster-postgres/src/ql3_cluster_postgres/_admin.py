@@ -60,7 +60,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ScheduleAdmin"]
 
-_Row = tuple[Any, ...]
+# Rows are read by name (dict_row): the SQL's column names are the contract, not their order.
+_Row = dict[str, Any]
 T = TypeVar("T")
 
 
@@ -69,11 +70,11 @@ _CREATED = "created"
 
 
 def _database_now(conn: psycopg.Connection[Any], name: str = "database_now_ms") -> int:
-    row = conn.execute(query(name)).fetchone()
+    row = conn.cursor(row_factory=dict_row).execute(query(name)).fetchone()
     if row is None:  # pragma: no cover - the statement always returns one row
         msg = "admin: the database clock statement returned no row"
         raise DatabaseError(msg)
-    return int(row[0])
+    return int(row["now_ms"])
 
 
 def _placement_now(conn: psycopg.Connection[Any]) -> int:
@@ -143,7 +144,14 @@ class ScheduleAdmin(Closing):
 
     @staticmethod
     def _rows(conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any]) -> list[_Row]:
-        return conn.execute(query(name), params).fetchall()
+        return conn.cursor(row_factory=dict_row).execute(query(name), params).fetchall()
+
+    @classmethod
+    def _records(
+        cls, conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any]
+    ) -> list[ScheduleRecord]:
+        """Run a statement that returns schedule rows (lock, read, create) and read them."""
+        return [_record(row) for row in cls._rows(conn, name, params)]
 
     def database_now_ms(self) -> int:
         """Return the database clock in epoch milliseconds."""
@@ -170,17 +178,16 @@ class ScheduleAdmin(Closing):
         )
         payload = dict(payload_template or {})
 
-        def add(conn: psycopg.Connection[Any]) -> list[_Row]:
+        def add(conn: psycopg.Connection[Any]) -> ScheduleRecord:
             # A new row has no lock to wait for and no decided occurrence.
-            rows = self._create(conn, [spec], _placement_now(conn), [payload])
-            if not rows:
+            created = self._create(conn, [spec], _placement_now(conn), [payload])
+            if not created:
                 raise DuplicateScheduleError(name)
-            self._set_executions(conn, [(_record(rows[0]).task_id, spec.execution)])
+            self._set_executions(conn, [(created[0].task_id, spec.execution)])
             self._rows(conn, "notify_schedule_changed", {"reason": "created"})
-            return rows
+            return created[0]
 
-        rows = self._in_transaction(f"admin: add schedule {name!r}", add)
-        return _record(rows[0])
+        return self._in_transaction(f"admin: add schedule {name!r}", add)
 
     def apply_schedules(self, specs: Sequence[ScheduleSpec], *, prune: bool = False) -> ApplyReport:
         """Reconcile the stored schedules with `specs` in ONE transaction.
@@ -199,8 +206,8 @@ class ScheduleAdmin(Closing):
 
         def apply(conn: psycopg.Connection[Any]) -> ApplyReport:
             stored = {
-                row[2]: _record(row)
-                for row in self._rows(conn, "lock_schedules", {"names": lock_names})
+                record.name: record
+                for record in self._records(conn, "lock_schedules", {"names": lock_names})
             }
             # Lock first, then read the clock and what was decided (issue 10.4): a commit can
             # land before the lock, never between the reads and the writes.
@@ -213,13 +220,13 @@ class ScheduleAdmin(Closing):
             )
             created = self._create(conn, plan.creates, now, [{} for _ in plan.creates])
             if len(created) != len(plan.creates):  # a concurrent admin created one of them
-                taken = {spec.name for spec in plan.creates} - {row[2] for row in created}
+                taken = {spec.name for spec in plan.creates} - {r.name for r in created}
                 raise DuplicateScheduleError(min(taken))
             self._update(
                 conn, plan.updates, {r.schedule_id: r.next_due_at_ms for r in stored.values()}
             )
             task_ids = {r.name: r.task_id for r in stored.values()}
-            task_ids.update((record.name, record.task_id) for record in map(_record, created))
+            task_ids.update((record.name, record.task_id) for record in created)
             self._set_executions(
                 conn, [(task_ids[name], execution) for name, execution in plan.executions]
             )
@@ -235,7 +242,7 @@ class ScheduleAdmin(Closing):
         specs: Sequence[ScheduleSpec],
         now: int,
         payloads: Sequence[dict[str, Any]],
-    ) -> list[_Row]:
+    ) -> list[ScheduleRecord]:
         if not specs:
             return []
         cursors = [initial_cursor(spec.definition, now) for spec in specs]  # cached per definition
@@ -247,9 +254,11 @@ class ScheduleAdmin(Closing):
             "cursors": [cursor for cursor, _ in cursors],
             "states": [state.value for _, state in cursors],
         }
-        rows = self._rows(conn, "create_schedules", params)
-        self._open_revisions(conn, [(row[0], _CREATED, row[10]) for row in rows])
-        return rows
+        created = self._records(conn, "create_schedules", params)
+        self._open_revisions(
+            conn, [(record.schedule_id, _CREATED, record.next_due_at_ms) for record in created]
+        )
+        return created
 
     @staticmethod
     def _executions(
@@ -291,7 +300,9 @@ class ScheduleAdmin(Closing):
         if not ids:
             return {}
         rows = self._rows(conn, "latest_decided", {"schedule_ids": list(ids)})
-        return {int(sid): int(latest) for sid, latest in rows if latest is not None}
+        return {
+            int(row["id"]): int(row["latest_ms"]) for row in rows if row["latest_ms"] is not None
+        }
 
     def _open_revisions(
         self, conn: psycopg.Connection[Any], revisions: Sequence[tuple[int, str, int | None]]
@@ -384,10 +395,10 @@ class ScheduleAdmin(Closing):
         self, name: str, action: str, target: ScheduleState, allowed: set[ScheduleState]
     ) -> ScheduleRecord:
         def change(conn: psycopg.Connection[Any]) -> ScheduleRecord:
-            rows = self._rows(conn, "lock_schedules", {"names": [name]})
-            if not rows:
+            locked = self._records(conn, "lock_schedules", {"names": [name]})
+            if not locked:
                 raise ScheduleNotFoundError(name)
-            record = _record(rows[0])
+            record = locked[0]
             if record.state is target:
                 return record
             if record.state not in allowed:
@@ -408,7 +419,8 @@ class ScheduleAdmin(Closing):
                 update = Update(record.schedule_id, None, record.next_due_at_ms, target)
             self._update(conn, [update], {record.schedule_id: record.next_due_at_ms})
             self._rows(conn, "notify_schedule_changed", {"reason": action})
-            return _record(self._rows(conn, "read_schedules", {"names": [name]})[0])
+            (changed,) = self._records(conn, "read_schedules", {"names": [name]})
+            return changed
 
         return self._in_transaction(f"admin: {action} schedule {name!r}", change)
 
@@ -416,21 +428,20 @@ class ScheduleAdmin(Closing):
 
     def list_schedules(self) -> list[ScheduleRecord]:
         """Return every schedule (all states), ordered by name."""
-        rows = self._in_transaction(
+        return self._in_transaction(
             "admin: list schedules",
-            lambda conn: self._rows(conn, "read_schedules", {"names": None}),
+            lambda conn: self._records(conn, "read_schedules", {"names": None}),
         )
-        return [_record(row) for row in rows]
 
     def get_schedule(self, name: str) -> ScheduleRecord:
         """Return the schedule called `name`, or raise `ScheduleNotFoundError`."""
-        rows = self._in_transaction(
+        found = self._in_transaction(
             f"admin: read schedule {name!r}",
-            lambda conn: self._rows(conn, "read_schedules", {"names": [name]}),
+            lambda conn: self._records(conn, "read_schedules", {"names": [name]}),
         )
-        if not rows:
+        if not found:
             raise ScheduleNotFoundError(name)
-        return _record(rows[0])
+        return found[0]
 
     def task_executions(self) -> dict[str, TaskExecution]:
         """Return what every schedule's task executes, by schedule name (issue 13)."""
@@ -471,53 +482,33 @@ def _definition_columns(
 
 
 def _record(row: _Row) -> ScheduleRecord:
-    definition, error = readable_definition(tuple(row[3:9]))
+    """Read a schedule row (lock_schedules, read_schedules, create_schedules) by column name."""
+    definition, error = readable_definition(row)
     return ScheduleRecord(
-        schedule_id=row[0],
-        task_id=row[1],
-        name=row[2],
+        schedule_id=row["id"],
+        task_id=row["task_id"],
+        name=row["name"],
         definition=definition,
-        cron=row[3],
-        timezone=row[4],
-        state=ScheduleState(row[9]),
-        next_due_at_ms=row[10],
-        claim_owner_id=row[11],
-        claim_expires_at_ms=row[12],
-        version=row[13],
-        updated_at_ms=row[14],
-        created_at_ms=row[15],
+        cron=row["cron"],
+        timezone=row["timezone"],
+        state=ScheduleState(row["state"]),
+        next_due_at_ms=row["next_due_at_ms"],
+        claim_owner_id=row["claim_owner_id"],
+        claim_expires_at_ms=row["claim_expires_at_ms"],
+        version=row["version"],
+        updated_at_ms=row["updated_at_ms"],
+        created_at_ms=row["created_at_ms"],
         definition_error=error,
-        invalid_reason=row[16],
-        invalidated_at_ms=row[17],
+        invalid_reason=row["invalid_reason"],
+        invalidated_at_ms=row["invalidated_at_ms"],
     )
 
 
 def _status(rows: Sequence[_Row], lease_ms: int) -> StatusReport:
-    now = int(rows[0][0])
-    schedules: list[ScheduleStatus] = []
-    for row in rows:
-        sid, name, state, due, owner, expires, version, runs, last, grace = row[1:11]
-        reason, invalidated = row[11:13]
-        if sid is None:
-            continue
-        active = state == ScheduleState.ACTIVE.value
-        schedules.append(
-            ScheduleStatus(
-                schedule_id=sid,
-                name=name,
-                state=ScheduleState(state),
-                next_due_at_ms=due,
-                next_due_in_ms=max(due - now, 0) if active and due is not None else None,
-                claim_owner_id=owner,
-                claim_expires_in_ms=max(expires - now, 0) if expires is not None else None,
-                version=version,
-                runs_admitted=runs,
-                last_admitted_at_ms=last,
-                invalid_reason=reason,
-                invalidated_at_ms=invalidated,
-                overdue=active and due is not None and now - due > lease_ms + grace,
-            )
-        )
+    """Sum up schedule_status.sql: one row per schedule (or one without), each with the now."""
+    head, *_ = rows  # every row carries the statement's one clock reading and zone rules
+    now = int(head["now_ms"])
+    schedules = [_schedule_status(row, now, lease_ms) for row in rows if row["id"] is not None]
     dues = [s.next_due_in_ms for s in schedules if s.next_due_in_ms is not None]
     held = sum(1 for s in schedules if s.claim_expires_in_ms)
     return StatusReport(
@@ -526,7 +517,27 @@ def _status(rows: Sequence[_Row], lease_ms: int) -> StatusReport:
         claims_held=held,
         next_due_in_ms=min(dues) if dues else None,
         invalid_schedules=sum(1 for s in schedules if s.state is ScheduleState.INVALID),
-        zone_rules_version=rows[0][13],
+        zone_rules_version=head["zone_rules_version"],
         lease_ms=lease_ms,
         schedules_overdue=sum(1 for s in schedules if s.overdue),
+    )
+
+
+def _schedule_status(row: _Row, now: int, lease_ms: int) -> ScheduleStatus:
+    state, due, expires = row["state"], row["next_due_at_ms"], row["claim_expires_at_ms"]
+    active = state == ScheduleState.ACTIVE.value
+    return ScheduleStatus(
+        schedule_id=row["id"],
+        name=row["name"],
+        state=ScheduleState(state),
+        next_due_at_ms=due,
+        next_due_in_ms=max(due - now, 0) if active and due is not None else None,
+        claim_owner_id=row["claim_owner_id"],
+        claim_expires_in_ms=max(expires - now, 0) if expires is not None else None,
+        version=row["version"],
+        runs_admitted=row["runs"],
+        last_admitted_at_ms=row["last_admitted_at_ms"],
+        invalid_reason=row["invalid_reason"],
+        invalidated_at_ms=row["invalidated_at_ms"],
+        overdue=active and due is not None and now - due > lease_ms + row["misfire_grace_ms"],
     )

@@ -24,7 +24,13 @@ from ql3_runtime_core import (
     validate_cron_expression,
 )
 
-from ._records import ApplyReport, ScheduleRecord, ScheduleSpec, definition_from_columns
+from ._records import (
+    ApplyReport,
+    DefinitionColumns,
+    ScheduleRecord,
+    ScheduleSpec,
+    definition_from_columns,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -263,10 +269,12 @@ def _is_occurrence(definition: ScheduleDefinition, at_ms: int) -> bool:
     return _next_after(definition.cron, definition.timezone, at_ms - 1) == at_ms
 
 
-def readable_definition(fields: tuple[Any, ...]) -> tuple[ScheduleDefinition | None, str | None]:
-    """Return a stored definition and None, or None and why this node cannot read it."""
+def readable_definition(
+    row: Mapping[str, Any],
+) -> tuple[ScheduleDefinition | None, str | None]:
+    """Return a row's stored definition and None, or None and why this node cannot read it."""
     try:
-        return checked_definition(fields), None
+        return checked_definition(DefinitionColumns.of(row)), None
     except Exception as exc:  # noqa: BLE001  # any unreadable row must still be listed
         return None, quarantine_reason(exc)
 
@@ -302,7 +310,14 @@ def validated(spec: ScheduleSpec) -> ScheduleSpec:
     d = spec.definition
     try:
         checked = checked_definition(
-            (d.cron, d.timezone, d.misfire_policy, d.misfire_grace_ms, d.start_at_ms, d.end_at_ms)
+            DefinitionColumns(
+                cron=d.cron,
+                timezone=d.timezone,
+                misfire_policy=d.misfire_policy.value,
+                misfire_grace_ms=d.misfire_grace_ms,
+                start_at_ms=d.start_at_ms,
+                end_at_ms=d.end_at_ms,
+            )
         )
     except InvalidCronError as exc:
         raise InvalidCronError(exc.expression, f"schedule {spec.name!r}: {exc.reason}") from exc
@@ -310,10 +325,8 @@ def validated(spec: ScheduleSpec) -> ScheduleSpec:
 
 
 @functools.lru_cache(maxsize=4096)
-def checked_definition(
-    fields: tuple[str, str, str, int, int | None, int | None],
-) -> ScheduleDefinition:
+def checked_definition(columns: DefinitionColumns) -> ScheduleDefinition:
     """Validate one distinct definition once; cron parsing dominates bulk applies otherwise."""
-    validate_cron_expression(fields[0])
-    load_timezone(fields[1])
-    return definition_from_columns(fields)
+    validate_cron_expression(columns.cron)
+    load_timezone(columns.timezone)
+    return definition_from_columns(columns)

@@ -6,7 +6,7 @@ differences against the database's own `now` of the same statement.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final, NamedTuple
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from ql3_runtime_core import (
@@ -17,9 +17,13 @@ from ql3_runtime_core import (
     TaskExecution,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 __all__ = [
     "SCHEDULE_NAME_MAX_LENGTH",
     "ApplyReport",
+    "DefinitionColumns",
     "ScheduleRecord",
     "ScheduleSpec",
     "ScheduleStatus",
@@ -58,16 +62,35 @@ ScheduleName = Annotated[
 ]
 
 
+class DefinitionColumns(NamedTuple):
+    """The six columns that store a definition (schedules and revisions), by name.
+
+    A tuple, so a definition read from a row can key a cache (`checked_definition`).
+    """
+
+    cron: str
+    timezone: str
+    misfire_policy: str
+    misfire_grace_ms: int
+    start_at_ms: int | None
+    end_at_ms: int | None
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> DefinitionColumns:
+        """Take the definition columns of a row read by name (a dict row)."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+
 def definition_from_columns(fields: tuple[Any, ...]) -> ScheduleDefinition:
-    """Build a definition from a schedule row's (cron, timezone, policy, grace, start, end)."""
-    cron, timezone, policy, grace, start, end = fields
+    """Build a definition from its columns (`DefinitionColumns`, or a tuple in that order)."""
+    columns = DefinitionColumns(*fields)
     return ScheduleDefinition(
-        cron=cron,
-        timezone=timezone,
-        misfire_policy=MisfirePolicy(policy),
-        misfire_grace_ms=grace,
-        start_at_ms=start,
-        end_at_ms=end,
+        cron=columns.cron,
+        timezone=columns.timezone,
+        misfire_policy=MisfirePolicy(columns.misfire_policy),
+        misfire_grace_ms=columns.misfire_grace_ms,
+        start_at_ms=columns.start_at_ms,
+        end_at_ms=columns.end_at_ms,
     )
 
 

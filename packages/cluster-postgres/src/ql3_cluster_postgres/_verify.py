@@ -1,7 +1,8 @@
 """The history checker behind `ql3 verify` (issue 6): proves exactly-once from the database alone.
 
 `verify_history` reads a live QL3 database in one READ ONLY REPEATABLE READ transaction (so the
-whole verdict is about one snapshot) and reports one `Violation` per finding. Rules:
+whole verdict is about one snapshot) and reports one `Violation` per finding (the first
+`violations_per_rule` of each rule in detail, every one counted). Rules:
 
 - `duplicate`: an occurrence (schedule, scheduled_for_ms) admitted more than once. The UNIQUE
   constraint makes this impossible; the checker looks anyway, which is what makes it a check.
@@ -9,15 +10,15 @@ whole verdict is about one snapshot) and reports one `Violation` per finding. Ru
 - `future`: a run committed later than the database clock at check time: a time written from a
   fast clock that is not the database's (rule zero). Right after a backwards step of the database
   clock this also reports rows from before the step, until the clock passes them again.
-- `shape`: not exactly one first attempt, one `run.admitted` and one `attempt.queued` event of
-  that attempt per run, all with the run's commit time (D5); attempts/events pointing at no run;
-  a run whose schedule is unknown or whose task differs from its schedule's. Later attempts and
-  the events workers append are the `attempts` rule's.
+- `shape`: not exactly one first attempt (number 1), one `run.admitted` event and one
+  `attempt.queued` event per attempt, the admission rows all with the run's commit time (D5);
+  attempts/events pointing at no run; a run whose schedule is unknown or whose task differs from
+  its schedule's. Later attempts and the events workers append are the `attempts` rule's.
 - `attempts`: what workers did after admission does not hold together (issue 13, see
   `_verify_attempts`): attempts not numbered 1..n, two live ones, a successor after a success or
   a live attempt, or an attempt whose events do not match its state.
 - `time_backwards`: per schedule, commit times in run id order decrease, or the schedule's
-  `updated_at_ms` is earlier than its latest run's commit time.
+  `updated_at_ms` is earlier than its latest (highest id) run's commit time.
 - `order`: per schedule, occurrences in run id order decrease (the cursor never moves backwards).
 - `invalid_schedule`: a schedule quarantined by a replica (state `invalid`, with the reason it
   gave), or an active or paused one whose definition cannot be read. It admits nothing, so the
@@ -57,32 +58,66 @@ whole verdict is about one snapshot) and reports one `Violation` per finding. Ru
 `expected` per schedule is the occurrences of its ranges minus those inside skip records (each
 needs a run); `missing` counts the occurrences with neither. Cron math comes from
 `ql3_runtime_core` only, never from here.
+
+How it reads (issue 12.6: ten million runs in under two minutes, memory bounded by the number of
+schedules, not of runs). The work is split by what each access path does cheaply:
+
+- in SQL, returning only violations: the shape (runs, attempts and events merged in run id order
+  through their indexes, `verify_shape.sql`), the run sequence per schedule in id order
+  (`verify_run_sequence.sql`: early, future, time_backwards, order), runs and skip records of no
+  schedule;
+- streamed through server-side cursors, one schedule at a time: its admitted occurrences from the
+  (schedule_id, scheduled_for_ms) index alone and its skip records, both in occurrence order,
+  into the duplicate count and the accounting walk (`_verify_accounting`). Nothing per run is
+  kept; a finding that names a run looks its id up.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Final
+
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import class_row, dict_row, scalar_row
 from ql3_runtime_core import EPOCH_MS_MAX, EPOCH_MS_MIN, MISFIRE_GRACE_MS_MAX, InvalidArgumentError
 
 from ._connect import ConnectionOptions, open_connection
 from ._errors import DatabaseError
 from ._sql import query
-from ._verify_accounting import revision_from_row, skip_from_row
-from ._verify_attempts import check_attempts
-from ._verify_report import ScheduleVerdict, VerifyReport, Violation
-from ._verify_rules import (
-    Findings,
-    Run,
-    check_invalid,
-    check_schedules,
-    check_shape,
-    schedule_from_row,
+from ._verify_accounting import (
+    Accounting,
+    AccountingWalk,
+    Skip,
+    check_revisions,
+    revision_from_row,
 )
+from ._verify_attempts import check_attempts
+from ._verify_report import Findings, ScheduleVerdict, VerifyReport, Violation
+from ._verify_rules import (
+    RunCounts,
+    Schedule,
+    check_claim,
+    check_invalid,
+    check_schedule_row,
+    check_sequence,
+    report_orphan,
+    report_shape,
+    report_stray_run,
+    schedule_from_row,
+    schedule_verdict,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+
+    from psycopg.rows import RowFactory
+
+    from ._verify_accounting import Revision
 
 __all__ = [
     "RULES",
     "STALE_CLAIM_GRACE_MS_DEFAULT",
+    "VIOLATIONS_PER_RULE_DEFAULT",
+    "VIOLATIONS_PER_RULE_MAX",
     "ScheduleVerdict",
     "VerifyReport",
     "Violation",
@@ -90,6 +125,10 @@ __all__ = [
 ]
 
 STALE_CLAIM_GRACE_MS_DEFAULT = 5_000
+# Findings listed in detail per rule; the rest are counted. A broken build can break a rule
+# once per run: ten million lines help nobody and would hold the memory this bound saves.
+VIOLATIONS_PER_RULE_DEFAULT = 100
+VIOLATIONS_PER_RULE_MAX = 100_000
 RULES = (
     "attempts",
     "cursor",
@@ -106,6 +145,12 @@ RULES = (
     "stale_claim",
     "time_backwards",
 )
+# "Every occurrence" for the SQL's `>= since_ms`: below every bigint.
+_ALL_MS: Final = -(2**63)
+# Rows per round trip of a server-side cursor: large enough that the round trips do not count,
+# small enough that a batch of runs stays a few hundred kilobytes.
+_BATCH_ROWS: Final = 20_000
+_NO_MORE_MS: Final = 2**63  # above every occurrence: no skip record left
 
 
 def verify_history(
@@ -113,6 +158,7 @@ def verify_history(
     *,
     since_ms: int | None = None,
     stale_claim_grace_ms: int = STALE_CLAIM_GRACE_MS_DEFAULT,
+    violations_per_rule: int = VIOLATIONS_PER_RULE_DEFAULT,
 ) -> VerifyReport:
     """Check the history of the QL3 database at `conninfo`; read-only, runs as `ql3_admin`.
 
@@ -122,70 +168,287 @@ def verify_history(
             checked).
         stale_claim_grace_ms: how far past its expiry (database time) a claim may be before it is
             reported; 0 at rest, the default for a live system.
+        violations_per_rule: how many findings of each rule the report lists in detail (the
+            first found); every finding is counted in `VerifyReport.violation_counts`.
 
     Raises:
         DatabaseError: the database could not be read.
-        InvalidArgumentError: `since_ms` outside `EPOCH_MS_MIN`..`EPOCH_MS_MAX`, or a grace
-            outside 0..`MISFIRE_GRACE_MS_MAX` (a `ValueError`; checked before connecting).
+        InvalidArgumentError: `since_ms` outside `EPOCH_MS_MIN`..`EPOCH_MS_MAX`, a grace
+            outside 0..`MISFIRE_GRACE_MS_MAX`, or `violations_per_rule` outside
+            1..`VIOLATIONS_PER_RULE_MAX` (a `ValueError`; checked before connecting).
 
     """
-    if since_ms is not None and not EPOCH_MS_MIN <= since_ms <= EPOCH_MS_MAX:
-        raise InvalidArgumentError(
-            "since_ms", since_ms, f"must be within {EPOCH_MS_MIN}..{EPOCH_MS_MAX} (epoch ms)"
-        )
-    # A claim stale for more than a week is stale under any grace: the same bound as misfire.
-    if not 0 <= stale_claim_grace_ms <= MISFIRE_GRACE_MS_MAX:
-        raise InvalidArgumentError(
-            "stale_claim_grace_ms",
-            stale_claim_grace_ms,
-            f"must be within 0..{MISFIRE_GRACE_MS_MAX} (ms, at most 7 days)",
-        )
-    params = {"since_ms": since_ms}
+    _check_arguments(since_ms, stale_claim_grace_ms, violations_per_rule)
+    findings = Findings(violations_per_rule)
     try:
         options = ConnectionOptions(conninfo, application_name="ql3-verify")
         with open_connection(options, autocommit=False) as conn:
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             conn.read_only = True
-            with conn.cursor(row_factory=dict_row) as cur:
-                now_row = cur.execute(query("verify_now")).fetchone()
-                schedule_rows = cur.execute(query("verify_schedules")).fetchall()
-                run_rows = cur.execute(query("verify_runs"), params).fetchall()
-                revision_rows = cur.execute(query("verify_revisions")).fetchall()
-                skip_rows = cur.execute(query("verify_skips"), params).fetchall()
-                shape_rows = cur.execute(query("verify_shape"), params).fetchall()
-                orphan_rows = cur.execute(query("verify_orphans")).fetchall()
-                attempt_rows = cur.execute(query("verify_attempts"), params).fetchall()
+            check = _Check(_Reader(conn, since_ms), findings, stale_claim_grace_ms)
+            verdicts, runs = check.run()
             conn.rollback()
     except psycopg.Error as exc:
         raise DatabaseError(f"verify_history: cannot read the QL3 history: {exc}") from exc
-    if now_row is None:  # pragma: no cover - SELECT without FROM always returns a row
-        raise DatabaseError("verify_history: the database returned no clock reading")
-    now_ms = int(now_row["now_ms"])
-    findings = Findings([])
-    skipped = check_invalid(findings, schedule_rows)
-    schedules = [schedule_from_row(row) for row in schedule_rows if row["id"] not in skipped]
-    runs = [Run(**row) for row in run_rows if row["schedule_id"] not in skipped]
-    revisions = [revision_from_row(r) for r in revision_rows if r["schedule_id"] not in skipped]
-    skips = [skip_from_row(row) for row in skip_rows if row["schedule_id"] not in skipped]
-    check_shape(findings, shape_rows, orphan_rows)
-    check_attempts(findings, attempt_rows)
-    verdicts = check_schedules(
-        findings,
-        schedules,
-        runs,
-        revisions,
-        skips,
-        now_ms=now_ms,
-        since_ms=since_ms,
-        grace_ms=stale_claim_grace_ms,
-    )
     return VerifyReport(
-        ok=not findings.violations,
+        ok=not findings.counts,
         violations=tuple(findings.violations),
-        schedules=len(schedule_rows),
-        runs=len(run_rows),
-        checked_at_ms=now_ms,
+        violation_counts=dict(sorted(findings.counts.items())),
+        violations_per_rule=violations_per_rule,
+        schedules=check.schedule_rows,
+        runs=runs,
+        checked_at_ms=check.now_ms,
         since_ms=since_ms,
         stale_claim_grace_ms=stale_claim_grace_ms,
         per_schedule=tuple(verdicts),
     )
+
+
+def _check_arguments(since_ms: int | None, grace_ms: int, per_rule: int) -> None:
+    if since_ms is not None and not EPOCH_MS_MIN <= since_ms <= EPOCH_MS_MAX:
+        raise InvalidArgumentError(
+            "since_ms", since_ms, f"must be within {EPOCH_MS_MIN}..{EPOCH_MS_MAX} (epoch ms)"
+        )
+    # A claim stale for more than a week is stale under any grace: the same bound as misfire.
+    if not 0 <= grace_ms <= MISFIRE_GRACE_MS_MAX:
+        raise InvalidArgumentError(
+            "stale_claim_grace_ms",
+            grace_ms,
+            f"must be within 0..{MISFIRE_GRACE_MS_MAX} (ms, at most 7 days)",
+        )
+    if not 1 <= per_rule <= VIOLATIONS_PER_RULE_MAX:
+        raise InvalidArgumentError(
+            "violations_per_rule", per_rule, f"must be within 1..{VIOLATIONS_PER_RULE_MAX}"
+        )
+
+
+class _Reader:
+    """The statements of one check, all in its one READ ONLY REPEATABLE READ transaction."""
+
+    def __init__(self, conn: psycopg.Connection[Any], since_ms: int | None) -> None:
+        self.conn = conn
+        self.since_ms = since_ms
+        self._cursors = 0
+
+    def execute(self, name: str) -> None:
+        """Run a statement that returns nothing (a setting of this transaction)."""
+        self.conn.execute(query(name))
+
+    def rows(self, name: str, **params: object) -> list[dict[str, Any]]:
+        """Fetch a small result (schedules, revisions) whole, as dicts."""
+        with self.conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute(query(name), self._params(params)).fetchall()
+
+    def stream(self, name: str, row_factory: RowFactory[Any], **params: object) -> Iterator[Any]:
+        """Yield a result of any size row by row (see `batches`)."""
+        for batch in self.batches(name, row_factory, **params):
+            yield from batch
+
+    def batches(
+        self, name: str, row_factory: RowFactory[Any], **params: object
+    ) -> Iterator[list[Any]]:
+        """Yield a result of any size through a server-side cursor, `_BATCH_ROWS` rows at a time."""
+        self._cursors += 1
+        with self.conn.cursor(f"ql3_verify_{self._cursors}", row_factory=row_factory) as cur:
+            cur.execute(query(name), self._params(params))
+            while batch := cur.fetchmany(_BATCH_ROWS):
+                yield batch
+
+    def _params(self, params: Mapping[str, object]) -> dict[str, object]:
+        return {"since_ms": _ALL_MS if self.since_ms is None else self.since_ms, **params}
+
+
+class _Check:
+    """One verify: the reads in order, each handing its rows to the rules."""
+
+    def __init__(self, reader: _Reader, findings: Findings, grace_ms: int) -> None:
+        self.reader = reader
+        self.findings = findings
+        self.grace_ms = grace_ms
+        self.now_ms = 0
+        self.schedule_rows = 0
+
+    def run(self) -> tuple[list[ScheduleVerdict], int]:
+        """Check everything; return the verdict of each schedule and the runs in scope."""
+        reader, findings = self.reader, self.findings
+        reader.execute("verify_plan_whole_results")
+        self.now_ms = int(reader.rows("verify_now")[0]["now_ms"])
+        schedule_rows = reader.rows("verify_schedules")
+        self.schedule_rows = len(schedule_rows)
+        skipped = check_invalid(findings, schedule_rows)
+        schedules = [schedule_from_row(row) for row in schedule_rows if row["id"] not in skipped]
+        revisions = self._revisions(schedules, skipped)
+        self._strays({row["id"] for row in schedule_rows}, skipped)
+        self._shape()
+        check_attempts(findings, reader.stream("verify_attempts", dict_row))
+        counts = self._sequence({schedule.id for schedule in schedules})
+        verdicts = [
+            self._schedule(schedule, revisions.get(schedule.id, []), counts.get(schedule.id))
+            for schedule in schedules
+        ]
+        return verdicts, int(reader.rows("verify_run_count")[0]["runs"])
+
+    def _revisions(
+        self, schedules: Sequence[Schedule], skipped: set[int]
+    ) -> dict[int, list[Revision]]:
+        """Read every revision, grouped by schedule (a handful each); report those of none."""
+        grouped: dict[int, list[Revision]] = {}
+        for row in self.reader.rows("verify_revisions"):
+            if row["schedule_id"] not in skipped:
+                grouped.setdefault(row["schedule_id"], []).append(revision_from_row(row))
+        known = {schedule.id for schedule in schedules}
+        for schedule_id in sorted(set(grouped) - known):
+            self.findings.add("revision", schedule_id, "revisions belong to no schedule")
+        return grouped
+
+    def _strays(self, stored: set[int], skipped: set[int]) -> None:
+        """Report runs and skip records of no schedule, and runs of another task."""
+        findings = self.findings
+        unknown: dict[int, list[int]] = {}  # schedule id -> [runs, first id, last id]
+        for row in self.reader.stream("verify_stray_runs", dict_row):
+            schedule_id = row["schedule_id"]
+            if schedule_id not in stored:
+                seen = unknown.setdefault(schedule_id, [0, row["id"], row["id"]])
+                seen[0] += 1
+                seen[2] = row["id"]
+            elif schedule_id not in skipped:
+                report_stray_run(findings, row)
+        for schedule_id, (runs, first, last) in unknown.items():
+            findings.add(
+                "shape",
+                schedule_id,
+                f"{runs} run(s) belong to no schedule (ids {first} to {last})",
+            )
+        for row in self.reader.rows("verify_stray_skips"):
+            findings.add(
+                "skip_record",
+                row["schedule_id"],
+                f"{row['skip_records']} skip record(s) belong to no schedule (ids"
+                f" {row['first_id']} to {row['last_id']})",
+            )
+
+    def _shape(self) -> None:
+        """Report runs of the wrong shape, and each attempt and event of no run."""
+        for row in self.reader.stream("verify_shape", dict_row):
+            if row["runs"] == 1:
+                report_shape(self.findings, row)
+                continue
+            for orphan in self.reader.rows("verify_orphans", run_id=row["id"]):
+                report_orphan(self.findings, orphan)
+
+    def _sequence(self, checked: set[int]) -> dict[int, RunCounts]:
+        """Judge the runs per schedule in id order; keep each schedule's newest and early count."""
+        counts: dict[int, RunCounts] = {}
+        rows = self.reader.stream("verify_run_sequence", dict_row, now_ms=self.now_ms)
+        for row in rows:
+            if row["schedule_id"] not in checked:
+                continue
+            count = counts.setdefault(row["schedule_id"], RunCounts())
+            if check_sequence(self.findings, row, now_ms=self.now_ms):
+                count.early += 1
+            if row["newest"]:
+                count.newest_id, count.newest_created_ms = row["id"], row["created_at_ms"]
+        return counts
+
+    def _schedule(
+        self, schedule: Schedule, revisions: Sequence[Revision], counts: RunCounts | None
+    ) -> ScheduleVerdict:
+        """Check one schedule: its claim, revisions, and its runs and skip records in order."""
+        findings = self.findings
+        counts = counts or RunCounts()
+        check_claim(findings, schedule, now_ms=self.now_ms, grace_ms=self.grace_ms)
+        run_id = _RunIds(self.reader, schedule.id)
+        walk = None
+        if check_revisions(findings, schedule, revisions):
+            walk = AccountingWalk(
+                findings, schedule, revisions, since_ms=self.reader.since_ms, run_id=run_id
+            )
+        _Stream(self.reader, findings, schedule, counts=counts, walk=walk, run_id=run_id).run()
+        check_schedule_row(findings, schedule, counts)
+        accounting = walk.finish() if walk is not None else Accounting()
+        return schedule_verdict(schedule, counts, accounting)
+
+
+def _ignore(at_ms: int, nth: int) -> None:
+    """Stand in for the accounting walk of a schedule whose revisions cannot account."""
+
+
+class _RunIds:
+    """Names runs for findings: the ids of one occurrence's runs, looked up when first needed."""
+
+    def __init__(self, reader: _Reader, schedule_id: int) -> None:
+        self.reader = reader
+        self.schedule_id = schedule_id
+        self._at_ms: int | None = None
+        self._ids: list[int] = []
+
+    def __call__(self, at_ms: int, nth: int) -> int:
+        if at_ms != self._at_ms:
+            rows = self.reader.rows(
+                "verify_run_ids", schedule_id=self.schedule_id, scheduled_for_ms=at_ms
+            )
+            self._at_ms, self._ids = at_ms, [int(row["id"]) for row in rows]
+        return self._ids[nth]
+
+
+class _Stream:
+    """One schedule's occurrences and skip records, merged in occurrence order, fed to the rules.
+
+    The loop over occurrences is the hot path of a large verify (one pass per run): it counts,
+    spots a repeat of the previous occurrence (`duplicate`), and hands the run to the walk.
+    """
+
+    def __init__(  # the rows of one schedule and where they go
+        self,
+        reader: _Reader,
+        findings: Findings,
+        schedule: Schedule,
+        *,
+        counts: RunCounts,
+        walk: AccountingWalk | None,
+        run_id: _RunIds,
+    ) -> None:
+        self.reader = reader
+        self.findings = findings
+        self.schedule = schedule
+        self.counts = counts
+        self.walk = walk
+        self.run_id = run_id
+
+    def run(self) -> None:
+        reader, walk, counts = self.reader, self.walk, self.counts
+        schedule_id = self.schedule.id
+        skips = reader.stream("verify_schedule_skips", class_row(Skip), schedule_id=schedule_id)
+        pending: Skip | None = next(skips, None) if walk is not None else None
+        next_skip_ms = pending.first_skipped_ms if pending is not None else _NO_MORE_MS
+        walk_run = walk.run if walk is not None else _ignore
+        previous, nth, admitted = None, 0, 0
+        for batch in reader.batches("verify_occurrences", scalar_row, schedule_id=schedule_id):
+            counts.runs += len(batch)
+            for at_ms in batch:
+                if at_ms != previous:
+                    previous, nth = at_ms, 0
+                    admitted += 1
+                else:
+                    nth += 1
+                    self._duplicate(at_ms, nth)
+                # A skip record goes before the runs at its first occurrence.
+                while at_ms >= next_skip_ms and pending is not None and walk is not None:
+                    walk.skip(pending)
+                    pending = next(skips, None)
+                    next_skip_ms = pending.first_skipped_ms if pending else _NO_MORE_MS
+                walk_run(at_ms, nth)
+        while pending is not None and walk is not None:
+            walk.skip(pending)
+            pending = next(skips, None)
+        counts.admitted, counts.latest_ms = admitted, previous
+
+    def _duplicate(self, at_ms: int, nth: int) -> None:
+        self.findings.add(
+            "duplicate",
+            self.schedule.id,
+            lambda: (
+                f"occurrence {at_ms} admitted again by run {self.run_id(at_ms, nth)}"
+                f" (first by run {self.run_id(at_ms, 0)})"
+            ),
+        )

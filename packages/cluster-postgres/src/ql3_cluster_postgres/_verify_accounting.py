@@ -1,61 +1,66 @@
 """The accounting rules of `verify_history` (issue 10.5): every occurrence is a run or skipped.
 
-Pure functions over rows read in one snapshot, like `_verify_rules`. For each schedule revision,
-every occurrence of its definition from its first cursor up to where it ended (the schedule's
-cursor for the live revision, `end_at_ms` once exhausted) must be exactly one run or lie inside
-exactly one skip record. Nothing is enumerated: runs and skip ranges are walked in order and each
-gap between them is counted arithmetically (`count_occurrences_ms`), so a week-long outage of an
+For each schedule revision, every occurrence of its definition from its first cursor up to where
+it ended (the schedule's cursor for the live revision, `end_at_ms` once exhausted) must be
+exactly one run or lie inside exactly one skip record.
+
+`AccountingWalk` is fed one schedule's runs and skip records in occurrence order, as the
+database streams them (issue 12.6: ten million runs are never held in memory), and keeps only
+the next occurrence it expects. A run at exactly that occurrence costs one step of a cheap
+occurrence stream (`occurrences_after_ms`), which is what a healthy history is made of; anything
+else (a gap, a run off the cron, a skip record) asks the cron engine directly. A gap is counted
+arithmetically (`count_occurrences_ms`), never enumerated, so a week-long outage of an
 every-second schedule costs a few steps, not 600 000.
 
-A revision's range ends at its end cursor or at the next revision's first cursor, whichever is
-earlier: every occurrence it decided lies before the next first cursor, because the admin places
-a cursor after the latest decided occurrence (issue 10.4). First cursors are checked exactly
-against the database time recorded with them (`placed_after_ms`), so no slack is needed for the
-moment between the admin's clock read and its insert. Cron math comes from `ql3_runtime_core`.
+A revision's range (its window) ends at its end cursor or at the next revision's first cursor,
+whichever is earlier: every occurrence it decided lies before the next first cursor, because the
+admin places a cursor after the latest decided occurrence (issue 10.4). First cursors are checked
+exactly against the database time recorded with them (`placed_after_ms`), so no slack is needed
+for the moment between the admin's clock read and its insert. Cron math comes from
+`ql3_runtime_core`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final
 
 from ql3_runtime_core import (
     MisfirePolicy,
     count_occurrences_ms,
     latest_occurrence_ms,
     next_occurrence_ms,
+    occurrences_after_ms,
 )
 
-from ._records import definition_from_columns
+from ._records import DefinitionColumns, definition_from_columns
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from ql3_runtime_core import ScheduleDefinition
 
-    from ._verify_rules import Findings, Run, Schedule
+    from ._verify_report import Findings
+    from ._verify_rules import Schedule
+
+    # Names the `nth` run (0: the first) of an occurrence: (occurrence ms, nth) -> run id.
+    RunNamer = Callable[[int, int], int]
 
 __all__ = [
     "Accounting",
+    "AccountingWalk",
     "Revision",
     "Skip",
-    "account_schedule",
+    "check_revisions",
     "revision_from_row",
-    "skip_from_row",
 ]
 
 MIGRATED = "migrated"
 # Revisions whose first cursor the admin placed from its clock (the others keep a cursor).
 _PLACED = frozenset({"created", "replaced"})
-_DEFINITION_COLUMNS = (
-    "cron",
-    "timezone",
-    "misfire_policy",
-    "misfire_grace_ms",
-    "start_at_ms",
-    "end_at_ms",
-)
+# Above every epoch-ms instant: "nothing awaited", "no window left".
+_NEVER: Final = 2**63
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,8 @@ class Revision:
 
 @dataclass(frozen=True)
 class Skip:
+    """One skip record, read by name (`verify_schedule_skips.sql` selects these columns)."""
+
     id: int
     schedule_id: int
     first_skipped_ms: int
@@ -95,15 +102,6 @@ class Accounting:
     range_end_ms: int | None = None
 
 
-class _Item(NamedTuple):
-    """A run (start == end) or a skip record, in occurrence order."""
-
-    start: int
-    end: int
-    run: Run | None
-    skip: Skip | None
-
-
 @dataclass(frozen=True)
 class _Window:
     revision: Revision
@@ -114,48 +112,28 @@ class _Window:
 
 def revision_from_row(row: dict[str, Any]) -> Revision:
     try:
-        definition = definition_from_columns(tuple(row[c] for c in _DEFINITION_COLUMNS))
+        definition = definition_from_columns(DefinitionColumns.of(row))
     except Exception:  # noqa: BLE001  # any unreadable revision is a finding, not a crash
         definition = None
     fields = {name: row[name] for name in Revision.__dataclass_fields__ if name != "definition"}
     return Revision(definition=definition, **fields)
 
 
-def skip_from_row(row: dict[str, Any]) -> Skip:
-    return Skip(**row)
-
-
-def account_schedule(  # the rows of one schedule, read in one snapshot
-    findings: Findings,
-    schedule: Schedule,
-    revisions: Sequence[Revision],
-    runs: Sequence[Run],
-    skips: Sequence[Skip],
-    *,
-    since_ms: int | None,
-) -> Accounting:
-    """Check one schedule's revisions and account for every occurrence of their ranges."""
+def check_revisions(findings: Findings, schedule: Schedule, revisions: Sequence[Revision]) -> bool:
+    """Check one schedule's revisions; return whether its occurrences can be accounted for."""
     if not _revisions_readable(findings, schedule, revisions):
-        return Accounting()
-    _check_revisions(findings, schedule, revisions)
-    windows = _windows(schedule, revisions)
-    items = sorted(
-        [_Item(r.scheduled_for_ms, r.scheduled_for_ms, r, None) for r in runs]
-        + [_Item(s.first_skipped_ms, s.last_skipped_ms, None, s) for s in skips],
-        key=lambda item: (item.start, item.skip is None, item.end),
-    )
-    inside: dict[int, list[_Item]] = {id(window): [] for window in windows}
-    for item in items:
-        window = next((w for w in windows if w.low <= item.start < w.high), None)
-        if window is None:
-            _outside(findings, schedule, revisions, item)
-        else:
-            inside[id(window)].append(item)
-    result = Accounting()
-    runs_at = {run.scheduled_for_ms for run in runs}
-    for window in windows:
-        _Walk(findings, schedule, window, runs_at, result).run(inside[id(window)], since_ms)
-    return result
+        return False
+    for problem in [*_structure_problems(schedule, revisions), *_cursor_problems(revisions)]:
+        findings.add("revision", schedule.id, problem)
+    last = revisions[-1]
+    cursor, first = schedule.next_due_at_ms, last.first_cursor_ms
+    if cursor is not None and first is not None and cursor < first:
+        findings.add(
+            "cursor",
+            schedule.id,
+            f"cursor {cursor} is before its live revision {last.revision}'s first cursor {first}",
+        )
+    return True
 
 
 def _revisions_readable(
@@ -185,19 +163,6 @@ def _covers(revision: Revision) -> bool:
     if revision.first_cursor_ms is None:
         return False
     return revision.ended_at_ms is None or revision.end_cursor_ms != revision.first_cursor_ms
-
-
-def _check_revisions(findings: Findings, schedule: Schedule, revisions: Sequence[Revision]) -> None:
-    for problem in [*_structure_problems(schedule, revisions), *_cursor_problems(revisions)]:
-        findings.add("revision", schedule.id, problem)
-    last = revisions[-1]
-    cursor, first = schedule.next_due_at_ms, last.first_cursor_ms
-    if cursor is not None and first is not None and cursor < first:
-        findings.add(
-            "cursor",
-            schedule.id,
-            f"cursor {cursor} is before its live revision {last.revision}'s first cursor {first}",
-        )
 
 
 def _structure_problems(schedule: Schedule, revisions: Sequence[Revision]) -> list[str]:
@@ -255,7 +220,12 @@ def _placed_cursor(revision: Revision) -> int | None:
 
 
 def _windows(schedule: Schedule, revisions: Sequence[Revision]) -> list[_Window]:
-    """Return each revision's range of occurrences to account for (see the module docstring)."""
+    """Return each revision's range of occurrences to account for, in occurrence order.
+
+    Ranges follow each other in revision order on any history the `revision` rule accepts. One
+    that begins before the previous one ends (possible only where that rule fails) is cut to
+    begin there, so the walk can take them one after the other.
+    """
     windows = []
     for index, rev in enumerate(revisions):
         definition = rev.definition
@@ -276,117 +246,252 @@ def _windows(schedule: Schedule, revisions: Sequence[Revision]) -> list[_Window]
         if end_at is not None:
             high = min(high, end_at + 1)
         windows.append(_Window(rev, definition, low, high))
-    return windows
+    ordered: list[_Window] = []
+    for window in sorted(windows, key=lambda w: w.low):
+        low = max(window.low, ordered[-1].high) if ordered else window.low
+        if low < window.high:
+            ordered.append(_Window(window.revision, window.definition, low, window.high))
+    return ordered
 
 
-def _outside(
-    findings: Findings, schedule: Schedule, revisions: Sequence[Revision], item: _Item
-) -> None:
-    """Judge a run or skip record that lies in no revision's range."""
-    first = revisions[0]
-    legacy = first.reason == MIGRATED and (
-        first.first_cursor_ms is None or item.start < first.first_cursor_ms
-    )
-    if item.run is not None and legacy:
-        # Admitted before accounting existed (schema 4): only its place on the cron is known.
-        if first.definition is not None and not _is_occurrence(first.definition, item.start):
-            findings.add(
-                "not_occurrence",
-                schedule.id,
-                f"run {item.run.id} admits {item.start}, not an occurrence of revision 1",
-            )
-        return
-    if item.run is not None:
-        findings.add(
-            "not_occurrence",
-            schedule.id,
-            f"run {item.run.id} admits {item.start}, outside the range of every revision"
-            " (before its first cursor, after its end, or at or after the schedule's cursor)",
-        )
-    elif item.skip is not None:
-        findings.add(
-            "skip_record",
-            schedule.id,
-            f"skip record {item.skip.id} [{item.start}, {item.end}] lies outside the range of"
-            " every revision",
-        )
+class AccountingWalk:
+    """One schedule's runs and skip records, fed in occurrence order, accounted window by window.
 
+    Feed every run with `run` (its occurrence, and `nth`: 0 for the first run of an occurrence,
+    1 for a second, ...) and every skip record with `skip`, in occurrence order, a skip record
+    before a run at its first occurrence; then call `finish`. Runs come without their ids: a
+    finding names one through `run_id`. Memory: the windows, and the fire_once skip records
+    whose following occurrence has not been reached yet.
+    """
 
-class _Walk:
-    """One window's runs and skip records in order, and the first occurrence not yet accounted."""
-
-    def __init__(
+    def __init__(  # one schedule, and how to name its runs
         self,
         findings: Findings,
         schedule: Schedule,
-        window: _Window,
-        runs_at: set[int],
-        result: Accounting,
+        revisions: Sequence[Revision],
+        *,
+        since_ms: int | None,
+        run_id: RunNamer,
     ) -> None:
         self.findings = findings
         self.schedule = schedule
+        self.revisions = revisions
+        self.since_ms = since_ms
+        self.run_id = run_id
+        self.result = Accounting()
+        self._windows = _windows(schedule, revisions)
+        self._index = -1
+        self._walk: _Walk | None = None
+        self._low = self._high = _NEVER
+        self._next_window()
+        # fire_once skip records whose following occurrence must have a run: (occurrence, what).
+        self._awaited: list[tuple[int, str]] = []
+        self._next_awaited = _NEVER
+
+    def run(self, at_ms: int, nth: int) -> None:
+        """Account for one run (the hot path: a run at the expected occurrence)."""
+        if at_ms >= self._next_awaited:
+            self._settle(at_ms, admitted=True)
+        if self._low <= at_ms < self._high:
+            walk = self._walk
+            if walk is not None:
+                walk.run(at_ms, nth)
+            return
+        self._route(at_ms, at_ms, nth, None)
+
+    def skip(self, skip: Skip) -> None:
+        """Account for one skip record."""
+        start = skip.first_skipped_ms
+        if start >= self._next_awaited:
+            self._settle(start, admitted=False)
+        if self._low <= start < self._high:
+            if self._walk is not None:
+                self._walk.visit(start, skip.last_skipped_ms, None, skip)
+            return
+        self._route(start, skip.last_skipped_ms, None, skip)
+
+    def finish(self) -> Accounting:
+        """Close the remaining windows and report what is still awaited; return the counts."""
+        while self._index < len(self._windows):
+            self._next_window()
+        self._settle(_NEVER, admitted=False)
+        return self.result
+
+    def await_run(self, occurrence_ms: int, what: str) -> None:
+        """Report `what` unless a run at `occurrence_ms` is fed before anything later."""
+        self._awaited.append((occurrence_ms, what))
+        self._next_awaited = min(self._next_awaited, occurrence_ms)
+
+    def _settle(self, at_ms: int, *, admitted: bool) -> None:
+        """Judge the awaited occurrences up to `at_ms` (a run there if `admitted`)."""
+        still: list[tuple[int, str]] = []
+        for occurrence, what in self._awaited:
+            if occurrence > at_ms or (occurrence == at_ms and not admitted):
+                still.append((occurrence, what))
+            elif occurrence < at_ms:
+                self.findings.add("skip_record", self.schedule.id, what)
+        self._awaited = still
+        self._next_awaited = min((occurrence for occurrence, _ in still), default=_NEVER)
+
+    def _route(self, start: int, end: int, nth: int | None, skip: Skip | None) -> None:
+        """Find the window of an item outside the current one (or judge it as outside all)."""
+        while start >= self._high:
+            self._next_window()
+        if start < self._low:
+            self._outside(start, end, nth, skip)
+        elif self._walk is not None:
+            self._walk.visit(start, end, nth, skip)
+
+    def describe(self, start: int, end: int, nth: int | None, skip: Skip | None) -> str:
+        """Name a run (`nth` of its occurrence) or a skip record, for a finding."""
+        if nth is not None:
+            return f"run {self.run_id(start, nth)} at {start}"
+        assert skip is not None  # noqa: S101  # an item is a run or a skip record
+        return f"skip record {skip.id} [{start}, {end}]"
+
+    def _outside(self, start: int, end: int, nth: int | None, skip: Skip | None) -> None:
+        """Judge a run or skip record that lies in no revision's range."""
+        findings, schedule = self.findings, self.schedule
+        first = self.revisions[0]
+        legacy = first.reason == MIGRATED and (
+            first.first_cursor_ms is None or start < first.first_cursor_ms
+        )
+        if nth is not None and legacy:
+            # Admitted before accounting existed (schema 4): only its place on the cron is known.
+            if first.definition is not None and not _is_occurrence(first.definition, start):
+                findings.add(
+                    "not_occurrence",
+                    schedule.id,
+                    lambda: (
+                        f"run {self.run_id(start, nth)} admits {start}, not an occurrence"
+                        " of revision 1"
+                    ),
+                )
+            return
+        if nth is not None:
+            findings.add(
+                "not_occurrence",
+                schedule.id,
+                lambda: (
+                    f"run {self.run_id(start, nth)} admits {start}, outside the range of every"
+                    " revision (before its first cursor, after its end, or at or after the"
+                    " schedule's cursor)"
+                ),
+            )
+        elif skip is not None:
+            findings.add(
+                "skip_record",
+                schedule.id,
+                f"skip record {skip.id} [{start}, {end}] lies outside the range of every revision",
+            )
+
+    def _next_window(self) -> None:
+        if self._walk is not None:
+            self._walk.finish()
+        self._index += 1
+        if self._index >= len(self._windows):
+            self._walk, self._low, self._high = None, _NEVER, _NEVER
+            return
+        window = self._windows[self._index]
+        self._low, self._high = window.low, window.high
+        start = window.low if self.since_ms is None else max(window.low, self.since_ms)
+        # A window wholly before since_ms is not checked, but its items still belong to it.
+        self._walk = _Walk(self, window, start) if start < window.high else None
+
+
+class _Walk:
+    """One window: the first occurrence not yet accounted for, and the stream after it."""
+
+    def __init__(self, owner: AccountingWalk, window: _Window, start: int) -> None:
+        self.owner = owner
+        self.findings = owner.findings
+        self.schedule = owner.schedule
         self.window = window
         self.definition = window.definition
-        self.runs_at = runs_at
-        self.result = result
+        self.start = start
         self.previous_run: int | None = None
-        self.start = window.low
-        self.expected = window.low
+        self.expected = 0
+        self._stream: Iterator[int] = iter(())
+        self._seek(start - 1)
 
-    def run(self, items: Sequence[_Item], since_ms: int | None) -> None:
-        window = self.window
-        self.start = window.low if since_ms is None else max(window.low, since_ms)
-        if self.start >= window.high:
-            return
-        self.expected = _next(self.definition, self.start - 1)
-        for item in items:
-            if item.end >= self.start:
-                self._visit(item)
-        if self.expected < window.high:
-            self.result.missing += _gap(
-                self.findings, self.schedule, window, self.expected, window.high
-            )
-        self.result.occurrences += count_occurrences_ms(
-            self.definition.cron, self.definition.timezone, self.start, window.high - 1
-        )
-        if self.result.range_start_ms is None:
-            self.result.range_start_ms = self.start
-        self.result.range_end_ms = window.high
-
-    def _visit(self, item: _Item) -> None:
+    def _seek(self, after_ms: int) -> None:
+        """Expect the first occurrence after `after_ms` (and restart the stream there)."""
         definition = self.definition
-        if item.start < self.start:  # begins before since_ms: it covers what it covers
-            self.expected = max(self.expected, _next(definition, item.end))
+        self._stream = occurrences_after_ms(definition.cron, definition.timezone, after_ms)
+        self.expected = next(self._stream)
+
+    def _expect_after(self, end_ms: int) -> None:
+        """Expect the first occurrence after `end_ms`, from the stream when it is the next one."""
+        if end_ms == self.expected:
+            self.expected = next(self._stream)
+        else:
+            self._seek(end_ms)
+
+    def run(self, at_ms: int, nth: int) -> None:
+        if at_ms == self.expected:  # the occurrence expected next: admitted, in order
+            self.previous_run = at_ms
+            self.expected = next(self._stream)
+        elif at_ms != self.previous_run:  # anything else but a repeat (that is `duplicate`)
+            self.visit(at_ms, at_ms, nth, None)
+
+    def visit(self, start: int, end: int, nth: int | None, skip: Skip | None) -> None:
+        """Judge a run (`nth` of its occurrence) or a skip record covering `[start, end]`."""
+        definition = self.definition
+        if end < self.start:
             return
-        if item.run is not None and not _is_occurrence(definition, item.start):
+        if start < self.start:  # begins before since_ms: it covers what it covers
+            self._expect_at_least_after(end)
+            return
+        if nth is not None and not _is_occurrence(definition, start):
+            revision = self.window.revision.revision
             self.findings.add(
                 "not_occurrence",
                 self.schedule.id,
-                f"run {item.run.id} admits {item.start}, which is not an occurrence of"
-                f" {definition.cron!r} in {definition.timezone} (revision"
-                f" {self.window.revision.revision})",
+                lambda: (
+                    f"run {self.owner.run_id(start, nth)} admits {start}, which is not an"
+                    f" occurrence of {definition.cron!r} in {definition.timezone} (revision"
+                    f" {revision})"
+                ),
             )
             return
-        if item.start < self.expected:
-            if item.run is None or item.start != self.previous_run:  # a repeat is `duplicate`
+        if start < self.expected:
+            if nth is None or start != self.previous_run:  # a repeat is `duplicate`
+                expected = self.expected
                 self.findings.add(
                     "skip_record",
                     self.schedule.id,
-                    f"{_describe(item)} overlaps occurrences already accounted for (up to"
-                    f" {self.expected})",
+                    lambda: (
+                        f"{self.owner.describe(start, end, nth, skip)} overlaps occurrences"
+                        f" already accounted for (up to {expected})"
+                    ),
                 )
-            self.expected = max(self.expected, _next(definition, item.end))
+            self._expect_at_least_after(end)
             return
-        if item.start > self.expected:
-            self.result.missing += _gap(
-                self.findings, self.schedule, self.window, self.expected, item.start
+        if start > self.expected:
+            self.owner.result.missing += _gap(
+                self.findings, self.schedule, self.window, self.expected, start
             )
-        if item.skip is not None:
-            _check_skip(self.findings, self.schedule, self.window, item.skip, self.runs_at)
-            self.result.skipped += item.skip.skipped_count
+        if skip is not None:
+            _check_skip(self.owner, self.window, skip)
+            self.owner.result.skipped += skip.skipped_count
         else:
-            self.previous_run = item.start
-        self.expected = _next(definition, item.end)
+            self.previous_run = start
+        self._expect_after(end)
+
+    def _expect_at_least_after(self, end_ms: int) -> None:
+        if _next(self.definition, end_ms) > self.expected:
+            self._seek(end_ms)
+
+    def finish(self) -> None:
+        window, result, definition = self.window, self.owner.result, self.definition
+        if self.expected < window.high:
+            result.missing += _gap(self.findings, self.schedule, window, self.expected, window.high)
+        result.occurrences += count_occurrences_ms(
+            definition.cron, definition.timezone, self.start, window.high - 1
+        )
+        if result.range_start_ms is None:
+            result.range_start_ms = self.start
+        result.range_end_ms = window.high
 
 
 def _gap(findings: Findings, schedule: Schedule, window: _Window, expected: int, until: int) -> int:
@@ -405,9 +510,7 @@ def _gap(findings: Findings, schedule: Schedule, window: _Window, expected: int,
     return missing
 
 
-def _check_skip(
-    findings: Findings, schedule: Schedule, window: _Window, skip: Skip, runs_at: set[int]
-) -> None:
+def _check_skip(owner: AccountingWalk, window: _Window, skip: Skip) -> None:
     """Check that a skip record holds exactly the missed occurrences its policy had to skip."""
     definition = window.definition
     first, last = skip.first_skipped_ms, skip.last_skipped_ms
@@ -431,24 +534,20 @@ def _check_skip(
     if last >= window.high:
         problems.append(f"reaches past the end of its revision's range ({window.high})")
     following = _next(definition, last)
-    if definition.misfire_policy is MisfirePolicy.FIRE_ONCE and following not in runs_at:
-        problems.append(f"but fire_once admits the latest missed occurrence, {following}: no run")
     missed_too = skip.claim_acquired_at_ms - following > grace and (
         definition.end_at_ms is None or following <= definition.end_at_ms
     )
     if definition.misfire_policy is MisfirePolicy.SKIP and missed_too:
         problems.append(f"stops before {following}, which that claim had missed too")
+    what = owner.describe(first, last, None, skip)
     for problem in problems:
-        findings.add(
-            "skip_record", schedule.id, f"{_describe(_Item(first, last, None, skip))} {problem}"
+        owner.findings.add("skip_record", owner.schedule.id, f"{what} {problem}")
+    if definition.misfire_policy is MisfirePolicy.FIRE_ONCE:
+        # Runs come in occurrence order: whether one admits `following` is known once it passes.
+        owner.await_run(
+            following,
+            f"{what} but fire_once admits the latest missed occurrence, {following}: no run",
         )
-
-
-def _describe(item: _Item) -> str:
-    if item.run is not None:
-        return f"run {item.run.id} at {item.start}"
-    assert item.skip is not None  # noqa: S101  # an item is a run or a skip record
-    return f"skip record {item.skip.id} [{item.start}, {item.end}]"
 
 
 def _next(definition: ScheduleDefinition, after_ms: int) -> int:

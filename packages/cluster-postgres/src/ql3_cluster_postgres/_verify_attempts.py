@@ -23,9 +23,9 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
-    from ._verify_rules import Findings
+    from ._verify_report import Findings
 
 __all__ = ["check_attempts"]
 
@@ -34,7 +34,7 @@ _LIVE: Final = frozenset({"queued", "running"})
 _RETRIED_AFTER: Final = frozenset({"failed", "timed_out", "abandoned"})
 
 
-def check_attempts(findings: Findings, rows: Sequence[dict[str, Any]]) -> None:
+def check_attempts(findings: Findings, rows: Iterable[dict[str, Any]]) -> None:
     """Report each run whose attempts or attempt events are inconsistent (rows by run, number)."""
     for run_id, group in groupby(rows, key=itemgetter("run_id")):
         attempts = list(group)

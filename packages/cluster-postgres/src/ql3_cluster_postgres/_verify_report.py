@@ -1,13 +1,22 @@
 """What `verify_history` returns: one `Violation` per finding, counts per schedule, the verdict.
 
-Kept apart from the reading (`_verify`) and the rules (`_verify_rules`), which both build them.
+Kept apart from the reading (`_verify`) and the rules (`_verify_rules`, `_verify_accounting`),
+which all add to one `Findings`. A history can break a rule millions of times (every run of a
+broken build), so `Findings` keeps the details of the first `per_rule` findings of each rule and
+only counts the rest: the report's memory is bounded by the number of rules, not of runs.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["ScheduleVerdict", "VerifyReport", "Violation"]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["Findings", "ScheduleVerdict", "VerifyReport", "Violation"]
 
 
 class Violation(BaseModel):
@@ -46,12 +55,18 @@ class ScheduleVerdict(BaseModel):
 
 
 class VerifyReport(BaseModel):
-    """The checker's verdict: `ok` is True exactly when there is no violation."""
+    """The checker's verdict: `ok` is True exactly when there is no violation.
+
+    `violations` details at most `violations_per_rule` findings of each rule (the first found);
+    `violation_counts` counts every finding by rule, listed or not.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     ok: bool
     violations: tuple[Violation, ...]
+    violation_counts: dict[str, int]
+    violations_per_rule: int
     schedules: int
     runs: int
     checked_at_ms: int
@@ -90,9 +105,44 @@ class VerifyReport(BaseModel):
         return sum(item.missing for item in self.per_schedule)
 
     def count(self, rule: str) -> int:
-        """Return how many violations of `rule` were found."""
-        return sum(1 for violation in self.violations if violation.rule == rule)
+        """Return how many violations of `rule` were found (listed in `violations` or not)."""
+        return self.violation_counts.get(rule, 0)
+
+    def unlisted(self, rule: str) -> int:
+        """Return how many violations of `rule` were counted past the listed ones."""
+        listed = sum(1 for violation in self.violations if violation.rule == rule)
+        return self.count(rule) - listed
 
     def lines(self) -> list[str]:
-        """Return one printable line per violation."""
-        return [violation.line() for violation in self.violations]
+        """Return one printable line per listed violation, then `unlisted_lines`."""
+        return [violation.line() for violation in self.violations] + self.unlisted_lines()
+
+    def unlisted_lines(self) -> list[str]:
+        """Return one line per rule with more findings than listed: how many more."""
+        return [
+            f"{rule}: {self.unlisted(rule)} more not listed (the first"
+            f" {self.violations_per_rule} are)"
+            for rule in sorted(self.violation_counts)
+            if self.unlisted(rule)
+        ]
+
+
+class Findings:
+    """The violations found so far: the first `per_rule` of each rule in detail, all counted."""
+
+    __slots__ = ("counts", "per_rule", "violations")
+
+    def __init__(self, per_rule: int) -> None:
+        self.per_rule = per_rule
+        self.violations: list[Violation] = []
+        self.counts: Counter[str] = Counter()
+
+    def add(self, rule: str, schedule_id: int | None, detail: str | Callable[[], str]) -> None:
+        """Count one finding of `rule`; keep its detail while the rule is under its cap.
+
+        A callable detail is called only then: naming a run may cost a query.
+        """
+        self.counts[rule] += 1
+        if self.counts[rule] <= self.per_rule:
+            text = detail if isinstance(detail, str) else detail()
+            self.violations.append(Violation(rule=rule, schedule_id=schedule_id, detail=text))

@@ -1,7 +1,8 @@
-"""The rules of `verify_history` (described in `_verify`'s docstring) as pure functions.
+"""The rules of `verify_history` (described in `_verify`'s docstring) that judge rows one by one.
 
-They judge rows already read in one snapshot and never touch the database, so `_verify` stays
-about reading and this module about judging. Cron math comes from `ql3_runtime_core` only.
+They judge rows of one snapshot as `_verify` streams them and never touch the database, so
+`_verify` stays about reading and this module about judging. What they keep per schedule is a
+few numbers (`RunCounts`), never the runs. Cron math comes from `ql3_runtime_core` only.
 """
 
 from __future__ import annotations
@@ -11,35 +12,37 @@ from typing import TYPE_CHECKING, Any
 
 from ql3_runtime_core import ScheduleDefinition, next_occurrence_ms, quarantine_reason
 
-from ._records import definition_from_columns
-from ._verify_accounting import account_schedule
-from ._verify_report import ScheduleVerdict, Violation
+from ._records import DefinitionColumns, definition_from_columns
+from ._verify_report import ScheduleVerdict
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ._verify_accounting import Revision, Skip
+    from ._verify_accounting import Accounting
+    from ._verify_report import Findings
 
 __all__ = [
-    "Findings",
-    "Run",
+    "SHAPE_COUNTS",
+    "RunCounts",
     "Schedule",
+    "check_claim",
     "check_invalid",
-    "check_schedules",
-    "check_shape",
+    "check_schedule_row",
+    "check_sequence",
+    "report_orphan",
+    "report_shape",
+    "report_stray_run",
     "schedule_from_row",
+    "schedule_verdict",
 ]
 
-# There is no creation slack any more (it was 60 s): where a schedule's occurrences begin is its
-# first revision's first cursor, checked exactly against the database time the admin recorded
-# placing it after (placed_after_ms), so the bound kept between clock read and insert is 0 ms.
-_DEFINITION_COLUMNS = (
-    "cron",
-    "timezone",
-    "misfire_policy",
-    "misfire_grace_ms",
-    "start_at_ms",
-    "end_at_ms",
+# The admission shape (D5), as `verify_shape.sql` counts it per run id: each count's column, what
+# a well-formed run has, and how a finding names it; and the run's rows must all carry its commit
+# time. The SQL returns only the run ids where something differs; a new kind of row (a worker's
+# later attempt, say) is one more slot there and one more line here.
+SHAPE_COUNTS: tuple[tuple[str, int, str], ...] = (
+    ("first_attempts", 1, "first attempt(s)"),
+    ("run_admitted", 1, "run.admitted event(s)"),
 )
 
 
@@ -55,23 +58,6 @@ class Schedule:
     claim_expires_at_ms: int | None
     updated_at_ms: int
     created_at_ms: int
-
-
-@dataclass(frozen=True)
-class Run:
-    id: int
-    schedule_id: int
-    task_id: int
-    scheduled_for_ms: int
-    created_at_ms: int
-
-
-@dataclass
-class Findings:
-    violations: list[Violation]
-
-    def add(self, rule: str, schedule_id: int | None, detail: str) -> None:
-        self.violations.append(Violation(rule=rule, schedule_id=schedule_id, detail=detail))
 
 
 def check_invalid(findings: Findings, rows: Sequence[dict[str, Any]]) -> set[int]:
@@ -109,14 +95,14 @@ def check_invalid(findings: Findings, rows: Sequence[dict[str, Any]]) -> set[int
 
 def _definition_error(row: dict[str, Any]) -> str | None:
     try:
-        definition_from_columns(tuple(row[column] for column in _DEFINITION_COLUMNS))
+        definition_from_columns(DefinitionColumns.of(row))
     except Exception as exc:  # noqa: BLE001  # any unreadable row is a finding, not a crash
         return quarantine_reason(exc)
     return None
 
 
 def schedule_from_row(row: dict[str, Any]) -> Schedule:
-    definition = definition_from_columns(tuple(row[column] for column in _DEFINITION_COLUMNS))
+    definition = definition_from_columns(DefinitionColumns.of(row))
     return Schedule(
         id=row["id"],
         task_id=row["task_id"],
@@ -131,93 +117,39 @@ def schedule_from_row(row: dict[str, Any]) -> Schedule:
     )
 
 
-def check_shape(
-    findings: Findings,
-    shape_rows: Sequence[dict[str, Any]],
-    orphan_rows: Sequence[dict[str, Any]],
-) -> None:
-    for row in shape_rows:
-        findings.add(
-            "shape",
-            row["schedule_id"],
-            f"run {row['id']} has {row['attempts']} first attempt(s) (expected 1),"
-            f" {row['run_admitted']} run.admitted and {row['attempt_queued']} attempt.queued"
-            f" event(s) (expected 1 each), {row['attempts_off_time']} attempt(s) and"
-            f" {row['events_off_time']} admission event(s) not at the run's commit time",
-        )
-    for row in orphan_rows:
-        findings.add(
-            "shape", None, f"{row['kind']} {row['id']} points at missing run {row['run_id']}"
-        )
+def report_shape(findings: Findings, row: dict[str, Any]) -> None:
+    """Report one run whose admission rows are not the shape `SHAPE_COUNTS` describes."""
+    counts = ", ".join(
+        f"{row[column]} {label} (expected {expected})" for column, expected, label in SHAPE_COUNTS
+    )
+    attempts = row["first_attempts"] + row["later_attempts"]
+    queued = f"{row['attempt_queued']} attempt.queued event(s) for {attempts} attempt(s)"
+    first, last, created = row["admission_first_ms"], row["admission_last_ms"], row["created_at_ms"]
+    timing = (
+        "all at its commit time"
+        if first in {None, created} and last in {None, created}
+        else f"written from {first} to {last}, not all at its commit time {created}"
+    )
+    detail = f"run {row['id']} has {counts}, {queued}; its admission rows are {timing}"
+    findings.add("shape", row["schedule_id"], detail)
 
 
-def check_schedules(  # the rows of one snapshot, and the options
-    findings: Findings,
-    schedules: Sequence[Schedule],
-    runs: Sequence[Run],
-    revisions: Sequence[Revision],
-    skips: Sequence[Skip],
-    *,
-    now_ms: int,
-    since_ms: int | None,
-    grace_ms: int,
-) -> list[ScheduleVerdict]:
-    by_schedule = _group(runs)
-    revisions_of = _group(revisions)
-    skips_of = _group(skips)
-    known = {schedule.id for schedule in schedules}
-    for schedule_id in sorted(set(by_schedule) - known):
-        ids = [run.id for run in by_schedule[schedule_id]]
-        findings.add("shape", schedule_id, f"runs {ids} belong to no schedule")
-    for schedule_id in sorted(set(revisions_of) - known):
-        findings.add("revision", schedule_id, "revisions belong to no schedule")
-    for schedule_id in sorted(set(skips_of) - known):
-        ids = [skip.id for skip in skips_of[schedule_id]]
-        findings.add("skip_record", schedule_id, f"skip records {ids} belong to no schedule")
-    verdicts = []
-    for schedule in schedules:
-        own = by_schedule.get(schedule.id, [])
-        _check_claim(findings, schedule, now_ms=now_ms, grace_ms=grace_ms)
-        _check_runs(findings, schedule, own, now_ms=now_ms)
-        _check_cursor(findings, schedule, own)
-        accounting = account_schedule(
-            findings,
-            schedule,
-            revisions_of.get(schedule.id, []),
-            own,
-            skips_of.get(schedule.id, []),
-            since_ms=since_ms,
-        )
-        admitted = len({run.scheduled_for_ms for run in own})
-        verdicts.append(
-            ScheduleVerdict(
-                schedule_id=schedule.id,
-                name=schedule.name,
-                state=schedule.state,
-                misfire_policy=schedule.definition.misfire_policy.value,
-                range_start_ms=accounting.range_start_ms,
-                range_end_ms=accounting.range_end_ms,
-                occurrences=accounting.occurrences,
-                expected=accounting.occurrences - accounting.skipped,
-                admitted=admitted,
-                skipped=accounting.skipped,
-                duplicated=len(own) - admitted,
-                early=sum(1 for run in own if run.created_at_ms < run.scheduled_for_ms),
-                missing=accounting.missing,
-            )
-        )
-    return verdicts
+def report_orphan(findings: Findings, row: dict[str, Any]) -> None:
+    """Report an attempt or event that points at no run."""
+    findings.add("shape", None, f"{row['kind']} {row['id']} points at missing run {row['run_id']}")
 
 
-def _group(rows: Sequence[Any]) -> dict[int, list[Any]]:
-    """Group rows (in their order) by their `schedule_id`."""
-    grouped: dict[int, list[Any]] = {}
-    for row in rows:
-        grouped.setdefault(row.schedule_id, []).append(row)
-    return grouped
+def report_stray_run(findings: Findings, row: dict[str, Any]) -> None:
+    """Report a run whose task is not its schedule's (`verify_stray_runs.sql`)."""
+    findings.add(
+        "shape",
+        row["schedule_id"],
+        f"run {row['id']} has task {row['task_id']}, its schedule has task"
+        f" {row['schedule_task_id']}",
+    )
 
 
-def _check_claim(findings: Findings, schedule: Schedule, *, now_ms: int, grace_ms: int) -> None:
+def check_claim(findings: Findings, schedule: Schedule, *, now_ms: int, grace_ms: int) -> None:
     expires = schedule.claim_expires_at_ms
     if expires is not None and expires + grace_ms < now_ms:
         findings.add(
@@ -229,81 +161,103 @@ def _check_claim(findings: Findings, schedule: Schedule, *, now_ms: int, grace_m
         )
 
 
-def _check_runs(
-    findings: Findings, schedule: Schedule, runs: Sequence[Run], *, now_ms: int
-) -> None:
-    seen: dict[int, int] = {}
-    previous: Run | None = None
-    for run in runs:  # in run id order
-        if run.task_id != schedule.task_id:
-            findings.add(
-                "shape",
-                schedule.id,
-                f"run {run.id} has task {run.task_id}, its schedule has task {schedule.task_id}",
-            )
-        if run.scheduled_for_ms in seen:
-            findings.add(
-                "duplicate",
-                schedule.id,
-                f"occurrence {run.scheduled_for_ms} admitted again by run {run.id}"
-                f" (first by run {seen[run.scheduled_for_ms]})",
-            )
-        else:
-            seen[run.scheduled_for_ms] = run.id
-        if run.created_at_ms < run.scheduled_for_ms:
-            findings.add(
-                "early",
-                schedule.id,
-                f"run {run.id} committed at {run.created_at_ms},"
-                f" {run.scheduled_for_ms - run.created_at_ms} ms before its occurrence"
-                f" {run.scheduled_for_ms}",
-            )
-        if run.created_at_ms > now_ms:
-            findings.add(
-                "future",
-                schedule.id,
-                f"run {run.id} committed at {run.created_at_ms},"
-                f" {run.created_at_ms - now_ms} ms after the database clock {now_ms}",
-            )
-        if previous is not None:
-            _check_pair(findings, schedule, previous, run)
-        previous = run
-    if previous is not None and schedule.updated_at_ms < previous.created_at_ms:
+def check_sequence(findings: Findings, row: dict[str, Any], *, now_ms: int) -> bool:
+    """Judge one run returned by `verify_run_sequence.sql`; return whether it is early.
+
+    `early`, `future`, and against the run before it in run id order (the order its schedule's
+    commits took ids in): `time_backwards` (an earlier commit time) and `order` (an earlier
+    occurrence: the cursor moved backwards).
+    """
+    schedule_id, run_id = int(row["schedule_id"]), int(row["id"])
+    at_ms, created_ms = int(row["scheduled_for_ms"]), int(row["created_at_ms"])
+    early = created_ms < at_ms
+    if early:
+        findings.add(
+            "early",
+            schedule_id,
+            f"run {run_id} committed at {created_ms}, {at_ms - created_ms} ms before its"
+            f" occurrence {at_ms}",
+        )
+    if created_ms > now_ms:
+        findings.add(
+            "future",
+            schedule_id,
+            f"run {run_id} committed at {created_ms}, {created_ms - now_ms} ms after the"
+            f" database clock {now_ms}",
+        )
+    before_id = row["before_id"]
+    if before_id is not None and created_ms < row["before_created_ms"]:
+        findings.add(
+            "time_backwards",
+            schedule_id,
+            f"run {run_id} committed at {created_ms}, before run {before_id}"
+            f" at {row['before_created_ms']}",
+        )
+    if before_id is not None and at_ms < row["before_ms"]:
+        findings.add(
+            "order",
+            schedule_id,
+            f"run {run_id} admits occurrence {at_ms}, before the occurrence {row['before_ms']}"
+            f" of the earlier run {before_id}",
+        )
+    return early
+
+
+@dataclass
+class RunCounts:
+    """What one schedule's runs add up to: from the sequence (newest, early) and the stream."""
+
+    runs: int = 0
+    admitted: int = 0  # distinct occurrences
+    early: int = 0
+    latest_ms: int | None = None  # the latest admitted occurrence
+    newest_id: int | None = None  # the newest run (highest id) and its commit time
+    newest_created_ms: int = 0
+
+
+def check_schedule_row(findings: Findings, schedule: Schedule, counts: RunCounts) -> None:
+    """Check the schedule row against its runs: its commit time, then its cursor."""
+    if counts.newest_id is not None and schedule.updated_at_ms < counts.newest_created_ms:
         findings.add(
             "time_backwards",
             schedule.id,
             f"schedule updated_at_ms {schedule.updated_at_ms} is before the commit time"
-            f" {previous.created_at_ms} of its latest run {previous.id}",
+            f" {counts.newest_created_ms} of its latest run {counts.newest_id}",
         )
+    _check_cursor(findings, schedule, counts.latest_ms)
 
 
-def _check_pair(findings: Findings, schedule: Schedule, before: Run, after: Run) -> None:
-    if after.created_at_ms < before.created_at_ms:
-        findings.add(
-            "time_backwards",
-            schedule.id,
-            f"run {after.id} committed at {after.created_at_ms}, before run {before.id}"
-            f" at {before.created_at_ms}",
-        )
-    if after.scheduled_for_ms < before.scheduled_for_ms:
-        findings.add(
-            "order",
-            schedule.id,
-            f"run {after.id} admits occurrence {after.scheduled_for_ms}, before the occurrence"
-            f" {before.scheduled_for_ms} of the earlier run {before.id}",
-        )
+def schedule_verdict(
+    schedule: Schedule, runs: RunCounts, accounting: Accounting
+) -> ScheduleVerdict:
+    """Sum up one schedule: what it had to admit, admitted, skipped, duplicated and missed."""
+    return ScheduleVerdict(
+        schedule_id=schedule.id,
+        name=schedule.name,
+        state=schedule.state,
+        misfire_policy=schedule.definition.misfire_policy.value,
+        range_start_ms=accounting.range_start_ms,
+        range_end_ms=accounting.range_end_ms,
+        occurrences=accounting.occurrences,
+        expected=accounting.occurrences - accounting.skipped,
+        admitted=runs.admitted,
+        skipped=accounting.skipped,
+        duplicated=runs.runs - runs.admitted,
+        early=runs.early,
+        missing=accounting.missing,
+    )
 
 
 def _is_occurrence(definition: ScheduleDefinition, at_ms: int) -> bool:
     return next_occurrence_ms(definition.cron, definition.timezone, at_ms - 1) == at_ms
 
 
-def _check_cursor(findings: Findings, schedule: Schedule, runs: Sequence[Run]) -> None:
+def _check_cursor(findings: Findings, schedule: Schedule, latest: int | None) -> None:
+    """Check an active or paused schedule's cursor against its cron and its latest run."""
     cursor = schedule.next_due_at_ms
     if schedule.state not in ("active", "paused") or cursor is None:
         return
     definition = schedule.definition
-    latest = max((run.scheduled_for_ms for run in runs), default=None)
     problems = []
     if latest is not None and cursor <= latest:
         problems.append(f"is not after the latest admitted occurrence {latest}")

@@ -19,10 +19,10 @@ from ql3_cluster_postgres import (
     ScheduleAdmin,
     ScheduleSpec,
     ScheduleStateError,
-    verify_history,
 )
 from ql3_runtime_core import ScheduleDefinition, ScheduleState
 from repo_helpers import command, decide, fetch, make_schedules
+from verify_compare import checked_verify
 
 if TYPE_CHECKING:
     from ql3_testkit import Ql3Database
@@ -280,20 +280,20 @@ def test_retiring_a_quarantined_schedule_keeps_its_stored_definition(ql3_db: Ql3
         retired = admin.retire(record.name)
     assert retired.state is ScheduleState.RETIRED
     assert (retired.timezone, retired.invalid_reason) == (BAD_ZONE, None)
-    assert verify_history(ql3_db.dsn("admin")).ok
+    assert checked_verify(ql3_db.dsn("admin")).ok
 
 
 def test_verify_reports_each_invalid_schedule(ql3_db: Ql3Database) -> None:
     """Verify fails with one invalid_schedule finding per unreadable or quarantined schedule."""
     ids = make_schedules(ql3_db, 3)
     _plant(ql3_db, ids[0], cron=BAD_CRON)
-    unread = verify_history(ql3_db.dsn("admin"))
+    unread = checked_verify(ql3_db.dsn("admin"))
     assert [(v.rule, v.schedule_id) for v in unread.violations] == [("invalid_schedule", ids[0])]
     assert "cannot be read" in unread.violations[0].detail
     with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
         claim_round = repo.claim_round(command(), 16)
         repo.commit_decisions([decide(claim) for claim in claim_round.claims])
-    report = verify_history(ql3_db.dsn("admin"))
+    report = checked_verify(ql3_db.dsn("admin"))
     assert not report.ok
     assert [(v.rule, v.schedule_id) for v in report.violations] == [("invalid_schedule", ids[0])]
     assert "quarantined" in report.violations[0].detail

@@ -13,10 +13,10 @@ from ql3_cluster_postgres import (
     PostgresScheduleRepository,
     ScheduleAdmin,
     ScheduleSpec,
-    verify_history,
 )
 from ql3_runtime_core import MisfirePolicy, ScheduleDefinition, ScheduleState
 from repo_helpers import command, db_now_ms, decide, fetch, make_schedules, owner_conn, wait_until
+from verify_compare import checked_verify
 
 if TYPE_CHECKING:
     from ql3_testkit import Ql3Database
@@ -118,7 +118,7 @@ def test_a_resumed_schedule_accounts_for_what_its_quarantine_missed(ql3_db: Ql3D
             lambda: db_now_ms(ql3_db.dsn("runtime")) >= kept + 2_500,
             what="the quarantine misses occurrences",
         )
-        quarantined = verify_history(ql3_db.dsn("admin"))
+        quarantined = checked_verify(ql3_db.dsn("admin"))
         # Its runs, skip record and revision are not judged while it is quarantined.
         assert [(v.rule, v.schedule_id) for v in quarantined.violations] == [
             ("invalid_schedule", sid)
@@ -132,7 +132,7 @@ def test_a_resumed_schedule_accounts_for_what_its_quarantine_missed(ql3_db: Ql3D
         assert redefined[:4] == (2, "redefined", kept, None)
         _claim_and_commit(repo, ql3_db, sid)  # the missed occurrences: a second skip record
     assert _skip_records(ql3_db, sid) == 2
-    report = verify_history(ql3_db.dsn("admin"))
+    report = checked_verify(ql3_db.dsn("admin"))
     assert report.ok, report.lines()
     (verdict,) = report.per_schedule
     assert verdict.skipped >= 5

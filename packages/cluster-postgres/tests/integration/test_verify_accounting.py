@@ -14,10 +14,10 @@ from ql3_cluster_postgres import (
     ScheduleAdmin,
     ScheduleSpec,
     VerifyReport,
-    verify_history,
 )
 from ql3_runtime_core import CommitStatus, MisfirePolicy, ScheduleDefinition
 from repo_helpers import command, db_now_ms, decide, make_schedules, owner_conn, wait_until
+from verify_compare import checked_verify
 
 if TYPE_CHECKING:
     from ql3_testkit import Ql3Database
@@ -35,7 +35,7 @@ def _cycle(db: Ql3Database) -> list[int]:
 
 
 def _verify(db: Ql3Database) -> VerifyReport:
-    return verify_history(db.dsn("admin"), stale_claim_grace_ms=0)
+    return checked_verify(db.dsn("admin"), stale_claim_grace_ms=0)
 
 
 def _wait_until_due(db: Ql3Database, due_ms: int) -> None:

@@ -26,6 +26,7 @@ from ._cron import (
     is_interval_like,
     latest_occurrence_ms,
     next_occurrence_ms,
+    occurrences_after_ms,
     preview_occurrences,
     validate_cron_expression,
 )
@@ -145,6 +146,7 @@ __all__ = [
     "load_timezone",
     "next_occurrence_ms",
     "normalize_commit",
+    "occurrences_after_ms",
     "preview_occurrences",
     "quarantine_reason",
     "resolve_cluster_schedule_decision",

@@ -34,6 +34,7 @@ from ._limits import EPOCH_MS_MAX, EPOCH_MS_MIN, PREVIEW_COUNT_MAX
 from ._zones import load_timezone
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from zoneinfo import ZoneInfo
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "is_interval_like",
     "latest_occurrence_ms",
     "next_occurrence_ms",
+    "occurrences_after_ms",
     "preview_occurrences",
     "validate_cron_expression",
 ]
@@ -115,6 +117,19 @@ def count_occurrences_ms(expression: str, timezone: str, first_ms: int, last_ms:
     """
     schedule = _compile(expression, timezone)
     return schedule.count_between(-(-first_ms // _MS), last_ms // _MS)
+
+
+def occurrences_after_ms(expression: str, timezone: str, after_ms: int) -> Iterator[int]:
+    """Yield the occurrences strictly after `after_ms` (epoch ms), oldest first, one at a time.
+
+    The same instants as asking `next_occurrence_ms` again from each one (a property test pins
+    it), for a small fraction of the cost per occurrence: inside a stretch of constant UTC offset
+    (at most a day) the matching wall times are walked directly, and only the step into the next
+    stretch uses `next_occurrence_ms`'s search. Made for checking a long history occurrence by
+    occurrence (`ql3 verify`: ten million runs). Like `next_occurrence_ms`, it raises
+    `InvalidCronError` when no occurrence is left before 9999-12-30.
+    """
+    return _compile(expression, timezone).occurrences_ms(after_ms // _MS + 1)
 
 
 def preview_occurrences(expression: str, timezone: str, after_ms: int, count: int) -> list[int]:
@@ -232,6 +247,35 @@ class _Schedule:
         if found > _LAST_S:
             raise InvalidCronError(self.expression, _NONE_LEFT)
         return found
+
+    def occurrences_ms(self, start: int) -> Iterator[int]:
+        """Yield every occurrence at or after instant `start`, in epoch ms, oldest first.
+
+        Within `(current, last]`, instants whose UTC offset is that of `current`, every instant
+        has exactly one wall time and the matching walls are the occurrences, for both kinds of
+        expression: a fixed-time occurrence is never the second instance of a repeated wall (so
+        no repeated wall follows it within its offset), and gap walls fire at the transition,
+        which starts the next stretch and is found by the search.
+        """
+        current = self.next_at_or_after(start)
+        while True:
+            yield current * _MS
+            offset = self.offset(current)
+            horizon = min(current + _DAY_S, _LAST_S)
+            transition = self.first_transition(current, horizon)
+            last = horizon if transition is None else transition - 1
+            yield from self._walls_ms(current + offset + 1, last + offset, offset)
+            current = self.next_at_or_after(last + 1)
+
+    def _walls_ms(self, low: int, high: int, offset: int) -> Iterator[int]:
+        """Yield the matching walls in `[low, high]` as instants (ms) at a constant offset."""
+        fields = self.fields
+        for day in range(low // _DAY_S, high // _DAY_S + 1):
+            if fields.day_matches(day):
+                base = day * _DAY_S
+                instant = base - offset
+                for at in fields.times_between(max(low - base, 0), min(high - base, _DAY_S - 1)):
+                    yield (instant + at) * _MS
 
     def _next_interval(self, start: int) -> int:
         # Walk constant-offset segments: inside one, walls and instants correspond one to one.

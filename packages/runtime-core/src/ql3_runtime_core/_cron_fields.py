@@ -18,9 +18,12 @@ import functools
 import re
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ._errors import InvalidCronError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 __all__ = ["CronFields", "normalize_expression", "parse_expression"]
 
@@ -298,6 +301,27 @@ class CronFields:
                 return hour * 3600 + minutes[m] * 60 + seconds[0]
             h += 1
         return hours[h] * 3600 + minutes[0] * 60 + seconds[0] if h < len(hours) else None
+
+    def times_between(self, first: int, last: int) -> Iterator[int]:
+        """Yield the matching times of day (seconds) in `[first, last]`, ascending."""
+        for hour in self.hours:
+            at_hour = hour * 3600
+            if at_hour > last:
+                return
+            if at_hour + 3599 < first:
+                continue
+            for minute in self.minutes:
+                at_minute = at_hour + minute * 60
+                if at_minute > last:
+                    return
+                if at_minute + 59 < first:
+                    continue
+                for second in self.seconds:
+                    at = at_minute + second
+                    if at > last:
+                        return
+                    if at >= first:
+                        yield at
 
     def times_upto(self, time_of_day: int) -> int:
         """Count matching times of day at or before `time_of_day` seconds after midnight."""

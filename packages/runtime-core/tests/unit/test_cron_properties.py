@@ -14,6 +14,7 @@ from ql3_runtime_core import (
     count_occurrences_ms,
     latest_occurrence_ms,
     next_occurrence_ms,
+    occurrences_after_ms,
     preview_occurrences,
     validate_cron_expression,
 )
@@ -32,6 +33,16 @@ def engine_occurrences(expression: str, zone: str, start_s: int, end_s: int) -> 
     while current <= end_s * 1000:
         found.append(current // 1000)
         current = next_occurrence_ms(expression, zone, current)
+    return found
+
+
+def stream_occurrences(expression: str, zone: str, start_s: int, end_s: int) -> list[int]:
+    """Return `occurrences_after_ms`'s occurrences in `[start_s, end_s]` as epoch seconds."""
+    found: list[int] = []
+    for at_ms in occurrences_after_ms(expression, zone, start_s * 1000 - 1):
+        if at_ms > end_s * 1000:
+            break
+        found.append(at_ms // 1000)
     return found
 
 
@@ -65,6 +76,10 @@ def check_window(expression: str, zone_name: str, start_s: int, end_s: int) -> N
         return
     expected = ReferenceCron(expression).occurrences(wheel_zone(zone_name), start_s, end_s)
     assert engine_occurrences(expression, zone_name, start_s, end_s) == expected, (
+        expression,
+        zone_name,
+    )
+    assert stream_occurrences(expression, zone_name, start_s, end_s) == expected, (
         expression,
         zone_name,
     )
@@ -205,3 +220,28 @@ def test_count_over_a_week_across_a_change(expression: str, zone_name: str, expe
     start = int(datetime(2026, 3, 5, 0, 0, tzinfo=UTC).timestamp()) * 1000
     end = start + 7 * 86_400_000
     assert count_occurrences_ms(expression, zone_name, start, end) == expected
+
+
+@pytest.mark.parametrize(
+    ("expression", "zone_name"),
+    [
+        ("* * * * * *", "America/New_York"),
+        ("*/7 * * * * *", "Europe/Paris"),
+        ("30 1 * * *", "America/New_York"),
+        ("0 2,3 * * *", "Europe/London"),
+        ("15 */2 * * * *", "Australia/Lord_Howe"),
+    ],
+)
+def test_stream_across_changes_equals_repeated_next(expression: str, zone_name: str) -> None:
+    """occurrences_after_ms equals chained next_occurrence_ms from 8 h before each of 4 changes.
+
+    Two days for the daily expressions, so each stream also crosses several days.
+    """
+    span_ms = (2 * 86_400 if len(expression.split()) == 5 else 16 * 3_600) * 1000
+    for change in transitions(zone_name)[:4]:
+        start = change * 1000 - span_ms // 2 + 123
+        stream = occurrences_after_ms(expression, zone_name, start)
+        current = start
+        while current < start + span_ms:
+            current = next_occurrence_ms(expression, zone_name, current)
+            assert next(stream) == current, (expression, zone_name, current)

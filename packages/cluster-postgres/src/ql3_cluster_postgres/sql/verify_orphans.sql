@@ -1,10 +1,10 @@
--- verify_history: attempts and events that point at no run (history has no FOREIGN KEYs on
--- purpose, see the schema, so the checker is what proves their integrity).
+-- verify_history: the attempts and events of one run id that has no run (found by
+-- verify_shape.sql), to name each of them.
 SELECT 'attempt' AS kind, a.id, a.run_id
 FROM ql3.attempts AS a
-WHERE NOT EXISTS (SELECT 1 FROM ql3.runs AS r WHERE r.id = a.run_id)
+WHERE a.run_id = %(run_id)s
 UNION ALL
 SELECT 'event' AS kind, e.id, e.run_id
 FROM ql3.events AS e
-WHERE NOT EXISTS (SELECT 1 FROM ql3.runs AS r WHERE r.id = e.run_id)
+WHERE e.run_id = %(run_id)s
 ORDER BY 1, 2

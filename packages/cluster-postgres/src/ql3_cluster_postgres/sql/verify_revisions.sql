@@ -16,14 +16,16 @@ SELECT v.schedule_id,
        v.created_at_ms,
        v.ended_at_ms,
        greatest(
+           -- One bound instead of "first cursor IS NULL OR below it" keeps this a backward
+           -- index scan that stops at its first row, not a walk of the schedule's runs.
            (SELECT max(r.scheduled_for_ms)
             FROM ql3.runs AS r
             WHERE r.schedule_id = v.schedule_id
-              AND (v.first_cursor_ms IS NULL OR r.scheduled_for_ms < v.first_cursor_ms)),
+              AND r.scheduled_for_ms < coalesce(v.first_cursor_ms, 9223372036854775807)),
            (SELECT max(k.last_skipped_ms)
             FROM ql3.skipped_occurrences AS k
             WHERE k.schedule_id = v.schedule_id
-              AND (v.first_cursor_ms IS NULL OR k.last_skipped_ms < v.first_cursor_ms))
+              AND k.last_skipped_ms < coalesce(v.first_cursor_ms, 9223372036854775807))
        ) AS decided_before_ms
 FROM ql3.schedule_revisions AS v
 ORDER BY v.schedule_id, v.revision

@@ -1,0 +1,7 @@
+-- Bench setup only (verify): lose one run's attempt.queued event: `shape`.
+DELETE FROM ql3.events AS e
+USING ql3.runs AS r
+WHERE r.schedule_id = %(schedule_id)s
+  AND r.scheduled_for_ms = %(at_ms)s
+  AND e.run_id = r.id
+  AND e.kind = 'attempt.queued'

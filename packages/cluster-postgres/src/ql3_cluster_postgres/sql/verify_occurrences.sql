@@ -1,0 +1,9 @@
+-- verify_history: one schedule's admitted occurrences in scope, in order, one row per run (an
+-- occurrence admitted twice comes twice). Read from the (schedule_id, scheduled_for_ms) index
+-- alone (an index-only scan on a vacuumed table) through a server-side cursor, so ten million
+-- runs stream through the checker without being held or fetched from the table.
+SELECT r.scheduled_for_ms
+FROM ql3.runs AS r
+WHERE r.schedule_id = %(schedule_id)s
+  AND r.scheduled_for_ms >= %(since_ms)s
+ORDER BY r.scheduled_for_ms

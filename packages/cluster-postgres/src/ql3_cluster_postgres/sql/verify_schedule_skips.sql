@@ -1,0 +1,14 @@
+-- verify_history: one schedule's skip records in scope (ranges ending at or after since_ms), in
+-- occurrence order, read by name into `Skip` (_verify_accounting.py).
+SELECT k.id,
+       k.schedule_id,
+       k.first_skipped_ms,
+       k.last_skipped_ms,
+       k.skipped_count,
+       k.misfire_policy,
+       k.claim_acquired_at_ms,
+       k.created_at_ms
+FROM ql3.skipped_occurrences AS k
+WHERE k.schedule_id = %(schedule_id)s
+  AND k.last_skipped_ms >= %(since_ms)s
+ORDER BY k.first_skipped_ms, k.last_skipped_ms, k.id
