@@ -22,8 +22,14 @@ def load_sql(name: str) -> LiteralString:
     return resources.files("bench").joinpath("sql", f"{name}.sql").read_text(encoding="utf-8")
 
 
-def connect(dsn: str, *, application_name: str = "ql3-bench") -> psycopg.Connection[dict[str, Any]]:
+def connect(
+    dsn: str, *, application_name: str = "ql3-bench", options: str = ""
+) -> psycopg.Connection[dict[str, Any]]:
     """Open an autocommit connection that returns rows as dicts (read by column name)."""
     return psycopg.connect(
-        dsn, autocommit=True, row_factory=dict_row, application_name=application_name
+        dsn,
+        autocommit=True,
+        row_factory=dict_row,
+        application_name=application_name,
+        **({"options": options} if options else {}),
     )

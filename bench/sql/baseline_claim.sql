@@ -10,7 +10,7 @@ due AS (
       AND s.next_due_at_ms <= obs.now_ms
       AND s.updated_at_ms <= obs.now_ms
       AND (s.claim_expires_at_ms IS NULL OR s.claim_expires_at_ms <= obs.now_ms)
-    ORDER BY s.next_due_at_ms
+    ORDER BY s.next_due_at_ms, s.id
     LIMIT %(batch)s
     FOR UPDATE OF s SKIP LOCKED
 )
