@@ -62,10 +62,10 @@ __all__ = [
 ]
 
 # Settings for the benchmark cluster on top of ThrowawayCluster(durable=True) (fsync,
-# full_page_writes and synchronous_commit on, PostgreSQL's default WAL settings; issue 12.1): enough
-# connections for 4 replicas and the harness, PostgreSQL's default shared_buffers (128MB, so
-# wal_buffers is its stock 4MB; the testkit's base is 32MB), and pg_stat_statements so each cell can say which
-# statement its server time went to.
+# full_page_writes and synchronous_commit on, PostgreSQL's default WAL settings; issue 12.1):
+# enough connections for 4 replicas and the harness, PostgreSQL's default shared_buffers (128MB,
+# so wal_buffers is its stock 4MB; the testkit's base is 32MB), and pg_stat_statements so each
+# cell can say which statement its server time went to.
 _PLAIN_SETTINGS: Mapping[str, str] = {"max_connections": "60", "shared_buffers": "128MB"}
 CLUSTER_SETTINGS: Mapping[str, str] = {
     **_PLAIN_SETTINGS,
