@@ -3,7 +3,8 @@
 It does the same work as a QL3 replica with default settings (issue 12.2): cycles of at most
 BUDGET (256) occurrences; per round one claim statement (READ COMMITTED, `FOR UPDATE SKIP
 LOCKED`, at most min(16, budget left) due schedules in `(next_due_at_ms, id)` order, one
-`clock_timestamp()`), then one SERIALIZABLE transaction holding a single statement that fences
+`clock_timestamp()`, committed without waiting for the WAL flush like QL3's claim), then one
+SERIALIZABLE transaction holding a single statement that fences
 every claimed row on owner, token and expiry by one database observation, admits every due
 occurrence of those rows oldest first up to the budget left (the crons have a fixed period, so
 no cron parsing), moves the cursors, clears the claims and writes 1 run, 1 attempt and 2 events
