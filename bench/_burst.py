@@ -118,6 +118,11 @@ def _measure_cell(
         ctx.drop(db)
     drain_ms = verdict.get("drain_ms")
     admitted = int(verdict.get("admitted") or 0)
+    # CPU per admission over what was admitted (a burst not drained by the deadline admits less).
+    for side in ("worker", "backend"):
+        cpu[f"{side}_cpu_ms_per_admission"] = (
+            round(float(cpu[f"{side}_cpu_s"] or 0) * 1000 / admitted, 4) if admitted else None
+        )
     target = TARGET_DRAIN_S if replicas == TARGET_REPLICAS else None
     clean = all(int(verdict.get(k) or 0) == 0 for k in ("missing", "duplicates", "early"))
     return ctx.emit(
