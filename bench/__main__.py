@@ -1,6 +1,6 @@
-"""`python -m bench`: run the QL3 benchmarks and write docs/BENCHMARKS.md (issue 7).
+"""`python -m bench`: run the QL3 benchmarks and write docs/BENCHMARKS.md (issues 7, 12).
 
-uv run --group bench python -m bench all            # every benchmark, < 10 min on 2 cores
+uv run --group bench python -m bench all            # every benchmark, ~45 min on 2 cores
 uv run --group bench python -m bench all --quick    # smoke run, report under .tmp/bench/
 uv run --group bench python -m bench lateness       # one part (no report unless --report)
 uv run --group bench python -m bench report FILE    # re-render the report from JSON lines
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from ._common import BenchContext
 
-PARTS = ("throughput", "lateness", "claim-scale", "footprint", "verify")
+PARTS = ("throughput", "burst", "lateness", "claim-scale", "footprint", "verify")
 
 
 def _runner(part: str, args: argparse.Namespace) -> Callable[[BenchContext], list[dict[str, Any]]]:
@@ -35,6 +35,10 @@ def _runner(part: str, args: argparse.Namespace) -> Callable[[BenchContext], lis
         from ._throughput import run_throughput  # noqa: PLC0415
 
         return run_throughput
+    if part == "burst":
+        from ._burst import run_burst  # noqa: PLC0415
+
+        return run_burst
     if part == "lateness":
         from ._lateness import run_lateness  # noqa: PLC0415
 
@@ -49,7 +53,14 @@ def _runner(part: str, args: argparse.Namespace) -> Callable[[BenchContext], lis
 
 
 def _run(parts: tuple[str, ...], args: argparse.Namespace) -> int:
-    from ._common import BenchContext, connect, db_now_ms, new_work_dir, start_cluster  # noqa: PLC0415
+    from ._common import (  # noqa: PLC0415
+        BenchContext,
+        connect,
+        db_now_ms,
+        disk_flush_rate,
+        new_work_dir,
+        start_cluster,
+    )
 
     out_dir = Path(".tmp/bench")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -60,16 +71,21 @@ def _run(parts: tuple[str, ...], args: argparse.Namespace) -> int:
     )
     jsonl.write_text("", encoding="utf-8")
     started = time.monotonic()
-    with start_cluster() as cluster:
+    with start_cluster(durable=not args.non_durable) as cluster:
         ctx = BenchContext(cluster=cluster, quick=args.quick, jsonl=jsonl, work_dir=new_work_dir())
         with connect(cluster.dsn()) as conn:
             started_ms = db_now_ms(conn)
             ctx.refresh_machine(conn)
         ctx.emit("run", {"started_ms": started_ms, "quick": args.quick, "parts": list(parts)})
+        ctx.disk = disk_flush_rate(cluster)
+        ctx.emit("disk", ctx.disk)
         for part in parts:
             part_started = time.monotonic()
             _runner(part, args)(ctx)
             print(f"# {part}: {time.monotonic() - part_started:.1f} s", file=sys.stderr, flush=True)
+        # The shared disk's flush rate moves with other processes' I/O: measure it again at the
+        # end; the report uses the higher reading as the limit.
+        ctx.emit("disk", disk_flush_rate(cluster))
     elapsed = time.monotonic() - started
     ctx.emit("run_end", {"elapsed_s": round(elapsed, 1)})
     print(f"# total: {elapsed:.1f} s; JSON lines in {jsonl}", file=sys.stderr, flush=True)
@@ -111,6 +127,11 @@ def _parser() -> argparse.ArgumentParser:
         part.add_argument("--jsonl", help="where to write the JSON lines (default .tmp/bench/)")
         part.add_argument("--docs", default="docs", help="folder for BENCHMARKS.md + PNG")
         part.add_argument("--report", action="store_true", help="write the report anyway")
+        part.add_argument(
+            "--non-durable",
+            action="store_true",
+            help="fsync, full_page_writes, synchronous_commit off (labelled in every line)",
+        )
         if name in {"all", "verify"}:
             part.add_argument(
                 "--sizes", help="verify: SCHEDULESxOCCURRENCES,... (default 100x100000,5x86400)"
@@ -124,6 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--dsn", required=True)
     worker.add_argument("--owner-id", required=True)
     worker.add_argument("--max-seconds", type=float, default=600.0)
+    worker.add_argument("--period-ms", type=int, default=1000, help="the crons' fixed period")
     child = sub.add_parser("verify-child", help="(internal) one measured verify_history call")
     child.add_argument("--dsn", required=True)
     return parser
@@ -135,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "baseline-worker":
         from ._baseline import run_baseline_worker  # noqa: PLC0415
 
-        run_baseline_worker(args.dsn, args.owner_id, args.max_seconds)
+        run_baseline_worker(args.dsn, args.owner_id, args.max_seconds, args.period_ms)
         return 0
     if args.command == "verify-child":
         from ._verify import run_verify_child  # noqa: PLC0415

@@ -1,12 +1,17 @@
 """The bare-SQL baseline worker: the fewest statements that do QL3's claim + fenced commit.
 
-One round is one claim statement (READ COMMITTED, `FOR UPDATE SKIP LOCKED`, at most 16 due
-schedules, one `clock_timestamp()`), then one SERIALIZABLE transaction holding a single statement
-that fences every claimed row on owner, token and expiry by one database observation, admits one
-occurrence per row (cursor + 1000 ms: the schedules fire every second, so no cron parsing), clears
-the claim and writes 1 run, 1 attempt and 2 events per occurrence. No validation, no pydantic, no
-decision layer, no NOTIFY. SQLSTATE 40001 is retried and counted. It runs as its own OS process
-(`python -m bench baseline-worker`), like a replica, and connects as the runtime login user.
+It does the same work as a QL3 replica with default settings (issue 12.2): cycles of at most
+BUDGET (256) occurrences; per round one claim statement (READ COMMITTED, `FOR UPDATE SKIP
+LOCKED`, at most min(16, budget left) due schedules in `(next_due_at_ms, id)` order, one
+`clock_timestamp()`, committed without waiting for the WAL flush like QL3's claim), then one
+SERIALIZABLE transaction holding a single statement that fences
+every claimed row on owner, token and expiry by one database observation, admits every due
+occurrence of those rows oldest first up to the budget left (the crons have a fixed period, so
+no cron parsing), moves the cursors, clears the claims and writes 1 run, 1 attempt and 2 events
+per occurrence. Its sessions carry QL3's session settings (`enable_seqscan=off`,
+`plan_cache_mode=force_generic_plan`). No validation, no pydantic, no decision layer, no
+NOTIFY. SQLSTATE 40001 is retried and counted. It runs as its own OS process (`python -m bench
+baseline-worker`), like a replica, and connects as the runtime login user.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ if TYPE_CHECKING:
 __all__ = ["run_baseline_worker"]
 
 BATCH = 16
+BUDGET = 256
+# The QL3 repository's session settings (cluster-postgres `_SESSION_SETTINGS`), so both sides
+# plan their statements the same way.
+SESSION_OPTIONS = "-c enable_seqscan=off -c plan_cache_mode=force_generic_plan"
 LEASE_MS = 30_000
 IDLE_SLEEP_S = 0.005
 
@@ -42,30 +51,43 @@ class _Stop:
         cls.requested = True
 
 
-def run_baseline_worker(dsn: str, owner: str, max_seconds: float) -> None:
+def run_baseline_worker(dsn: str, owner: str, max_seconds: float, period_ms: int) -> None:
     """Claim and commit until stopped (SIGTERM) or `max_seconds` pass; print a JSON summary."""
     signal.signal(signal.SIGTERM, _Stop.handle)
     signal.signal(signal.SIGINT, _Stop.handle)
     claim_sql, commit_sql = load_sql("baseline_claim"), load_sql("baseline_commit")
-    rounds = admitted_rounds = retries = 0
+    rounds = commits = retries = 0
+    remaining = BUDGET
     deadline = time.monotonic() + max_seconds
-    with connect(dsn, application_name=owner) as conn:
+    with connect(dsn, application_name=owner, options=SESSION_OPTIONS) as conn:
         conn.isolation_level = IsolationLevel.SERIALIZABLE  # applies to transaction() blocks
         while not _Stop.requested and time.monotonic() < deadline:
             token = uuid.uuid4()
-            params = {"owner": owner, "token": token, "batch": BATCH, "lease_ms": LEASE_MS}
+            batch = min(BATCH, remaining)
+            params = {"owner": owner, "token": token, "batch": batch, "lease_ms": LEASE_MS}
             ids = [row["id"] for row in conn.execute(claim_sql, params).fetchall()]
             rounds += 1
             if not ids:
+                remaining = BUDGET  # the cycle ends when nothing is due, as QL3's does
                 time.sleep(IDLE_SLEEP_S)
                 continue
+            commit_params = {
+                "ids": ids,
+                "owner": owner,
+                "token": token,
+                "budget": remaining,
+                "period_ms": period_ms,
+            }
             while True:
                 try:
                     with conn.transaction():
-                        conn.execute(commit_sql, {"ids": ids, "owner": owner, "token": token})
+                        row = conn.execute(commit_sql, commit_params).fetchone()
                     break
                 except psycopg.errors.SerializationFailure:
                     retries += 1
-            admitted_rounds += 1
-    summary = {"rounds": rounds, "commits": admitted_rounds, "serialization_retries": retries}
+            commits += 1
+            remaining -= int(row["admitted"]) if row else 0
+            if remaining <= 0:
+                remaining = BUDGET  # budget spent: the next round starts a new cycle
+    summary = {"rounds": rounds, "commits": commits, "serialization_retries": retries}
     print(json.dumps({"event": "baseline.summary", **summary}), flush=True)

@@ -42,10 +42,12 @@ __all__ = [
     "CpuMeter",
     "ReplicaSet",
     "WaitSampler",
+    "WalMeter",
     "claim_statement_stats",
     "connect",
     "cpu_seconds",
     "db_now_ms",
+    "disk_flush_rate",
     "load_sql",
     "login_user",
     "machine_facts",
@@ -59,10 +61,12 @@ __all__ = [
     "wait_until",
 ]
 
-# Settings for the benchmark cluster on top of ThrowawayCluster(durable=False) (fsync,
-# full_page_writes and synchronous_commit off): enough connections for 4 replicas and the harness,
-# and pg_stat_statements so each cell can say which statement its server time went to.
-_PLAIN_SETTINGS: Mapping[str, str] = {"max_connections": "60"}
+# Settings for the benchmark cluster on top of ThrowawayCluster(durable=True) (fsync,
+# full_page_writes and synchronous_commit on, PostgreSQL's default WAL settings; issue 12.1):
+# enough connections for 4 replicas and the harness, PostgreSQL's default shared_buffers (128MB,
+# so wal_buffers is its stock 4MB; the testkit's base is 32MB), and pg_stat_statements so each
+# cell can say which statement its server time went to.
+_PLAIN_SETTINGS: Mapping[str, str] = {"max_connections": "60", "shared_buffers": "128MB"}
 CLUSTER_SETTINGS: Mapping[str, str] = {
     **_PLAIN_SETTINGS,
     "shared_preload_libraries": "pg_stat_statements",
@@ -70,6 +74,23 @@ CLUSTER_SETTINGS: Mapping[str, str] = {
 }
 # Emptied when the server has no pg_stat_statements: the diagnostics are then skipped.
 _STATEMENT_STATS: list[bool] = [True]
+
+
+# Settings read back from the server into every JSON line: the durability a figure was measured
+# under is a fact of the run, not a claim of the report.
+_REPORTED_SETTINGS = (
+    "fsync",
+    "synchronous_commit",
+    "full_page_writes",
+    "wal_sync_method",
+    "wal_level",
+    "wal_buffers",
+    "wal_writer_delay",
+    "commit_delay",
+    "max_wal_size",
+    "shared_buffers",
+)
+_DURABLE_SETTINGS = {"fsync": "on", "full_page_writes": "on", "synchronous_commit": "on"}
 
 
 def db_now_ms(conn: psycopg.Connection[dict[str, Any]]) -> int:
@@ -235,8 +256,9 @@ def machine_facts(conn: psycopg.Connection[dict[str, Any]]) -> dict[str, Any]:
     assert row is not None  # noqa: S101 - the statement returns one row
     settings = {
         name: conn.execute(load_sql("show_setting"), {"name": name}).fetchone()
-        for name in ("fsync", "synchronous_commit", "full_page_writes", "shared_buffers")
+        for name in _REPORTED_SETTINGS
     }
+    values = {name: (value or {}).get("value") for name, value in settings.items()}
     return {
         "cores": os.cpu_count(),
         "usable_cores": len(os.sched_getaffinity(0)),
@@ -244,9 +266,76 @@ def machine_facts(conn: psycopg.Connection[dict[str, Any]]) -> dict[str, Any]:
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "python": platform.python_version(),
         "postgresql": row["version"],
-        "durable": False,
-        "pg_settings": {name: (value or {}).get("value") for name, value in settings.items()},
+        "durable": all(values.get(k) == v for k, v in _DURABLE_SETTINGS.items()),
+        "pg_settings": values,
     }
+
+
+def disk_flush_rate(cluster: ThrowawayCluster, seconds: int = 2) -> dict[str, Any]:
+    """Measure the disk's flush rate beside the data dir with `pg_test_fsync` (issue 12.1).
+
+    Every durable commit waits for at least one WAL flush (`wal_sync_method`, fdatasync on
+    Linux) unless group commit shares it: the fdatasync rate is the physical limit of commits
+    per second for one writer. Both of pg_test_fsync's fdatasync lines (one and two 8 kB
+    writes) are kept; the higher one is the limit the figures are compared with.
+    """
+    target = cluster.base_dir / "pg_test_fsync.out"
+    text = cluster.run_tool("pg_test_fsync", "-s", str(seconds), "-f", str(target))
+    readings = [
+        float(line.split()[1])
+        for line in text.splitlines()
+        if line.strip().startswith("fdatasync") and "ops/sec" in line
+    ]
+    best = max(readings) if readings else None
+    return {
+        "tool": f"pg_test_fsync -s {seconds} (file beside the data dir)",
+        "fdatasync_ops_per_s": [round(r) for r in readings],
+        "flushes_per_s": round(best) if best else None,
+        "flush_us": round(1e6 / best) if best else None,
+    }
+
+
+class WalMeter:
+    """WAL flushes, WAL bytes and commits of the whole cluster over a span (pg_stat_wal).
+
+    The harness is the cluster's only other user and idles during a window, so the deltas are
+    the workers': flushes per admission and flushes per second (against the disk's flush rate)
+    say how close a figure is to the physical limit.
+    """
+
+    def __init__(self, su: psycopg.Connection[dict[str, Any]]) -> None:
+        self._su = su
+        self._start: dict[str, Any] = {}
+        self._t0 = 0.0
+
+    def _read(self) -> dict[str, Any]:
+        return dict(self._su.execute(load_sql("wal_stats")).fetchone() or {})
+
+    def start(self) -> None:
+        """Take the first reading."""
+        self._start = self._read()
+        self._t0 = time.monotonic()
+
+    def stop(self, admissions: int, flush_limit_per_s: float | None) -> dict[str, Any]:
+        """Return the deltas, per second and per admission, and the share of the flush limit."""
+        end = self._read()
+        span_s = max(time.monotonic() - self._t0, 1e-6)
+        delta = {k: int(end[k]) - int(self._start.get(k, 0)) for k in end}
+        syncs_per_s = delta["wal_sync"] / span_s
+        return {
+            "wal_syncs": delta["wal_sync"],
+            "wal_syncs_per_s": round(syncs_per_s, 1),
+            "wal_syncs_per_admission": round(delta["wal_sync"] / admissions, 4)
+            if admissions
+            else None,
+            "commits": delta["xact_commit"],
+            "wal_kb_per_admission": round(delta["wal_bytes"] / 1024 / admissions, 3)
+            if admissions
+            else None,
+            "flush_limit_share": round(syncs_per_s / flush_limit_per_s, 3)
+            if flush_limit_per_s
+            else None,
+        }
 
 
 def repo_root() -> Path:
@@ -267,9 +356,9 @@ def ql3_executable() -> str:
 
 
 @contextlib.contextmanager
-def start_cluster() -> Iterator[ThrowawayCluster]:
-    """Start a non-durable throwaway PostgreSQL for one benchmark run; always tear it down."""
-    cluster = ThrowawayCluster(durable=False, settings=CLUSTER_SETTINGS, name="ql3bench")
+def start_cluster(*, durable: bool = True) -> Iterator[ThrowawayCluster]:
+    """Start a throwaway PostgreSQL for one benchmark run (durable by default); tear it down."""
+    cluster = ThrowawayCluster(durable=durable, settings=CLUSTER_SETTINGS, name="ql3bench")
     try:
         cluster.start()
     except PrivateServerError as exc:
@@ -278,7 +367,7 @@ def start_cluster() -> Iterator[ThrowawayCluster]:
         print(f"# pg_stat_statements unavailable, diagnostics off: {exc}", file=sys.stderr)
         cluster.stop()
         _STATEMENT_STATS.clear()
-        cluster = ThrowawayCluster(durable=False, settings=_PLAIN_SETTINGS, name="ql3bench")
+        cluster = ThrowawayCluster(durable=durable, settings=_PLAIN_SETTINGS, name="ql3bench")
         cluster.start()
     try:
         yield cluster
@@ -295,8 +384,10 @@ class BenchContext:
     jsonl: Path | None
     work_dir: Path
     machine: dict[str, Any] = field(default_factory=dict)
+    disk: dict[str, Any] = field(default_factory=dict)
     results: list[dict[str, Any]] = field(default_factory=list)
     _databases: int = 0
+    _shared: dict[str, Ql3Database] = field(default_factory=dict)
 
     def database(self, prefix: str, *, template: str | None = None) -> Ql3Database:
         """Create a fresh QL3 database (roles, migrations), optionally cloned from `template`."""
@@ -330,6 +421,17 @@ class BenchContext:
         with ScheduleAdmin(database.dsn("admin")) as admin:
             admin.apply_schedules(specs)
         return database
+
+    def shared_schedules(self, prefix: str, cron: str, count: int) -> Ql3Database:
+        """Return a template of `count` schedules `cron`, built once per run and kept.
+
+        100 000 schedules take minutes to apply through ScheduleAdmin; the burst and the
+        footprint both clone the same template.
+        """
+        key = f"{prefix}:{cron}:{count}"
+        if key not in self._shared:
+            self._shared[key] = self.schedules_database(prefix, [cron] * count)
+        return self._shared[key]
 
     def emit(self, measurement: str, record: Mapping[str, Any]) -> dict[str, Any]:
         """Print one JSON line for a measurement (with machine facts) and keep it for the report."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ._common import (
     CpuMeter,
     WaitSampler,
+    WalMeter,
     connect,
     db_now_ms,
     load_sql,
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["run_lateness"]
 
-TARGET_P99_MS = {100: 20, 1000: 300}
+TARGET_P99_MS = {100: 20, 1000: 150}
 TARGET_REPLICAS = 2
 SETTLE_TIMEOUT_S = 30.0
 
@@ -47,16 +48,16 @@ def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not
             "replicas": (1, 2),
             "warmup_s": 2.0,
             "window_s": 5,
-            "passes": {100: 1},
+            "passes": 1,
         }
-    # S=100 is measured in two interleaved passes: its tail (tens of ms) is of the order of a
-    # scheduling hiccup on a shared 2-core machine, so its verdict uses the median of the passes.
+    # The target cells (R = 2) run PASSES times, interleaved with one pass of R = 1 and R = 4;
+    # every pass is reported and the worst one judges the target (issue 12.3).
     return {
         "sizes": (100, 1000),
         "replicas": (1, 2, 4),
         "warmup_s": 4.0,
         "window_s": 20,
-        "passes": {100: 2, 1000: 1},
+        "passes": 5,
     }
 
 
@@ -91,6 +92,8 @@ def _measure_cell(
                 expected = size * params["window_s"]
                 meter = CpuMeter(su, login_user(db.dsn("runtime")), workers.pids)
                 meter.start()
+                wal = WalMeter(su)
+                wal.start()
                 waits = WaitSampler(db.superuser_dsn, login_user(db.dsn("runtime")))
                 waits.start()
                 reset_statement_stats(su)
@@ -111,6 +114,7 @@ def _measure_cell(
                     for row in su.execute(load_sql("window_admissions"), span)
                 )
                 cpu = meter.stop(admitted)
+                disk = wal.stop(admitted, ctx.disk.get("flushes_per_s"))
                 statements = statement_stats(su)
                 backend_states = waits.stop()
                 exit_codes = workers.stop()
@@ -138,6 +142,7 @@ def _measure_cell(
             "mean_ms": lateness.get("mean_ms"),
             "target_p99_ms": target,
             **cpu,
+            **disk,
             "met": {
                 "clean": clean,
                 **(
@@ -162,20 +167,21 @@ def run_lateness(ctx: BenchContext) -> list[dict[str, Any]]:
     cells: list[dict[str, Any]] = []
     for size in params["sizes"]:
         template = ctx.schedules_database(f"late{size}", ["* * * * * *"] * size)
-        for _ in range(params["passes"][size]):
-            cells += [_measure_cell(ctx, template, size, r, params) for r in params["replicas"]]
+        for index in range(params["passes"]):
+            replicas = params["replicas"] if index == 0 else (TARGET_REPLICAS,)
+            cells += [_measure_cell(ctx, template, size, r, params) for r in replicas]
         ctx.drop(template)
     return [*cells, _summary(ctx, cells)]
 
 
 def _summary(ctx: BenchContext, cells: list[dict[str, Any]]) -> dict[str, Any]:
-    """Median p50/p99/max over the passes of each (S, R); the targets judge these medians."""
+    """Worst p99 (and median p50, max) over the passes of each (S, R); the worst is judged."""
     groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
     for cell in cells:
         groups.setdefault((cell["schedules"], cell["replicas"]), []).append(cell)
     table = []
     for (size, replicas), group in sorted(groups.items()):
-        p99 = statistics.median(c["p99_ms"] for c in group)
+        p99 = max(c["p99_ms"] for c in group)
         target = TARGET_P99_MS.get(size) if replicas == TARGET_REPLICAS else None
         table.append(
             {

@@ -22,8 +22,14 @@ def load_sql(name: str) -> LiteralString:
     return resources.files("bench").joinpath("sql", f"{name}.sql").read_text(encoding="utf-8")
 
 
-def connect(dsn: str, *, application_name: str = "ql3-bench") -> psycopg.Connection[dict[str, Any]]:
-    """Open an autocommit connection that returns rows as dicts (read by column name)."""
+def connect(
+    dsn: str, *, application_name: str = "ql3-bench", options: str = ""
+) -> psycopg.Connection[dict[str, Any]]:
+    """Open an autocommit connection that returns rows as dicts (read by column name).
+
+    `options` are server settings for the session (`-c name=value ...`), as libpq sends them.
+    """
+    extra: dict[str, Any] = {"options": options} if options else {}
     return psycopg.connect(
-        dsn, autocommit=True, row_factory=dict_row, application_name=application_name
+        dsn, autocommit=True, row_factory=dict_row, application_name=application_name, **extra
     )

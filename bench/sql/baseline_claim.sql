@@ -1,7 +1,9 @@
 -- Bare-SQL baseline, step 1 of 2 (READ COMMITTED, autocommit): claim up to `batch` due
--- schedules in one statement that observes the database clock once.
+-- schedules in one statement that observes the database clock once. Like QL3's claim, its commit
+-- does not wait for the WAL flush (the fenced commit proves the claim; issue 12.3).
 WITH obs AS MATERIALIZED (
-    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms,
+           set_config('synchronous_commit', 'off', true) AS commit_mode
 ),
 due AS (
     SELECT s.id
@@ -10,7 +12,7 @@ due AS (
       AND s.next_due_at_ms <= obs.now_ms
       AND s.updated_at_ms <= obs.now_ms
       AND (s.claim_expires_at_ms IS NULL OR s.claim_expires_at_ms <= obs.now_ms)
-    ORDER BY s.next_due_at_ms
+    ORDER BY s.next_due_at_ms, s.id
     LIMIT %(batch)s
     FOR UPDATE OF s SKIP LOCKED
 )

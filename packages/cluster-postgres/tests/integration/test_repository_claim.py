@@ -106,6 +106,23 @@ def test_claim_writes_its_observation(ql3_db: Ql3Database) -> None:
         assert version == claim.version == before[sid] + 1
 
 
+def test_claim_relaxes_only_its_own_commit(ql3_db: Ql3Database) -> None:
+    """The claim commits without a flush wait, and the session's next transaction waits again."""
+    make_schedules(ql3_db, 2)
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        conn = repo._connection()
+        # The test cluster is non-durable; a durable server's default is `on`.
+        conn.execute("SET synchronous_commit = on")
+        claims = repo.claim_due_schedules(command(), 16)
+        row = conn.execute("SHOW synchronous_commit").fetchone()
+    assert len(claims) == 2
+    assert row is not None
+    # The fenced commit that follows a claim is synchronous again (issue 12.3).
+    assert row[0] == "on"
+    text = resources.files("ql3_cluster_postgres").joinpath("sql", "claim_due_schedules.sql")
+    assert "set_config('synchronous_commit', 'off', true)" in text.read_text(encoding="utf-8")
+
+
 def test_claim_takes_only_due_unclaimed_active_rows_in_due_order(ql3_db: Ql3Database) -> None:
     """Future cursors, held claims and paused rows are skipped; the batch is earliest due first."""
     due = make_schedules(ql3_db, 4, prefix="due", shift_back_ms=5000)
