@@ -242,7 +242,7 @@ def audit(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """Ruff check, ruff format --check, mypy --strict on every package, chaos/, bench/, examples/."""
+    """Ruff check, ruff format --check, mypy --strict: packages, chaos/, bench/, examples/."""
     _sync_workspace(session)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
