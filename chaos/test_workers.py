@@ -235,9 +235,12 @@ def test_database_restart_under_running_workers(
         execution=TaskExecution(command="sleep 1; echo ok", max_attempts=3, retry_backoff_ms=0),
     )
     wait_until(lambda: bool(_running_since(run, 200)), timeout_s=30, what="a command is running")
-    pause(1.0)
-    before = run.fetch_superuser("SELECT pg_postmaster_start_time()")[0][0]
+    pause(1.0)  # a few runs executed before the fault
+    wait_until(
+        lambda: bool(_running_since(run, 100)), timeout_s=10, what="a command is running still"
+    )
     running = [attempt_id for attempt_id, _ in _running_since(run, 0)]
+    before = run.fetch_superuser("SELECT pg_postmaster_start_time()")[0][0]
     cluster = run.cluster
     assert cluster is not None
     started = time.monotonic()
