@@ -32,6 +32,7 @@ nox.options.sessions = [
     "cluster_postgres",
     "cluster_control",
     "testkit",
+    "consumer",
     "chaos",
     "mutants",
 ]
@@ -160,6 +161,33 @@ def testkit(session: nox.Session) -> None:
     _test_package(session, TEST_KIT, clock_guard=True)
 
 
+CONSUMER = ROOT / "examples" / "consumer-service"
+
+
+@nox.session(python=PYTHON)
+def consumer(session: nox.Session) -> None:
+    """Run a separate service on the published wheels (issue 13.4): examples/consumer-service.
+
+    The three product wheels are built like any package session's; a fresh virtualenv gets
+    them, the example project (which names them, nothing more: no workspace path) and, as test
+    tooling only, pytest, psycopg and the test kit's wheel (a throwaway PostgreSQL). The
+    example's tests then run from its own folder against the installed wheels.
+    """
+    dist_dir = Path(tempfile.mkdtemp(prefix="ql3-consumer-wheels-"))
+    for name in (*PACKAGES["ql3-cluster-control"][1], "ql3-cluster-control", TEST_KIT):
+        _build(session, dist_dir, name)
+    wheels = sorted(str(path) for path in dist_dir.glob("*.whl"))
+    constraints = _export(session, "--all-packages", "--all-extras", "--group", "test")
+    session.install(
+        "-c", constraints, "--find-links", str(dist_dir), *wheels, str(CONSUMER),
+        "pytest", "pytest-timeout", "psycopg[binary]",
+    )  # fmt: skip
+    audit_dir = Path(tempfile.mkdtemp(prefix="ql3-audit-wheel-"))
+    _build(session, audit_dir, AUDIT[0])
+    session.install("--no-deps", *(str(path) for path in audit_dir.glob("*.whl")))
+    _pytest(session, CONSUMER / "tests", *CLOCK_GUARD, "--rootdir", str(CONSUMER))
+
+
 @nox.session(python=PYTHON)
 def chaos(session: nox.Session) -> None:
     """Fault scenarios of SPEC §10 against real PostgreSQL and real `ql3 run` replicas (root)."""
@@ -214,7 +242,7 @@ def audit(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """Ruff check, ruff format --check and mypy --strict on every package, chaos/ and bench/."""
+    """Ruff check, ruff format --check, mypy --strict: packages, chaos/, bench/, examples/."""
     _sync_workspace(session)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
@@ -229,6 +257,7 @@ def lint(session: nox.Session) -> None:
             targets.append(str(tests))
         session.run("mypy", *targets, env={"MYPYPATH": str(tests)})
     session.run("mypy", str(ROOT / "chaos"), env={"MYPYPATH": str(ROOT / "chaos")})
+    session.run("mypy", str(CONSUMER / "src"), str(CONSUMER / "tests"))
     session.run("mypy", str(ROOT / "bench"))
     session.run("mypy", str(ROOT / "tools/mutants"))
 

@@ -84,6 +84,19 @@ RECORD_ITEMS: tuple[tuple[str, str, str], ...] = (
             " `async-vs-sync-replication`, `negative-controls`"
         ),
     ),
+    (
+        "8",
+        (
+            "Beyond the record, execution (issue 13): real `ql3 worker` processes under a worker"
+            " SIGKILLed mid-command, a failing, a hanging command and a database restart; every"
+            " Run ends with exactly one succeeded attempt (or its attempts exhausted, as its"
+            " command dictates), none abandoned without a successor, never two live attempts"
+        ),
+        (
+            "chaos `worker-sigkill`, `worker-retry-after-failure`, `worker-timeout`,"
+            " `worker-db-restart`; cluster-control worker tests"
+        ),
+    ),
 )
 
 
@@ -105,6 +118,10 @@ ORDER = (
     "negative-node-clock-commit",
     "negative-unique-dropped",
     "negative-readmit-after-lost-reply",
+    "worker-sigkill",
+    "worker-retry-after-failure",
+    "worker-timeout",
+    "worker-db-restart",
 )
 
 
@@ -159,6 +176,16 @@ def render(rows: Sequence[Evidence]) -> str:
             " exactly once, none early, 1 run : 1 attempt : 2 events, no claim left at rest;"
             " and with `verify_history` (the checker behind `ql3 verify`) as a second opinion."
             " Times are database times; durations are monotonic."
+        ),
+        "",
+        (
+            "The `worker-*` scenarios also run real `ql3 worker` processes executing each Run's"
+            " shell command; there a Run may have several attempts, and the verdict reads them"
+            " back once none is queued or running: attempts numbered 1..n, exactly one"
+            " succeeded and last (or all `max_attempts` failed, for a command that always"
+            " fails), every attempt that did not succeed followed by a successor created no"
+            " earlier than its end and started no earlier than its backoff (database time), the"
+            " partial UNIQUE index `attempts_one_live` in place (chaos/workers.py)."
         ),
         "",
         (

@@ -695,7 +695,7 @@ def demo_command(
         typer.Option("--dsn", envvar="QL3_DSN", help="Use this database instead of a private one."),
     ] = None,
 ) -> None:
-    """Start a private PostgreSQL, run replicas, SIGKILL one, and judge the history."""
+    """Start a private PostgreSQL, run replicas and a worker, SIGKILL a replica, judge it all."""
     if not as_json:
         configure_logging(LogFormat.TEXT, level="WARNING")
     try:

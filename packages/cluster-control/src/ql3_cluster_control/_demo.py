@@ -1,12 +1,14 @@
-"""`ql3 demo` (SPEC §9): replicas racing on a private PostgreSQL, one crashed, a DB verdict.
+"""`ql3 demo` (SPEC §9): replicas racing on a private PostgreSQL, one crashed, a worker, a verdict.
 
 Without a DSN it starts a private PostgreSQL (`PrivateServer`: the machine's binaries or the
 `pgserver` wheel of the `embedded` extra), provisions roles, migrates, creates login users for the
-admin and the replicas, creates schedules firing every second, runs N
-`ql3 run` replicas as separate processes, SIGKILLs one mid-run, shows admissions per replica live,
-then stops the survivors gracefully and judges the history read back from the database (through
-ql3-cluster-postgres's `HistoryReader`: this package speaks no SQL). Expected occurrences come
-from each schedule's cron and its database-time window, never a node clock.
+admin, the replicas and the worker, creates schedules firing every second whose runs execute a
+shell command, runs N `ql3 run` replicas and one `ql3 worker` as separate processes, SIGKILLs a
+replica mid-run, shows admissions per replica and executions live, then stops the survivors
+gracefully, lets the worker finish what was admitted, and judges the history read back from the
+database (through ql3-cluster-postgres's `HistoryReader`: this package speaks no SQL): every
+occurrence admitted exactly once and executed once. Expected occurrences come from each
+schedule's cron and its database-time window, never a node clock.
 """
 
 from __future__ import annotations
@@ -37,12 +39,12 @@ from ql3_cluster_postgres import (
     record_zone_rules,
     verify_history,
 )
-from ql3_runtime_core import QL3Error, next_occurrence_ms
+from ql3_runtime_core import QL3Error, TaskExecution, next_occurrence_ms
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ._demo_verdict import DemoVerdict, count_history, show_verdict
+from ._demo_verdict import ROWS_PER_RUN, DemoVerdict, count_history, show_verdict
 from ._schedules import schedule_definition
 
 if TYPE_CHECKING:
@@ -57,6 +59,20 @@ DEMO_POLL_MS = 1_000
 SETTLE_MS = 1_500  # occurrences this close to the end are not judged: they may be in flight
 STOP_TIMEOUT_S = 15.0
 READY_TIMEOUT_S = 60.0
+# What each run executes: a command that says which run and occurrence it is (the worker keeps
+# its output on the attempt: `ql3 runs list`).
+DEMO_COMMAND = 'echo "run $QL3_RUN_ID of $QL3_SCHEDULE at $QL3_SCHEDULED_FOR_MS"'
+DEMO_EXECUTION = TaskExecution(
+    command=DEMO_COMMAND, max_attempts=3, timeout_ms=10_000, retry_backoff_ms=1_000
+)
+DEMO_WORKER = "worker-1"
+DEMO_WORKER_LEASE_MS = 3_000
+DEMO_WORKER_POLL_MS = 200
+DEMO_WORKER_CONCURRENCY = 4
+# After the replicas stopped: how long the worker may take to finish what they admitted (it
+# runs each echo in milliseconds; this only bounds a stuck demo).
+EXECUTION_DRAIN_S = 30.0
+READY_EVENTS = {"run": "service.connected", "worker": "worker.connected"}
 
 
 @dataclass(frozen=True)
@@ -72,9 +88,12 @@ class DemoOptions:
 
 @dataclass
 class _Replica:
+    """A `ql3 run` replica, or (`kind` "worker") the demo's `ql3 worker`."""
+
     name: str
     process: subprocess.Popen[bytes]
     state: str = "running"
+    kind: str = "run"
 
 
 @dataclass
@@ -82,8 +101,15 @@ class _Environment:
     superuser_dsn: str
     admin_dsn: str
     runtime_dsn: str
+    worker_dsn: str
     workdir: Path
     replicas: list[_Replica] = field(default_factory=list)
+    worker: _Replica | None = None
+
+    @property
+    def processes(self) -> list[_Replica]:
+        """The replicas and the worker."""
+        return [*self.replicas, *([self.worker] if self.worker is not None else [])]
 
     @functools.cached_property
     def history(self) -> HistoryReader:
@@ -121,7 +147,7 @@ def _database(options: DemoOptions, console: Console) -> Iterator[_Environment]:
         if options.dsn is not None:
             migrate(options.dsn)
             record_zone_rules(options.dsn)  # replicas claim only with recorded zone rules
-            yield _Environment(options.dsn, options.dsn, options.dsn, workdir)
+            yield _Environment(options.dsn, options.dsn, options.dsn, options.dsn, workdir)
             return
         if not options.as_json:
             console.print("starting a private PostgreSQL ...")
@@ -130,8 +156,10 @@ def _database(options: DemoOptions, console: Console) -> Iterator[_Environment]:
             provision_roles(superuser_dsn)
             migrate(superuser_dsn)
             record_zone_rules(superuser_dsn)  # replicas claim only with recorded zone rules
-            admin_dsn, runtime_dsn = (_login_user(server, role) for role in ("admin", "runtime"))
-            yield _Environment(superuser_dsn, admin_dsn, runtime_dsn, workdir)
+            admin_dsn, runtime_dsn, worker_dsn = (
+                _login_user(server, role) for role in ("admin", "runtime", "worker_ingress")
+            )
+            yield _Environment(superuser_dsn, admin_dsn, runtime_dsn, worker_dsn, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -144,13 +172,15 @@ def _login_user(server: PrivateServer, role: str) -> str:
 
 
 def _create_schedules(env: _Environment, count: int) -> dict[int, tuple[str, int]]:
-    """Create `count` every-second schedules; returns id -> (name, first cursor by DB time)."""
+    """Create `count` every-second command schedules; id -> (name, first cursor by DB time)."""
     prefix = f"demo-{secrets.token_hex(2)}"
     definition = schedule_definition(DEMO_CRON, "UTC", "fire_once", 60_000)
     created: dict[int, tuple[str, int]] = {}
     with ScheduleAdmin(env.admin_dsn) as admin:
         for index in range(count):
-            record = admin.add_schedule(f"{prefix}-{index + 1:03d}", definition)
+            record = admin.add_schedule(
+                f"{prefix}-{index + 1:03d}", definition, execution=DEMO_EXECUTION
+            )
             if record.next_due_at_ms is not None:
                 created[record.schedule_id] = (record.name, record.next_due_at_ms)
     return created
@@ -178,17 +208,43 @@ def _start_replica(env: _Environment, index: int) -> _Replica:
     return _Replica(name, process, state="starting")
 
 
+def _start_worker(env: _Environment) -> _Replica:
+    """Start the demo's `ql3 worker` (login of ql3_worker_ingress) in the demo's folder."""
+    environ = {key: value for key, value in os.environ.items() if not key.startswith("QL3_")}
+    environ["QL3_WORKER_DSN"] = env.worker_dsn
+    command = [
+        sys.executable, "-m", "ql3_cluster_control", "worker",
+        "--worker-id", DEMO_WORKER,
+        "--lease-ms", str(DEMO_WORKER_LEASE_MS),
+        "--poll-interval-ms", str(DEMO_WORKER_POLL_MS),
+        "--concurrency", str(DEMO_WORKER_CONCURRENCY),
+        "--log-format", "json",
+    ]  # fmt: skip
+    log = (env.workdir / f"{DEMO_WORKER}.log").open("wb")
+    # Our own interpreter and module, arguments built here: nothing untrusted is executed.
+    process = subprocess.Popen(  # noqa: S603
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        env=environ,
+        cwd=env.workdir,
+    )
+    log.close()
+    return _Replica(DEMO_WORKER, process, state="starting", kind="worker")
+
+
 def _connected(env: _Environment, replica: _Replica) -> bool:
-    """Tell whether the replica logged that it connected (its JSON log has the event)."""
+    """Tell whether the process logged that it connected (its JSON log has the event)."""
     log = (env.workdir / f"{replica.name}.log").read_text(encoding="utf-8", errors="replace")
-    return '"service.connected"' in log
+    return f'"{READY_EVENTS[replica.kind]}"' in log
 
 
 def _wait_connected(env: _Environment, live: Live | None, options: DemoOptions) -> None:
-    """Wait until every replica connected, so the run (and the kill) starts with all of them."""
+    """Wait until every replica and the worker connected: the run starts with all of them."""
     deadline = time.monotonic() + READY_TIMEOUT_S
-    while any(replica.state == "starting" for replica in env.replicas):
-        for replica in env.replicas:
+    while any(replica.state == "starting" for replica in env.processes):
+        for replica in env.processes:
             if replica.state == "starting" and _connected(env, replica):
                 replica.state = "running"
             elif replica.process.poll() is not None:
@@ -196,7 +252,7 @@ def _wait_connected(env: _Environment, live: Live | None, options: DemoOptions) 
                 msg = f"demo: {replica.name} exited with {replica.process.returncode}: {tail}"
                 raise QL3Error(msg)
         if time.monotonic() > deadline:
-            msg = f"demo: replicas did not connect within {READY_TIMEOUT_S:g} s"
+            msg = f"demo: replicas or worker did not connect within {READY_TIMEOUT_S:g} s"
             raise QL3Error(msg)
         if live is not None:
             live.update(_progress_table(env, 0.0, options))
@@ -205,30 +261,40 @@ def _wait_connected(env: _Environment, live: Live | None, options: DemoOptions) 
 
 def _progress_table(env: _Environment, elapsed: float, options: DemoOptions) -> Table:
     counts = env.history.admissions_by_owner()
+    attempts = env.history.attempt_counts()
     table = Table(
         title=f"QL3 demo: {elapsed:4.1f} s of {options.seconds:g} s",
-        caption="admissions per replica, read from ql3.runs",
+        caption="admissions per replica (ql3.runs); runs executed (ql3.attempts succeeded)",
     )
-    table.add_column("replica")
+    table.add_column("process")
     table.add_column("pid", justify="right")
     table.add_column("state")
-    table.add_column("admissions", justify="right")
-    for replica in env.replicas:
+    table.add_column("admitted", justify="right")
+    table.add_column("executed", justify="right")
+    for replica in env.processes:
         if replica.state in {"starting", "running"} and replica.process.poll() is not None:
             replica.state = f"exited ({replica.process.returncode})"
+        worker = replica.kind == "worker"
         table.add_row(
             replica.name,
             str(replica.process.pid),
             replica.state,
-            str(counts.get(replica.name, 0)),
+            "" if worker else str(counts.get(replica.name, 0)),
+            f"{attempts.succeeded} ({attempts.queued + attempts.running} waiting)"
+            if worker
+            else "",
         )
-    table.add_row("total", "", "", str(sum(counts.values())))
+    table.add_row("total", "", "", str(sum(counts.values())), str(attempts.succeeded))
     return table
 
 
 def _run_replicas(env: _Environment, options: DemoOptions, console: Console) -> str | None:
-    """Run the replicas for the demo's duration, SIGKILL one mid-run; returns its name."""
+    """Run the replicas and the worker for the demo's duration, SIGKILL a replica mid-run.
+
+    Returns the killed replica's name.
+    """
     env.replicas.extend(_start_replica(env, index + 1) for index in range(options.replicas))
+    env.worker = _start_worker(env)
     victim = env.replicas[0] if options.replicas > 1 else None
     kill_at = options.seconds * 0.4
     live = Live(console=console, refresh_per_second=4, transient=False)
@@ -269,6 +335,15 @@ def _drain(env: _Environment, schedules: dict[int, tuple[str, int]], end_ms: int
         time.sleep(0.25)
 
 
+def _drain_execution(env: _Environment, schedules: dict[int, tuple[str, int]]) -> None:
+    """Wait (monotonic deadline) until the worker ended every admitted run (none live)."""
+    deadline = time.monotonic() + EXECUTION_DRAIN_S
+    while time.monotonic() < deadline:
+        if not any(run.live for run in env.history.runs(list(schedules))):
+            return
+        time.sleep(0.25)
+
+
 def _stop_replicas(replicas: Sequence[_Replica]) -> None:
     for replica in replicas:
         if replica.process.poll() is None:
@@ -299,9 +374,10 @@ def _verdict(
     report = verify_history(env.admin_dsn, since_ms=start_ms if options.dsn else None)
     at_rest = env.history.claims_held(ids)
     exits = {replica.name: replica.process.returncode for replica in env.replicas}
+    worker_exit = None if env.worker is None else env.worker.process.returncode
     graceful = all(code == 0 for name, code in exits.items() if name != killed)
     return DemoVerdict(
-        ok=counts.exact and at_rest == 0 and report.ok and graceful,
+        ok=counts.exact and at_rest == 0 and report.ok and graceful and worker_exit == 0,
         replicas=options.replicas,
         killed_replica=killed,
         schedules=len(schedules),
@@ -315,12 +391,15 @@ def _verdict(
         unexpected=counts.unexpected,
         lateness_p50_ms=counts.lateness_p50_ms,
         lateness_p99_ms=counts.lateness_p99_ms,
-        rows_per_admission="1:1:2" if counts.rows_ok else "NOT 1:1:2",
+        executed=counts.executed,
+        not_executed=counts.not_executed,
+        rows_per_run=ROWS_PER_RUN if counts.rows_ok else f"NOT {ROWS_PER_RUN}",
         claims_at_rest=at_rest,
         verify_ok=report.ok,
         violations=[f"{v.rule}: schedule {v.schedule_id}: {v.detail}" for v in report.violations],
         admissions_by_replica=counts.by_owner,
         replica_exit_codes=exits,
+        worker_exit_code=worker_exit,
     )
 
 
@@ -340,7 +419,7 @@ def run_demo(options: DemoOptions) -> DemoVerdict:
             try:
                 verdict = _demo(env, options, console)
             finally:
-                for replica in env.replicas:
+                for replica in env.processes:
                     if replica.process.poll() is None:
                         replica.process.kill()
                         replica.process.wait()
@@ -362,11 +441,15 @@ def _demo(env: _Environment, options: DemoOptions, console: Console) -> DemoVerd
     start_ms = min(first for _, first in schedules.values())
     if not options.as_json:
         console.print(
-            f"{len(schedules)} schedules every second; {options.replicas} replicas for"
-            f" {options.seconds:g} s; one is SIGKILLed at {options.seconds * 0.4:.1f} s"
+            f"{len(schedules)} schedules every second; each run executes\n  {DEMO_COMMAND}\n"
+            f"{options.replicas} replicas admit and {DEMO_WORKER} executes for"
+            f" {options.seconds:g} s; a replica is SIGKILLed at {options.seconds * 0.4:.1f} s"
         )
     killed = _run_replicas(env, options, console)
     end_ms = env.history.database_now_ms() - SETTLE_MS
     _drain(env, schedules, end_ms)
     _stop_replicas(env.replicas)
+    _drain_execution(env, schedules)
+    if env.worker is not None:
+        _stop_replicas([env.worker])
     return _verdict(env, schedules, (start_ms, end_ms), options, killed)

@@ -1,7 +1,9 @@
 """The demo's verdict: counting a history read from the database, and showing the result.
 
 Pure functions over the runs the demo read back (`ql3_cluster_postgres.RunRecord`; no I/O, no
-clock), so the arithmetic that decides PASS or FAIL is unit-tested on its own.
+clock), so the arithmetic that decides PASS or FAIL is unit-tested on its own. The demo's worker
+executes every run it admitted, so a well-formed run ends as 1 run : 1 attempt (succeeded) : 4
+events (`run.admitted`, `attempt.queued` at admission; `attempt.running`, `attempt.succeeded`).
 """
 
 from __future__ import annotations
@@ -20,9 +22,19 @@ if TYPE_CHECKING:
     from ql3_cluster_postgres import RunRecord
     from rich.console import Console
 
-__all__ = ["DemoVerdict", "HistoryCounts", "count_history", "percentile", "show_verdict"]
+__all__ = [
+    "ROWS_PER_RUN",
+    "DemoVerdict",
+    "HistoryCounts",
+    "count_history",
+    "percentile",
+    "show_verdict",
+]
 
-EVENTS_PER_RUN = 2  # run.admitted and attempt.queued
+# Events of a run executed once: two at admission (the run admitted, its attempt queued), then
+# the attempt running and succeeded.
+EVENTS_PER_EXECUTED_RUN = 4
+ROWS_PER_RUN = f"1:1:{EVENTS_PER_EXECUTED_RUN}"
 
 
 class DemoVerdict(BaseModel):
@@ -44,12 +56,15 @@ class DemoVerdict(BaseModel):
     unexpected: int
     lateness_p50_ms: int | None
     lateness_p99_ms: int | None
-    rows_per_admission: str
+    executed: int
+    not_executed: int
+    rows_per_run: str
     claims_at_rest: int
     verify_ok: bool
     violations: list[str]
     admissions_by_replica: dict[str, int]
     replica_exit_codes: dict[str, int | None]
+    worker_exit_code: int | None
 
 
 @dataclass(frozen=True)
@@ -64,15 +79,18 @@ class HistoryCounts:
     unexpected: int
     lateness_p50_ms: int | None
     lateness_p99_ms: int | None
+    executed: int
+    not_executed: int
     rows_ok: bool
     by_owner: dict[str, int]
 
     @property
     def exact(self) -> bool:
-        """Every expected occurrence once, nothing else, none early, 1:1:2 rows."""
+        """Every expected occurrence once, nothing else, none early, each executed once."""
         return (
             self.expected > 0
             and self.duplicates == self.early == self.missing == self.unexpected == 0
+            and self.not_executed == 0
             and self.rows_ok
         )
 
@@ -89,11 +107,13 @@ def percentile(values: Sequence[int], fraction: float) -> int | None:
 def count_history(
     rows: Sequence[RunRecord], expected: set[tuple[int, int]], end_ms: int
 ) -> HistoryCounts:
-    """Count duplicates, early, missing and unexpected admissions up to `end_ms`.
+    """Count duplicates, early, missing and unexpected admissions up to `end_ms`, and execution.
 
     Runs after `end_ms` may still be in flight when the window closes: they are not judged for
-    completeness, but every run counts for duplicates, earliness and the 1:1:2 shape.
+    completeness, but every run counts for duplicates, earliness, execution and the row shape.
+    A run is executed when exactly one of its attempts succeeded and none is still live.
     """
+    executed = sum(1 for row in rows if row.succeeded == 1 and row.live == 0)
     keys = [(row.schedule_id, row.scheduled_for_ms) for row in rows]
     judged = {key for key in keys if key[1] <= end_ms}
     lateness = [
@@ -108,7 +128,12 @@ def count_history(
         unexpected=len(judged - expected),
         lateness_p50_ms=percentile(lateness, 0.50),
         lateness_p99_ms=percentile(lateness, 0.99),
-        rows_ok=all(row.attempts == 1 and row.events == EVENTS_PER_RUN for row in rows),
+        executed=executed,
+        not_executed=len(rows) - executed,
+        rows_ok=all(
+            (row.attempts, row.succeeded, row.events) == (1, 1, EVENTS_PER_EXECUTED_RUN)
+            for row in rows
+        ),
         by_owner=dict(sorted(Counter(row.owner_id for row in rows).items())),
     )
 
@@ -131,7 +156,9 @@ def show_verdict(verdict: DemoVerdict, console: Console) -> None:
             "lateness p50 / p99 (ms, DB time)",
             f"{verdict.lateness_p50_ms} / {verdict.lateness_p99_ms}",
         ),
-        ("rows per admission (run:attempt:events)", verdict.rows_per_admission),
+        ("executed by the worker (one succeeded attempt)", verdict.executed),
+        ("not executed", verdict.not_executed),
+        ("rows per run (run:attempt:events)", verdict.rows_per_run),
         ("claims left at rest", verdict.claims_at_rest),
         ("ql3 verify", "clean" if verdict.verify_ok else f"{len(verdict.violations)} violations"),
     ):
@@ -139,4 +166,8 @@ def show_verdict(verdict: DemoVerdict, console: Console) -> None:
     console.print(table)
     for violation in verdict.violations:
         console.print(f"  violation: {violation}")
-    console.print("PASS: every occurrence exactly once, none early" if verdict.ok else "FAIL")
+    console.print(
+        "PASS: every occurrence admitted exactly once, none early, each executed once"
+        if verdict.ok
+        else "FAIL"
+    )

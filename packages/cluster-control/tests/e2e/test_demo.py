@@ -12,7 +12,7 @@ from ql3_testkit import Ql3Database  # noqa: TC002  # pytest resolves fixture an
 
 
 def test_demo_verdict_is_exact() -> None:
-    """The demo's JSON verdict shows every expected occurrence once, none early, 1:1:2, exit 0."""
+    """The demo's verdict: every occurrence admitted once, none early, each executed once."""
     result = run_ql3(
         "demo", "--json", "--seconds", "6", "--schedules", "3", "--replicas", "3", timeout=240
     )
@@ -25,7 +25,10 @@ def test_demo_verdict_is_exact() -> None:
     assert verdict["duplicates"] == 0
     assert verdict["early"] == 0
     assert verdict["missing"] == 0
-    assert verdict["rows_per_admission"] == "1:1:2"
+    assert verdict["rows_per_run"] == "1:1:4"
+    assert verdict["executed"] >= verdict["admitted"]
+    assert verdict["not_executed"] == 0
+    assert verdict["worker_exit_code"] == 0
     assert verdict["claims_at_rest"] == 0
     assert verdict["verify_ok"] is True
     assert verdict["lateness_p50_ms"] is not None
@@ -115,6 +118,13 @@ def test_demo_against_a_given_database(ql3_db: Ql3Database) -> None:
     assert verdict["ok"] is True
     assert verdict["missing"] == 0
     assert verdict["duplicates"] == 0
+    assert verdict["not_executed"] == 0
+    outputs = sql_rows(
+        ql3_db.superuser_dsn,
+        "SELECT a.output_tail, r.id FROM ql3.attempts AS a JOIN ql3.runs AS r ON r.id = a.run_id",
+    )
+    assert len(outputs) == verdict["executed"] > 0
+    assert all(tail.startswith(f"run {run_id} of demo-") for tail, run_id in outputs)
     names = sql_rows(
         ql3_db.superuser_dsn, "SELECT count(*) FROM ql3.tasks WHERE name LIKE 'demo-%'"
     )

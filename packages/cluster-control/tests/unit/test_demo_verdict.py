@@ -1,4 +1,4 @@
-"""The demo's verdict arithmetic: duplicates, early, missing, unexpected, lateness, 1:1:2."""
+"""The demo's verdict arithmetic: duplicates, early, missing, unexpected, lateness, execution."""
 
 from __future__ import annotations
 
@@ -6,23 +6,35 @@ from ql3_cluster_control._demo_verdict import count_history, percentile
 from ql3_cluster_postgres import RunRecord
 
 
-def _row(schedule: int, at: int, created: int, *, events: int = 2) -> RunRecord:
+def _row(
+    schedule: int,
+    at: int,
+    created: int,
+    *,
+    events: int = 4,
+    attempts: int = 1,
+    succeeded: int = 1,
+    live: int = 0,
+) -> RunRecord:
     return RunRecord(
         schedule_id=schedule,
         scheduled_for_ms=at,
         created_at_ms=created,
         owner_id="r",
-        attempts=1,
+        attempts=attempts,
         events=events,
+        succeeded=succeeded,
+        live=live,
     )
 
 
 def test_exact_history_passes() -> None:
-    """Every expected occurrence once, on time, 1:1:2: exact, with lateness percentiles."""
+    """Every expected occurrence once, on time, executed once (1:1:4): exact, with percentiles."""
     rows = [_row(1, 1_000, 1_010), _row(1, 2_000, 2_030), _row(2, 1_000, 1_005)]
     counts = count_history(rows, {(1, 1_000), (1, 2_000), (2, 1_000)}, end_ms=2_000)
     assert counts.exact
-    assert counts.admitted == 3
+    assert counts.admitted == counts.executed == 3
+    assert counts.not_executed == 0
     assert counts.lateness_p50_ms == 10
     assert counts.lateness_p99_ms == 30
 
@@ -47,6 +59,18 @@ def test_wrong_row_shape_and_empty_expectation_fail() -> None:
     """A run with one event, or a window that expected nothing, is not a passing history."""
     assert not count_history([_row(1, 1_000, 1_000, events=1)], {(1, 1_000)}, 1_000).exact
     assert not count_history([], set(), 1_000).exact
+
+
+def test_a_run_not_executed_once_fails() -> None:
+    """A run still queued, or one that needed a retry, is counted and breaks exactness."""
+    queued = _row(1, 1_000, 1_000, events=2, succeeded=0, live=1)
+    retried = _row(1, 2_000, 2_000, events=7, attempts=2)
+    counts = count_history([queued, retried], {(1, 1_000), (1, 2_000)}, 2_000)
+    assert (counts.executed, counts.not_executed) == (1, 1)
+    assert not counts.rows_ok
+    assert not counts.exact
+    alone = count_history([retried], {(1, 2_000)}, 2_000)
+    assert (alone.not_executed, alone.rows_ok, alone.exact) == (0, False, False)
 
 
 def test_percentile_is_nearest_rank() -> None:

@@ -1,8 +1,9 @@
 """Read-only views of the admitted and executed history: the demo's verdict, status, `runs list`.
 
 `HistoryReader` answers the questions `ql3 demo` asks of the database while and after its
-replicas run: the database clock, admissions per replica, each run of some schedules with its
-attempt and event counts (rows per admission 1:1:2), and the claims still held on them. It also
+replicas and its worker run: the database clock, admissions per replica, each run of some
+schedules with its attempt and event counts (1:1:2 at admission) and whether it was executed, and
+the claims still held on them. It also
 answers what workers did (issue 13): attempts by state with the oldest queued age
 (`attempt_counts`, for `ql3 status`) and the latest runs with their attempts (`recent_runs`, for
 `ql3 runs list`). The control plane reads them through this typed API and never speaks SQL
@@ -33,7 +34,12 @@ _T = TypeVar("_T")
 
 
 class RunRecord(BaseModel):
-    """One admitted run with how many attempts and events it has (1 and 2 when well formed)."""
+    """One admitted run with its row counts and how far its execution got.
+
+    `attempts` and `events` are 1 and 2 when it was just admitted; `succeeded` counts its
+    succeeded attempts (1 once a worker executed it), `live` its queued or running ones (0 once
+    it has ended; never more than 1).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -43,6 +49,8 @@ class RunRecord(BaseModel):
     owner_id: str
     attempts: int
     events: int
+    succeeded: int
+    live: int
 
 
 class AttemptCounts(BaseModel):

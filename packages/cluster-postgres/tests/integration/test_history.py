@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from uuid import uuid4
 
 import psycopg
 import pytest
-from ql3_cluster_postgres import HistoryReader, PostgresScheduleRepository, RunRecord
-from ql3_runtime_core import CommitStatus, QL3Error
+from ingress_helpers import admit, rows, take
+from ql3_cluster_postgres import (
+    HistoryReader,
+    PostgresScheduleRepository,
+    RunRecord,
+    WorkerIngress,
+)
+from ql3_runtime_core import AttemptOutcome, AttemptResult, CommitStatus, QL3Error
 from repo_helpers import command, db_now_ms, decide, make_schedules
 
 if TYPE_CHECKING:
@@ -49,6 +56,25 @@ def test_runs_claims_and_owners_follow_what_the_repository_did(ql3_db: Ql3Databa
         expected
     )
     assert all(isinstance(r, RunRecord) and (r.attempts, r.events) == (1, 2) for r in runs)
+    assert {(r.succeeded, r.live) for r in runs} == {(0, 1)}  # queued, nobody executed them
+
+
+def test_runs_tell_what_a_worker_executed(ql3_db: Ql3Database) -> None:
+    """A run taken is live; once its attempt succeeded it reads 1 succeeded, none live, 4 events."""
+    admit(ql3_db, 2)
+    ids = [r["id"] for r in rows(ql3_db.dsn("admin"), "SELECT id FROM ql3.trigger_schedules")]
+    token = uuid4()
+    done = AttemptResult(outcome=AttemptOutcome.SUCCEEDED, exit_code=0, output_tail="")
+    with (
+        WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress,
+        HistoryReader(ql3_db.dsn("admin")) as history,
+    ):
+        first, second = take(ingress, token)
+        assert ingress.finish_attempt(first.attempt_id, token, done).recorded
+        shapes = {(r.attempts, r.events, r.succeeded, r.live) for r in history.runs(sorted(ids))}
+    # run.admitted, attempt.queued, attempt.running (+ attempt.succeeded once it ended)
+    assert shapes == {(1, 4, 1, 0), (1, 3, 0, 1)}
+    assert second.attempt_id != first.attempt_id
 
 
 def test_the_reader_never_writes(ql3_db: Ql3Database) -> None:

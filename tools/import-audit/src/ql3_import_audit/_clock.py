@@ -1,4 +1,4 @@
-"""AST pass for rule zero: no node wall clock in src, tests, bench, chaos or tools (SPEC §1).
+"""AST pass for rule zero: no node wall clock in src, tests, bench, chaos, examples, tools (§1).
 
 ruff's TID251 (root pyproject) bans the direct spellings; this pass finds what it cannot. The data
 flow of `_flow` / `_bindings` gives every expression the stdlib objects it may hold, over the whole

@@ -27,7 +27,7 @@ FORBIDDEN_EXTERNAL: Final[dict[str, tuple[str, ...]]] = {
 # may import them (declared in their own `[dependency-groups] test`); product src may not.
 TEST_KITS: Final = ("tools/pg-testkit",)
 # Folders at the root that are audited for rule zero only (they are not wheels).
-RULE_ZERO_ONLY: Final = ("bench", "chaos")
+RULE_ZERO_ONLY: Final = ("bench", "chaos", "examples")
 # The audit's own planted violations; never part of the audited tree.
 FIXTURES: Final = "tools/import-audit/tests/fixtures"
 
@@ -110,7 +110,7 @@ class Workspace:
         return frozenset(package.import_name for package in self.packages if package.test_kit)
 
     def rule_zero_folders(self) -> list[Path]:
-        """Return every folder audited for rule zero: package src/tests, bench, chaos, tools."""
+        """Return every folder audited for rule zero: package src/tests, bench, chaos, examples."""
         folders = [path for package in self.packages for path in (package.src, package.tests)]
         folders += [self.root / name for name in RULE_ZERO_ONLY]
         tools = self.root / "tools"

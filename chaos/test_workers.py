@@ -1,0 +1,263 @@
+"""Execution under faults (issue 13.6): real `ql3 worker` processes run what `ql3 run` admits.
+
+Each scenario starts one Coordinator replica and real workers, adds every-second schedules whose
+runs execute a shell command, injects its fault, proves from the database (and the processes'
+exit codes and logs) that the fault happened, and ends with the admission checks of every
+scenario plus `judge_execution` (chaos/workers.py): every Run ends with exactly one succeeded
+attempt, or with all its attempts used when its command always fails; none abandoned without a
+successor; no two live attempts; retries never before their database-time backoff.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness import SLACK, Bound, pause, wait_until
+from ql3_runtime_core import TaskExecution
+from workers import Workers, attempts, judge_execution, wait_settled
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from harness import Scenario
+    from workers import ExecutionVerdict
+
+REPLICA_LEASE_MS = 2_000
+WORKER_LEASE_MS = 2_000
+WINDOW_S = 6
+# The replica is never faulted in the first three scenarios: a due occurrence waits only for a
+# cycle slack, as in the baseline (the workers' commands share the machine's 2 cores).
+BOUND = Bound.of(SLACK)
+# A run's commands last at most a few seconds; 60 s only stops a hung run.
+SETTLE_S = 60
+TIMEOUT_MS = 1_000
+
+
+def _start(run: Scenario, workers: int) -> Workers:
+    """Prepare the database, one connected `ql3 run` replica and `workers` connected workers."""
+    run.prepare()
+    run.replica(lease_ms=REPLICA_LEASE_MS)
+    group = Workers(run)
+    for _ in range(workers):
+        group.start(lease_ms=WORKER_LEASE_MS)
+    run.wait_ready()
+    return group
+
+
+def _conclude(
+    run: Scenario,
+    workers: Workers,
+    *,
+    bound: Bound | None = BOUND,
+    exhausting: Iterable[int] = (),
+    window_s: float = WINDOW_S,
+) -> ExecutionVerdict:
+    """Wait for the window's end and every run's end; stop everything; judge from the database."""
+    run.wait_exhausted(timeout_s=window_s + 30)
+    wait_settled(run, workers, timeout_s=SETTLE_S)
+    workers.stop_all()
+    run.finish(bound=bound, executed=True)
+    verdict = judge_execution(run, exhausting=exhausting)
+    run.evidence.verdict = f"{verdict.succeeded_once} runs succeeded once" + (
+        f", {verdict.exhausted} exhausted" if verdict.exhausted else ""
+    )
+    return verdict
+
+
+def _running_since(run: Scenario, ms: int) -> list[tuple[int, str]]:
+    """Return the running attempts (id, holder) taken at least `ms` ago by the database clock."""
+    rows = run.fetch_admin(
+        "SELECT id, worker_id FROM ql3.attempts WHERE state = 'running' AND started_at_ms <="
+        " floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - %s ORDER BY id",
+        (ms,),
+    )
+    return [(int(row[0]), str(row[1])) for row in rows]
+
+
+def test_sigkilled_worker_is_abandoned_by_lease_and_its_runs_retried(
+    scenario: Callable[[str, str], Scenario],
+) -> None:
+    """A SIGKILLed worker's attempts are abandoned after their lease and retried, once each."""
+    run = scenario("worker-sigkill", "8")
+    workers = _start(run, 2)
+    run.add_schedules(
+        1,
+        window_s=WINDOW_S,
+        execution=TaskExecution(
+            command="sleep 2; echo done $QL3_RUN_ID", max_attempts=3, retry_backoff_ms=0
+        ),
+    )
+    wait_until(
+        lambda: bool(_running_since(run, 300)), timeout_s=30, what="a command running for 300 ms"
+    )
+    holder = _running_since(run, 300)[0][1]
+    victim = next(w for w in workers.started if w.worker_id == holder)
+    survivor = next(w for w in workers.started if w.worker_id != holder)
+    assert victim.kill() == -signal.SIGKILL, victim.tail()
+    orphaned = [row[0] for row in _running_since(run, 0) if row[1] == holder]
+    assert orphaned, "the killed worker held no running attempt"
+    run.fault(f"SIGKILL worker {holder} holding {len(orphaned)} running attempt(s)")
+    _conclude(run, workers)
+    by_id = {a["id"]: a for a in attempts(run)}
+    abandoned = run.fetch_admin(
+        "SELECT attempt_id, payload, created_at_ms FROM ql3.events"
+        " WHERE kind = 'attempt.abandoned' AND attempt_id = ANY(%s)",
+        (orphaned,),
+    )
+    assert len(abandoned) == len(orphaned), "an orphaned attempt was not abandoned"
+    margins = []
+    for attempt_id, payload, at_ms in abandoned:
+        assert by_id[attempt_id]["state"] == "abandoned"
+        assert payload["worker_id"] == holder
+        assert payload["retried"] is True
+        margins.append(int(at_ms) - int(payload["lease_expired_at_ms"]))
+        successor = next(
+            a
+            for a in by_id.values()
+            if a["run_id"] == by_id[attempt_id]["run_id"]
+            and a["number"] == by_id[attempt_id]["number"] + 1
+        )
+        assert (successor["state"], successor["worker_id"]) == ("succeeded", survivor.worker_id)
+    assert min(margins) >= 0, f"abandoned before the lease expired: {margins} ms"
+    logged = [r for r in survivor.events("attempt.abandoned") if r.get("holder") == holder]
+    assert len(logged) == len(orphaned), survivor.tail()
+    run.note(
+        f"{len(orphaned)} attempt(s) of the killed worker abandoned by {survivor.worker_id}"
+        f" {min(margins)}-{max(margins)} ms after their lease expired (database time),"
+        f" lease {WORKER_LEASE_MS} ms; each successor succeeded"
+    )
+
+
+def test_a_failed_first_attempt_is_retried_after_its_backoff(
+    scenario: Callable[[str, str], Scenario], tmp_path: Path
+) -> None:
+    """A command failing once succeeds after the backoff; one always failing exhausts them."""
+    run = scenario("worker-retry-after-failure", "8")
+    workers = _start(run, 2)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    flaky = (
+        f'm={markers}/$QL3_RUN_ID; if [ -e "$m" ]; then echo second;'
+        ' else touch "$m"; echo first >&2; exit 3; fi'
+    )
+    backoff_ms = 500
+    (flaky_id,) = run.add_schedules(
+        1,
+        window_s=WINDOW_S,
+        prefix="flaky",
+        execution=TaskExecution(command=flaky, max_attempts=3, retry_backoff_ms=backoff_ms),
+    )
+    broken = run.add_schedules(
+        1,
+        window_s=WINDOW_S,
+        prefix="broken",
+        execution=TaskExecution(command="echo no; exit 7", max_attempts=2, retry_backoff_ms=0),
+    )
+    verdict = _conclude(run, workers, exhausting=broken)
+    every = attempts(run)
+    flaky_runs = {a["run_id"] for a in every if a["schedule_id"] == flaky_id}
+    firsts = [a for a in every if a["run_id"] in flaky_runs and a["number"] == 1]
+    assert {(a["state"], a["exit_code"]) for a in firsts} == {("failed", 3)}
+    assert len(list(markers.iterdir())) == len(flaky_runs)
+    for first in firsts:
+        (retry,) = [a for a in every if (a["run_id"], a["number"]) == (first["run_id"], 2)]
+        assert retry["not_before_ms"] == first["finished_at_ms"] + backoff_ms
+    exhausted = [a for a in every if a["schedule_id"] in broken]
+    assert {(a["state"], a["exit_code"]) for a in exhausted} == {("failed", 7)}
+    assert verdict.exhausted == len({a["run_id"] for a in exhausted})
+    run.fault(f"{len(firsts)} first attempts exited 3 (marker absent)")
+    run.fault(f"{len(exhausted)} attempts of an always-failing command exited 7")
+    run.note(f"every retry's not_before_ms = the failure's end + {backoff_ms} ms (database time)")
+
+
+def test_a_hanging_command_is_killed_at_its_timeout_and_retried(
+    scenario: Callable[[str, str], Scenario], tmp_path: Path
+) -> None:
+    """A hanging first attempt is killed at its timeout (group), timed_out, and retried."""
+    run = scenario("worker-timeout", "8")
+    workers = _start(run, 2)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    hang = (
+        f'if [ "$QL3_ATTEMPT" = 1 ]; then sleep 60 & echo $! > {pids}/$QL3_RUN_ID; wait; fi;'
+        " echo done"
+    )
+    run.add_schedules(
+        1,
+        window_s=WINDOW_S,
+        execution=TaskExecution(
+            command=hang, timeout_ms=TIMEOUT_MS, max_attempts=2, retry_backoff_ms=0
+        ),
+    )
+    _conclude(run, workers)
+    every = attempts(run)
+    timed_out = [a for a in every if a["number"] == 1]
+    assert {a["state"] for a in timed_out} == {"timed_out"}
+    assert {a["exit_code"] for a in timed_out} <= {-signal.SIGTERM, -signal.SIGKILL}
+    spans = [a["finished_at_ms"] - a["started_at_ms"] for a in timed_out]
+    assert min(spans) >= TIMEOUT_MS, spans
+    hung = [int(path.read_text()) for path in pids.iterdir()]
+    assert len(hung) == len(timed_out)
+    wait_until(
+        lambda: all(_gone(pid) for pid in hung),
+        timeout_s=5,
+        what="every hung `sleep 60` is gone",
+    )
+    run.fault(f"{len(timed_out)} first attempts hung (sleep 60) past a 1 s timeout")
+    run.note(
+        f"timed out after {min(spans)}-{max(spans)} ms (database time); exit codes"
+        f" {sorted({a['exit_code'] for a in timed_out})}; each group's `sleep 60` gone"
+    )
+
+
+def _gone(pid: int) -> bool:
+    """Whether `pid` no longer runs (absent, or a zombie nobody reaped yet)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return fields[0] in {"Z", "X"}
+
+
+def test_database_restart_under_running_workers(
+    scenario: Callable[[str, str], Scenario],
+) -> None:
+    """PostgreSQL restarted while workers run commands: every Run still succeeds exactly once."""
+    run = scenario("worker-db-restart", "8")
+    workers = _start(run, 2)
+    window_s = 8
+    run.add_schedules(
+        2,
+        window_s=window_s,
+        execution=TaskExecution(command="sleep 1; echo ok", max_attempts=3, retry_backoff_ms=0),
+    )
+    wait_until(lambda: bool(_running_since(run, 200)), timeout_s=30, what="a command is running")
+    pause(1.0)  # a few runs executed before the fault
+    wait_until(
+        lambda: bool(_running_since(run, 100)), timeout_s=10, what="a command is running still"
+    )
+    running = [attempt_id for attempt_id, _ in _running_since(run, 0)]
+    before = run.fetch_superuser("SELECT pg_postmaster_start_time()")[0][0]
+    cluster = run.cluster
+    assert cluster is not None
+    started = time.monotonic()
+    cluster.restart()
+    restart_s = time.monotonic() - started
+    after = run.fetch_superuser("SELECT pg_postmaster_start_time()")[0][0]
+    assert after > before, "the server did not restart"
+    assert running, "no attempt was running at the restart"
+    run.fault(f"PostgreSQL restarted (immediate stop) with {len(running)} attempt(s) running")
+    replica_faults = len(run.replicas[0].events("service.fault"))
+    _conclude(run, workers, bound=None, window_s=window_s)
+    faults = workers.count("worker.fault")
+    assert faults >= 1, workers.logs()
+    assert replica_faults >= 1, run.logs()
+    ended = {a["id"]: a["state"] for a in attempts(run) if a["id"] in running}
+    run.note(
+        f"restart took {restart_s:.1f} s; workers logged {faults} worker.fault,"
+        f" {workers.count('attempt.lost')} attempt.lost, the replica {replica_faults}"
+        f" service.fault; the attempts running at the restart ended {sorted(ended.values())}"
+    )
