@@ -140,7 +140,7 @@ def durable_write(dsn: str, *, timeout_s: float = _WRITE_TIMEOUT_S) -> bool:
             timer = threading.Timer(timeout_s, conn.cancel_safe)
             timer.start()
             try:
-                conn.execute("SELECT pg_current_xact_id()")
+                conn.execute("SELECT pg_logical_emit_message(true, 'ql3_testkit', 'durable write')")
             finally:
                 timer.cancel()
     except psycopg.Error:
