@@ -10,9 +10,9 @@ leader by itself.
   rejoining (Patroni's pg_rewind). Each fault is proved by the leader's name and timeline
   changing. After each failover: every admission the replicas had acknowledged before the fault is
   on the new leader; a claim standing when the fault struck (the fault waits up to 2 s for one)
-  is taken over by another replica only after its expiry by the database clock. Verdict: every expected occurrence (cronsim) admitted exactly once, none
-  early, 1:1:2, no claim at rest. Time to recover per fault: leader accepting writes, replicas
-  admitting again, old leader streaming again.
+  is taken over by another replica only after its expiry by the database clock. Verdict: every
+  expected occurrence (cronsim) admitted exactly once, none early, 1:1:2, no claim at rest.
+  Time to recover per fault: leader accepting writes, replicas admitting, old leader streaming.
 - `patroni-unsafe-ack` (issue 14.3): the leader's Patroni is SIGKILLed, so its postmaster keeps
   running as a primary; once another member is promoted, commits there wait for a synchronous
   standby that is gone, and cancelling that wait answers *success* with a WARNING. Those rows are
