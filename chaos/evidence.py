@@ -114,6 +114,8 @@ ORDER = (
     "network-faults",
     "async-replication-loses-acks",
     "sync-replication-keeps-acks",
+    "patroni-failovers",
+    "patroni-unsafe-ack",
     "negative-node-clock-fast",
     "negative-node-clock-commit",
     "negative-unique-dropped",

@@ -53,6 +53,7 @@ from ._connect import (
     reuse_or_connect,
     wrap_error,
 )
+from ._durability import collect_commit_warnings, durability_barrier
 from ._lifecycle import Closing
 from ._migrations import check_schema_version
 from ._outcomes import (
@@ -184,6 +185,9 @@ class PostgresScheduleRepository(Closing):
             inside a transaction that long, so a client cut off between its statement and
             COMMIT (a partition) cannot hold schedule row locks for hours.
         statement_observer: called with (name, SQL, parameters) before each statement is sent.
+        durability_timeout_ms: how long the durability barrier that settles an uncertain commit
+            may wait for the synchronous standby before it is cancelled (the commit then stays
+            uncertain and is settled later).
         zone_rules_version: the zone rules version this replica decides with; default
             `ql3_runtime_core.zone_rules_version()`. Claims are refused while it differs from
             the version recorded in the database (tests pass another one to play a replica
@@ -200,11 +204,16 @@ class PostgresScheduleRepository(Closing):
         lock_timeout_ms: int = 5_000,
         idle_in_transaction_timeout_ms: int = 10_000,
         statement_observer: StatementObserver | None = None,
+        durability_timeout_ms: int = 2_000,
         zone_rules_version: str | None = None,
     ) -> None:
         if max_serialization_retries < 0:
             msg = f"max_serialization_retries: must be >= 0, got {max_serialization_retries}"
             raise ValueError(msg)
+        if durability_timeout_ms <= 0:
+            msg = f"durability_timeout_ms: must be > 0, got {durability_timeout_ms}"
+            raise ValueError(msg)
+        self._durability_timeout_s = durability_timeout_ms / 1000
         self._options = ConnectionOptions(
             conninfo,
             connection,
@@ -556,17 +565,34 @@ class PostgresScheduleRepository(Closing):
             regressed_id, regressed_acquired_ms = regression
             raise ClockRegressionError(regressed_id, row.observed_at_ms, regressed_acquired_ms)
         fenced = set(row.fenced_schedule_ids)
-        try:
-            conn.commit()
-        except psycopg.Error as exc:
-            if not is_connection_lost(exc):
-                raise
-            # COMMIT was sent and its reply lost: the fenced claims may or may not be durable.
-            self._discard_on_failure()
-            logger.warning("commit reply lost; %d fenced claims are uncertain", len(fenced))
+        with collect_commit_warnings(conn) as warnings:
+            try:
+                conn.commit()
+            except psycopg.Error as exc:
+                if not is_connection_lost(exc):
+                    raise
+                # COMMIT was sent and its reply lost: the fenced claims may or may not be durable.
+                self._discard_on_failure()
+                logger.warning("commit reply lost; %d fenced claims are uncertain", len(fenced))
+                return uncertain_batch(commits, fenced, retries)
+        if warnings:
+            # Success with a WARNING: committed on this server only (the wait for the synchronous
+            # standby was cancelled), so a failover may lose it. Uncertain, like a lost reply;
+            # the connection goes so the resolution reconnects to whichever server leads now.
+            self._drop_connection()
+            logger.warning(
+                "commit acknowledged only with a WARNING (%s); %d fenced claims are uncertain",
+                warnings[0],
+                len(fenced),
+                extra={"event": "commit.unsafe_ack", "warning": warnings[0]},
+            )
             return uncertain_batch(commits, fenced, retries)
         conn.autocommit = True
         return committed_batch(commits, row, retries)
+
+    def _drop_connection(self) -> None:
+        close_quietly(self._conn)
+        self._conn = None
 
     # -- uncertainty (§7) -------------------------------------------------------------------
 
@@ -576,16 +602,37 @@ class PostgresScheduleRepository(Closing):
         The exact claim still standing means the commit did not land: commit it again through
         the normal fenced path. Otherwise the runs (or, for a decision admitting nothing, the
         schedule row) show whether it landed; if neither, it raced.
+
+        Facts count only once they are durable: a durability barrier (a commit the synchronous
+        standby must acknowledge cleanly) runs first on the same connection, so a commit kept
+        only by an isolated old primary is never settled as admitted.
+
+        Raises:
+            RepositoryUnavailableError: the barrier was not acknowledged cleanly (or the server
+                is unreachable); the commit stays uncertain, settle it later.
+
         """
         claim = commit.claim
-        state = self._schedule_row(claim.schedule_id)
-        if state is not None and claim_stands(claim, state):
-            outcome = self.commit_decisions([commit]).outcomes[0]
-            if outcome.status is not CommitStatus.RACED:
-                return outcome
+        with self._lock:
+            self._durability_barrier()
             state = self._schedule_row(claim.schedule_id)
-        landed = self._landed_outcome(commit, state)
+            if state is not None and claim_stands(claim, state):
+                outcome = self.commit_decisions([commit]).outcomes[0]
+                if outcome.status is not CommitStatus.RACED:
+                    return outcome
+                state = self._schedule_row(claim.schedule_id)
+            landed = self._landed_outcome(commit, state)
         return landed or CommitOutcome(schedule_id=claim.schedule_id, status=CommitStatus.RACED)
+
+    def _durability_barrier(self) -> None:
+        try:
+            durability_barrier(self._connection(), self._durability_timeout_s)
+        except RepositoryUnavailableError:
+            self._drop_connection()  # reconnect next time: another server may lead by then
+            raise
+        except psycopg.Error as exc:
+            self._discard_on_failure()
+            raise wrap_error(exc, "repository: durability barrier") from exc
 
     def _schedule_row(self, schedule_id: int) -> StoredSchedule | None:
         """Read the schedule's fencing columns by name (None when the row is gone)."""

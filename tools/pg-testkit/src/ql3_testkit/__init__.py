@@ -2,7 +2,8 @@
 
 Never a dependency of the product wheels: the package tests, chaos/ and bench/ install it beside
 them. `ThrowawayCluster` extends the product's `PrivateServer` (the one server `ql3 demo` starts)
-with what only tests need; `prepare_ql3_database` gives a migrated database with a login user per
+with what only tests need; `PatroniCluster` runs three members under Patroni with etcd for
+failover tests; `prepare_ql3_database` gives a migrated database with a login user per
 role, cloned from a template in a tenth of a second.
 """
 
@@ -20,17 +21,21 @@ from ._databases import (
 )
 from ._errors import ThrowawayClusterError
 from ._faketime import find_faketime_library
+from ._patroni import PatroniCluster, PatroniMember, durable_write
 from ._wire_fault_proxy import WireFaultProxy
 
 __version__ = _version("ql3-testkit")
 
 __all__ = [
+    "PatroniCluster",
+    "PatroniMember",
     "Ql3Database",
     "ThrowawayCluster",
     "ThrowawayClusterError",
     "WireFaultProxy",
     "__version__",
     "drop_database",
+    "durable_write",
     "find_faketime_library",
     "login_password",
     "login_user_name",

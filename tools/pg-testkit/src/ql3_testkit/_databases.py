@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -31,8 +31,20 @@ from ql3_cluster_postgres import (
 
 from ._sql import statement
 
-if TYPE_CHECKING:
-    from ql3_cluster_postgres import PrivateServer
+
+class PrivateServer(Protocol):
+    """What database set-up needs of a server: a `ThrowawayCluster` or a `PatroniCluster`."""
+
+    superuser_password: str
+
+    def dsn(self, dbname: str = ...) -> str:
+        """Return the superuser conninfo of `dbname`."""
+        ...
+
+    def connect(self, dbname: str = ...) -> psycopg.Connection[Any]:
+        """Open an autocommit superuser connection to `dbname`."""
+        ...
+
 
 __all__ = [
     "Ql3Database",

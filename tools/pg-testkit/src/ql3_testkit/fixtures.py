@@ -17,6 +17,8 @@ missing server or libfaketime is an error saying what to install, never a skip.
   see the step at once).
 - `faketime_db` (function): a `Ql3Database` on `faketime_cluster`; the clock offset is 0 when the
   test starts and is reset to 0 after it.
+- `patroni_cluster` (module): a `PatroniCluster` (three members, etcd, `synchronous_mode`),
+  started for the module's tests (~15 s) and torn down after them.
 - `make_ql3_db` (function): a factory `make_ql3_db(cluster=None) -> Ql3Database` for tests that
   need several databases; each is dropped after the test.
 """
@@ -30,6 +32,7 @@ import pytest
 
 from ._cluster import ThrowawayCluster
 from ._databases import Ql3Database, drop_database, prepare_ql3_database
+from ._patroni import PatroniCluster
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -39,6 +42,7 @@ __all__ = [
     "faketime_db",
     "faketime_template",
     "make_ql3_db",
+    "patroni_cluster",
     "pg_cluster",
     "ql3_db",
     "ql3_template",
@@ -122,3 +126,10 @@ def make_ql3_db(
     yield make
     for cluster, name in made:
         drop_database(cluster, name)
+
+
+@pytest.fixture(scope="module")
+def patroni_cluster() -> Iterator[PatroniCluster]:
+    """Yield a three-member Patroni cluster with etcd, torn down after the module's tests."""
+    with PatroniCluster() as cluster:
+        yield cluster
