@@ -175,7 +175,7 @@ def test_ingress_pool_connections_carry_keepalives(ql3_db: Ql3Database) -> None:
         assert _connection_options(conn) == _EXPECTED_SOCKET
         assert conn.info.get_parameters()["connect_timeout"] == "5"
         name = conn.execute("SELECT current_setting('application_name')").fetchone()
-    assert name == ("ql3-ingress",)
+    assert name == ("ql3-worker",)
 
 
 def test_history_reader_connection_carries_keepalives(ql3_db: Ql3Database) -> None:
