@@ -29,6 +29,7 @@ from ql3_runtime_core import (
     CommitStatus,
     MisfirePolicy,
     QuarantinedSchedule,
+    ReplicationState,
     RepositoryUnavailableError,
     ScheduleDefinition,
     ScheduleState,
@@ -37,6 +38,23 @@ from ql3_runtime_core import (
     quarantine_reason,
     same_claim,
 )
+
+
+def fake_node(**changes: object) -> ReplicationState:
+    """Return a node reading: by default a lone primary on timeline 1; `changes` override it."""
+    fields: dict[str, object] = {
+        "host": "127.0.0.1",
+        "port": 5432,
+        "system_identifier": "7000000000000000001",
+        "timeline": 1,
+        "in_recovery": False,
+        "standbys": 0,
+        "commits_wait_for_standby": False,
+        "synchronous_standby_names": "",
+        "synchronous_commit": "on",
+    }
+    fields.update(changes)
+    return ReplicationState.model_validate(fields)
 
 
 @dataclass
@@ -86,6 +104,7 @@ class FakeRepository:
     closed: bool = False
     zone_rules_local: str = "2026.1"
     zone_rules_recorded: str | None = "2026.1"
+    replication: ReplicationState = field(default_factory=fake_node)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     # -- set-up helpers -----------------------------------------------------------------------
@@ -363,6 +382,11 @@ class FakeRepository:
             and row.next_due_at_ms is not None
             and self.now_ms - row.next_due_at_ms > lease_ms + row.definition.misfire_grace_ms
         )
+
+    def read_replication_state(self) -> ReplicationState:
+        """Report the node the test set (`replication`, default a lone primary)."""
+        self.calls.append("replication_state")
+        return self.replication
 
     def check_schema(self) -> int:
         """Report the expected schema version: the fake always matches."""

@@ -101,6 +101,10 @@ class CoordinatorSettings(BaseSettings):
     poll_interval_ms: int = Field(default=5_000, ge=10, le=3_600_000)
     retry_initial_ms: int = Field(default=200, ge=1, le=60_000)
     retry_max_ms: int = Field(default=10_000, ge=1, le=600_000)
+    # While a server answers but none accepts writes (a leader change), retry this often, for
+    # at most the window from the first fault; then, as when no host answers, back off.
+    retry_fast_ms: int = Field(default=100, ge=10, le=10_000)
+    retry_fast_window_ms: int = Field(default=60_000, ge=0, le=3_600_000)
     max_serialization_retries: int = Field(default=8, ge=0, le=1_000)
     metrics_port: int | None = Field(default=None, ge=0, le=65_535)
     # Scraped from other hosts (Prometheus in the cluster), so all interfaces by default.

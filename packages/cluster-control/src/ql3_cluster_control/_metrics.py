@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from ql3_runtime_core import AdmittedRun, CycleSummary, ZoneRulesCheck
+    from ql3_runtime_core import AdmittedRun, CycleSummary, ReplicationState, ZoneRulesCheck
 
 __all__ = ["CoordinatorMetrics", "HealthState", "MetricsServer", "Registered", "metrics_wsgi_app"]
 
@@ -97,6 +97,22 @@ class CoordinatorMetrics:
             " database clock (read at idle polls)",
             registry=reg,
         )
+        self.failovers = Counter(
+            "ql3_failovers",
+            "Reconnects that found another timeline or system identifier (a failover)",
+            registry=reg,
+        )
+        self.replication_unsafe = Gauge(
+            "ql3_replication_unsafe",
+            "1 while the primary streams to standbys and commits do not wait for a synchronous"
+            " one: an acknowledged admission can be lost at failover",
+            registry=reg,
+        )
+        self.timeline = Gauge(
+            "ql3_database_timeline",
+            "Timeline of the primary this replica talks to (read at connect and idle polls)",
+            registry=reg,
+        )
 
     def observe_cycle(self, summary: CycleSummary, duration_s: float) -> None:
         """Account one finished cycle."""
@@ -118,12 +134,16 @@ class HealthState:
     """What `/healthz` reports.
 
     Healthy when connected, the schema version matches and the zone rules agree with the
-    recorded ones (a replica whose rules differ claims nothing).
+    recorded ones (a replica whose rules differ claims nothing). Unsafe replication (issue
+    14.4) is named in the detail but leaves the replica healthy: it is the database's
+    configuration, which no restart or rescheduling of replicas changes; alert on
+    `ql3_replication_unsafe` instead.
     """
 
     connected: bool = False
     schema_ok: bool = False
     zone_rules: ZoneRulesCheck | None = None
+    replication: ReplicationState | None = None
 
     @property
     def healthy(self) -> bool:
@@ -134,7 +154,7 @@ class HealthState:
     def describe(self) -> str:
         """One line for `/healthz`: `ok`, or why the replica cannot do its work."""
         if self.healthy:
-            return "ok"
+            return "ok" + self._replication_detail()
         problems = []
         if not (self.connected and self.schema_ok):
             problems.append(f"connected={self.connected} schema_ok={self.schema_ok}")
@@ -145,7 +165,13 @@ class HealthState:
                 f"zone rules differ: this replica has tzdata {rules.local_version}, the database"
                 f" records {recorded}; no claim until they agree (ql3 zone-rules adopt)"
             )
-        return "unhealthy: " + "; ".join(problems)
+        return "unhealthy: " + "; ".join(problems) + self._replication_detail()
+
+    def _replication_detail(self) -> str:
+        state = self.replication
+        if state is None or not state.unsafe:
+            return ""
+        return "; replication: " + state.describe()
 
 
 def metrics_wsgi_app(

@@ -120,6 +120,8 @@ def status_text(report: StatusReport) -> None:
         f" {report.schedules_overdue} overdue (more than lease {report.lease_ms} ms + grace);"
         f" zone rules tzdata {report.zone_rules_version or 'none recorded'}"
     )
+    if report.replication is not None:
+        console.print(f"replication: {report.replication.describe()}", markup=False)
     if report.invalid_schedules:
         console.print(
             f"{report.invalid_schedules} schedule(s) quarantined (state invalid): they admit"

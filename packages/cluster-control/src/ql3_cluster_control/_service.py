@@ -4,8 +4,8 @@ One loop per replica, talking to storage only through `ql3_runtime_core.ServiceR
 (the PostgreSQL repository in production, an in-memory fake in unit tests). Work remaining ->
 next cycle at once. Idle -> sleep until the database's next-due hint, woken early by
 `LISTEN ql3_schedule_changed`, capped by the poll interval; all sleeps are monotonic waits
-(rule zero). A database fault never ends the loop: log a WARNING, back
-off with jitter, reconnect, go on. Only a schema mismatch stops it (exit code 3), and SIGTERM or
+(rule zero). A database fault never ends the loop: log a WARNING, wait (see below), reconnect,
+go on. Only a schema mismatch stops it (exit code 3), and SIGTERM or
 SIGINT, after which held claims are released so another replica takes over at once (§7).
 
 Zone rules (issue 10.3): a replica whose zone rules differ from the recorded ones claims nothing
@@ -17,6 +17,14 @@ schedules (`ql3_schedules_invalid`) are read at connect and at idle polls, at mo
 `_CLUSTER_STATE_EVERY_S` seconds; every claim statement reports the zone rules too. The number
 of overdue schedules (`ql3_schedules_overdue`, issue 10.5) is read at idle polls only, on the
 same period.
+
+Replication safety (issue 14.4): at every (re)connect, and at idle polls on the same period, the
+service reads the node: a standby (in recovery) is refused as `NoWritableServerError`, so nothing
+is ever claimed there; another system identifier or timeline than at the last connect is a
+failover (WARNING, `ql3_failovers_total`); a primary streaming to standbys whose commits do not
+wait for a synchronous one is `replication: unsafe` (WARNING, `/healthz` detail,
+`ql3_replication_unsafe`). Faults are retried by `ReconnectPolicy`: after a short fixed delay
+while a server answers but none accepts writes (a leader change), with backoff otherwise.
 """
 
 from __future__ import annotations
@@ -30,8 +38,9 @@ from typing import TYPE_CHECKING
 from ql3_cluster_postgres import PostgresScheduleRepository, SchemaMismatchError
 from ql3_runtime_core import QL3Error, ServiceRepository, ZoneRulesCheck
 
-from ._backoff import Backoff
+from ._backoff import Backoff, ReconnectPolicy
 from ._coordinator import AdmissionCallback, Coordinator
+from ._guard import ReplicationGuard, node_fields
 from ._metrics import CoordinatorMetrics, HealthState, MetricsServer
 
 if TYPE_CHECKING:
@@ -90,12 +99,18 @@ class CoordinatorService:
         self.backoff = Backoff(
             initial_s=settings.retry_initial_ms / 1000, maximum_s=settings.retry_max_ms / 1000
         )
+        self.reconnect = ReconnectPolicy(
+            self.backoff,
+            fast_s=settings.retry_fast_ms / 1000,
+            fast_window_s=settings.retry_fast_window_ms / 1000,
+        )
         self._repository: ServiceRepository | None = None
         self._coordinator: Coordinator | None = None
         self._metrics_server: MetricsServer | None = None
         self._signal: str | None = None
         self._cluster_state_read_at: float | None = None
         self._overdue_read_at: float | None = None
+        self.guard = ReplicationGuard(self.metrics, self.health)
 
     def request_stop(self) -> None:
         """Ask the loop to finish its cycle, release its claims and return; safe from a signal."""
@@ -137,16 +152,14 @@ class CoordinatorService:
         return 0
 
     def _loop(self) -> None:
-        failures = 0
         while not self.stop_event.is_set():
             try:
                 self._step()
-                failures = 0
+                self.reconnect.reset()
             except SchemaMismatchError:
                 raise
             except QL3Error as exc:
-                failures += 1
-                self._fault(exc, failures)
+                self._fault(exc)
 
     def _step(self) -> None:
         coordinator = self._connect()
@@ -167,6 +180,7 @@ class CoordinatorService:
         except SchemaMismatchError:
             self.health.connected, self.health.schema_ok = True, False
             raise
+        self.guard.check(repository)
         self.health.connected, self.health.schema_ok = True, True
         self._read_cluster_state(repository)
         held = self._coordinator.held_claims if self._coordinator is not None else ()
@@ -184,10 +198,16 @@ class CoordinatorService:
         # Claims granted before a fault still stand until they expire; the new Coordinator
         # releases them first thing (exact match), so nothing waits for the lease needlessly.
         self._coordinator.adopt_claims(held)
+        node = self.guard.node
         logger.info(
-            "connected; schema version %d",
+            "connected; schema version %d; replication %s",
             version,
-            extra={"event": "service.connected", "schema_version": version},
+            "unknown" if node is None else node.describe(),
+            extra={
+                "event": "service.connected",
+                "schema_version": version,
+                **({} if node is None else node_fields(node)),
+            },
         )
         return self._coordinator
 
@@ -235,6 +255,7 @@ class CoordinatorService:
         cap_s = self.settings.poll_interval_ms / 1000
         if _due(self._cluster_state_read_at):
             self._read_cluster_state(repository)
+            self.guard.observe(repository.read_replication_state())
         if _due(self._overdue_read_at):
             self._observe_overdue(repository)
         zone_rules = self.health.zone_rules
@@ -274,8 +295,8 @@ class CoordinatorService:
         self._overdue_read_at = time.monotonic()
         self.metrics.schedules_overdue.set(overdue)
 
-    def _fault(self, exc: QL3Error, failures: int) -> None:
-        delay = self.backoff.delay_s(failures)
+    def _fault(self, exc: QL3Error) -> None:
+        delay = self.reconnect.delay_s(exc)
         self.metrics.database_faults.inc()
         self.health.connected = False
         logger.warning(
@@ -285,7 +306,8 @@ class CoordinatorService:
             extra={
                 "event": "service.fault",
                 "error": type(exc).__name__,
-                "attempt": failures,
+                "attempt": self.reconnect.faults,
+                "leader_changing": self.reconnect.leader_changing(exc),
                 "retry_in_ms": round(delay * 1000),
             },
         )

@@ -52,6 +52,7 @@ from ._records import (
     ScheduleStatus,
     StatusReport,
 )
+from ._replication import read_replication_state
 from ._retry import TRANSACTION_RETRY
 from ._sql import query
 
@@ -457,10 +458,12 @@ class ScheduleAdmin(Closing):
         `LEASE_MS_MIN`..`LEASE_MS_MAX` is an `InvalidArgumentError`.
         """
         check_lease(lease_ms)
-        rows = self._in_transaction(
-            "admin: status", lambda conn: self._rows(conn, "schedule_status", {})
-        )
-        return _status(rows, lease_ms)
+
+        def read(conn: psycopg.Connection[Any]) -> StatusReport:
+            report = _status(self._rows(conn, "schedule_status", {}), lease_ms)
+            return report.model_copy(update={"replication": read_replication_state(conn)})
+
+        return self._in_transaction("admin: status", read)
 
 
 def _definition_columns(

@@ -24,7 +24,7 @@ from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, ConfigDict, Field
 from ql3_runtime_core import QL3Error, RepositoryUnavailableError
 
-from ._errors import DatabaseError, InvalidConninfoError
+from ._errors import DatabaseError, InvalidConninfoError, NoWritableServerError
 from ._retry import is_transient
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "close_quietly",
     "connect",
     "is_connection_lost",
+    "no_writable_server",
     "open_connection",
     "reuse_or_connect",
     "wrap_error",
@@ -187,10 +188,38 @@ def is_connection_lost(exc: psycopg.Error) -> bool:
     return exc.sqlstate is None or exc.sqlstate[:2] in {"08", "57"}
 
 
+# A server answered but would not take writes: libpq's target_session_attrs refusals, a server
+# starting up, shutting down or in recovery (57P03), a write in a read-only transaction (25006).
+# psycopg lists every host's failure in one message, so one answering host is enough to match.
+_NOT_WRITABLE_SQLSTATES = frozenset({"57P03", "25006"})
+_NOT_WRITABLE_MARKERS = (
+    "read-only",
+    "hot standby mode",
+    "is starting up",
+    "is shutting down",
+    "not yet accepting connections",
+    "is in recovery mode",
+)
+
+
+def no_writable_server(exc: psycopg.Error) -> bool:
+    """Tell whether `exc` says a server answered but none accepts writes (a leader change).
+
+    Such a failure lasts as long as the HA manager takes to promote a new leader (seconds), so
+    the service retries it soon, unlike a cluster where no host answers at all.
+    """
+    if exc.sqlstate in _NOT_WRITABLE_SQLSTATES:
+        return True
+    text = str(exc)
+    return any(marker in text for marker in _NOT_WRITABLE_MARKERS)
+
+
 def wrap_error(exc: psycopg.Error, action: str) -> QL3Error:
     """Return the QL3 error for a psycopg error raised while doing `action` (chain it with from)."""
     code = exc.sqlstate or "no sqlstate"
     text = f"{action}: {type(exc).__name__} ({code}): {str(exc).strip()}"
+    if no_writable_server(exc):
+        return NoWritableServerError(text)
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) or is_transient(
         exc.sqlstate
     ):

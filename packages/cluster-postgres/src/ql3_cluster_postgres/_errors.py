@@ -10,7 +10,9 @@ QL3Error (ql3_runtime_core)
 ├── DuplicateScheduleError (ValueError)   the schedule name is taken
 ├── ScheduleStateError (ValueError)       the schedule's state forbids the change
 ├── UnknownRoleError (ValueError)         not one of the QL3 roles
-└── InvalidConninfoError (ValueError)     a connection string libpq cannot parse
+├── InvalidConninfoError (ValueError)     a connection string libpq cannot parse
+└── RepositoryUnavailableError (ql3_runtime_core)
+    └── NoWritableServerError             a server answered but none accepts writes (yet)
 ```
 
 psycopg's own classes never escape this package: wrap them with `raise DatabaseError(...) from exc`
@@ -19,13 +21,14 @@ psycopg's own classes never escape this package: wrap them with `raise DatabaseE
 
 from __future__ import annotations
 
-from ql3_runtime_core import QL3Error
+from ql3_runtime_core import QL3Error, RepositoryUnavailableError
 
 __all__ = [
     "DatabaseError",
     "DuplicateScheduleError",
     "InvalidConninfoError",
     "MigrationTamperedError",
+    "NoWritableServerError",
     "PrivateServerError",
     "ScheduleNotFoundError",
     "ScheduleStateError",
@@ -136,3 +139,14 @@ class InvalidConninfoError(QL3Error, ValueError):
         self.field = field
         self.reason = self.REASON
         super().__init__(f"{field}: {self.REASON}")
+
+
+class NoWritableServerError(RepositoryUnavailableError):
+    """Raised when a server answered but none accepts writes: a standby, a leader change.
+
+    The host list answered "read-only", "in hot standby", "starting up" or "shutting down", or
+    the node reached is in recovery. A new leader usually accepts writes within seconds, so the
+    service retries soon (a short fixed delay) instead of backing off as for a silent cluster.
+    """
+
+    __module__ = "ql3_cluster_postgres"

@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from ql3_runtime_core import (
     LEASE_MS_DEFAULT,
     MisfirePolicy,
+    ReplicationState,
     ScheduleDefinition,
     ScheduleState,
     TaskExecution,
@@ -178,7 +179,8 @@ class StatusReport(BaseModel):
     `invalid_schedules` counts quarantined schedules (state `invalid`): they admit nothing until
     an operator fixes them. `zone_rules_version` is the version every replica must decide with.
     `schedules_overdue` counts the overdue schedules, judged with `lease_ms` (see
-    `ScheduleStatus`).
+    `ScheduleStatus`). `replication` is the node answering and its replication mode (issue
+    14.4): `unsafe` when standbys stream without a synchronous one.
     """
 
     model_config = _MODEL
@@ -191,3 +193,4 @@ class StatusReport(BaseModel):
     zone_rules_version: str | None = None
     lease_ms: int = LEASE_MS_DEFAULT
     schedules_overdue: int = 0
+    replication: ReplicationState | None = None

@@ -65,6 +65,7 @@ from ._outcomes import (
     uncertain_batch,
 )
 from ._records import definition_from_columns
+from ._replication import read_replication_state
 from ._retry import TRANSACTION_RETRY
 from ._rows import (
     ClaimedRow,
@@ -84,7 +85,7 @@ from ._sql import query
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ql3_runtime_core import ClaimClusterScheduleCommand
+    from ql3_runtime_core import ClaimClusterScheduleCommand, ReplicationState
 
 __all__ = ["PostgresScheduleRepository"]
 
@@ -312,6 +313,15 @@ class PostgresScheduleRepository(Closing):
             "count_overdue_schedules", {"lease_ms": lease_ms}, _OVERDUE, "repository: count overdue"
         )
         return row.overdue
+
+    def read_replication_state(self) -> ReplicationState:
+        """Read the node's role, system identifier, timeline and replication mode (issue 14.4)."""
+        with self._lock:
+            try:
+                return read_replication_state(self._connection())
+            except psycopg.Error as exc:
+                self._discard_on_failure()
+                raise wrap_error(exc, "repository: read replication state") from exc
 
     # -- claim (D2) -----------------------------------------------------------------------------
 

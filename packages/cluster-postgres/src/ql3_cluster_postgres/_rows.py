@@ -33,6 +33,7 @@ __all__ = [
     "OverdueRow",
     "QuarantinedRow",
     "ReleasedRow",
+    "ReplicationRow",
     "RowShapeError",
     "ScheduleLocation",
     "named_row",
@@ -214,6 +215,21 @@ class ClusterStateRow(NamedTuple):
 
     zone_rules_version: str | None
     invalid: int
+
+
+class ReplicationRow(NamedTuple):
+    """`read_replication_state`: the node's role, history and replication mode (issue 14.4)."""
+
+    in_recovery: bool
+    system_identifier: str
+    timeline: int | None
+    host: str | None
+    port: int | None
+    standbys: int
+    sync_standbys: int | None
+    synchronous_standby_names: str
+    synchronous_commit: str
+    commits_wait_for_standby: bool
 
 
 class ReleasedRow(NamedTuple):

@@ -66,6 +66,7 @@ from ._limits import (
     MISFIRE_GRACE_MS_MAX,
     PREVIEW_COUNT_MAX,
 )
+from ._replication import ReplicationMode, ReplicationState
 from ._repository import (
     QUARANTINE_REASON_MAX_LENGTH,
     AdmittedRun,
@@ -128,6 +129,8 @@ __all__ = [
     "MisfirePolicy",
     "QL3Error",
     "QuarantinedSchedule",
+    "ReplicationMode",
+    "ReplicationState",
     "RepositoryUnavailableError",
     "ScheduleDecision",
     "ScheduleDefinition",

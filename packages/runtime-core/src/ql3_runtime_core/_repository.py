@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from ._commit import ClaimCommit
     from ._contracts import ClaimClusterScheduleCommand
+    from ._replication import ReplicationState
 
 __all__ = [
     "QUARANTINE_REASON_MAX_LENGTH",
@@ -266,6 +267,10 @@ class ServiceRepository(ScheduleRepository, Protocol):
 
     def count_overdue_schedules(self, lease_ms: int) -> int:
         """Count active schedules more than `lease_ms` + their grace behind the database clock."""
+        ...
+
+    def read_replication_state(self) -> ReplicationState:
+        """Read the node's role, system identifier, timeline and replication mode (issue 14.4)."""
         ...
 
     def close(self) -> None:

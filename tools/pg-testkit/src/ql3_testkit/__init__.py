@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from importlib.metadata import version as _version
 
+from ._binaries import server_major_version, testkit_bin_dir
 from ._cluster import ThrowawayCluster
 from ._databases import (
     Ql3Database,
@@ -40,4 +41,6 @@ __all__ = [
     "login_password",
     "login_user_name",
     "prepare_ql3_database",
+    "server_major_version",
+    "testkit_bin_dir",
 ]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from ql3_cluster_postgres import PrivateServer
 
 from . import _standby
+from ._binaries import testkit_bin_dir
 from ._crash import children_of, crash, wait_gone
 from ._errors import ThrowawayClusterError
 from ._faketime import (
@@ -59,7 +60,9 @@ class ThrowawayCluster(PrivateServer):
     libfaketime so `set_clock_offset_ms` / `freeze_clock_at_ms` move its clock live. `durable=False`
     turns fsync, full_page_writes and synchronous_commit off. `keep=True` leaves the folder for
     post-mortems. `os_user` runs the server when this process is root; a `base_dir` must then be
-    traversable by that user (the default, the system temp dir, is).
+    traversable by that user (the default, the system temp dir, is). Without `bin_dir`, the
+    server is the one `QL3TEST_PG_VERSION` or `QL3TEST_PG_BIN` names (see `_binaries`), else
+    the product's lookup (`find_postgres_bin_dir`).
     """
 
     __module__ = "ql3_testkit"
@@ -78,7 +81,9 @@ class ThrowawayCluster(PrivateServer):
     ) -> None:
         super().__init__(
             name=name,
-            bin_dir=bin_dir,
+            # The session's server version (QL3TEST_PG_VERSION / QL3TEST_PG_BIN), else the
+            # product's own lookup.
+            bin_dir=bin_dir or testkit_bin_dir(),
             base_dir=base_dir,
             os_user=os_user,
             settings=settings,
