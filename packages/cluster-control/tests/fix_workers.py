@@ -27,7 +27,7 @@ from ql3_runtime_core import (
     MisfirePolicy,
     ScheduleDefinition,
     TaskExecution,
-    normalize_commit,
+    checked_commit,
     resolve_cluster_schedule_decision,
 )
 
@@ -52,7 +52,7 @@ def admit_runs(db: Ql3Database, executions: dict[str, TaskExecution]) -> dict[st
     with PostgresScheduleRepository(db.dsn("runtime")) as repo:
         claims = repo.claim_due_schedules(command, len(due))
         commits = [
-            normalize_commit(claim, resolve_cluster_schedule_decision(claim, 1), 1)
+            checked_commit(claim, resolve_cluster_schedule_decision(claim, 1), 1)
             for claim in claims
         ]
         batch = repo.commit_decisions(commits)

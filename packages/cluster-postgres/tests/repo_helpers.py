@@ -19,7 +19,7 @@ from ql3_runtime_core import (
     MisfirePolicy,
     ScheduleDefinition,
     TaskExecution,
-    normalize_commit,
+    checked_commit,
     resolve_cluster_schedule_decision,
 )
 
@@ -98,7 +98,7 @@ def command(owner: str = "owner-a", lease_ms: int = 30_000, token: UUID | None =
 def decide(claim: ClusterScheduleClaim, budget: int = 256) -> ClaimCommit:
     """Decide and normalize exactly as the Coordinator does."""
     decision = resolve_cluster_schedule_decision(claim, budget)
-    return normalize_commit(claim, decision, budget)
+    return checked_commit(claim, decision, budget)
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 20.0, what: str = "") -> None:

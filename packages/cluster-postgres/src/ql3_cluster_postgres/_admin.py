@@ -28,6 +28,13 @@ from ql3_runtime_core import (
     TaskExecution,
 )
 
+from ._admin_models import (
+    ApplyReport,
+    ScheduleRecord,
+    ScheduleSpec,
+    ScheduleStatus,
+    StatusReport,
+)
 from ._admin_plan import (
     Update,
     initial_cursor,
@@ -45,13 +52,6 @@ from ._errors import (
     ScheduleStateError,
 )
 from ._lifecycle import Closing
-from ._records import (
-    ApplyReport,
-    ScheduleRecord,
-    ScheduleSpec,
-    ScheduleStatus,
-    StatusReport,
-)
 from ._retry import TRANSACTION_RETRY
 from ._sql import query
 

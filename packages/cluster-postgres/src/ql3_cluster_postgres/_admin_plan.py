@@ -24,7 +24,7 @@ from ql3_runtime_core import (
     validate_cron_expression,
 )
 
-from ._records import (
+from ._admin_models import (
     ApplyReport,
     DefinitionColumns,
     ScheduleRecord,

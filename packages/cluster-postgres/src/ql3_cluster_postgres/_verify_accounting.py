@@ -34,7 +34,7 @@ from ql3_runtime_core import (
     occurrences_after_ms,
 )
 
-from ._records import DefinitionColumns, definition_from_columns
+from ._admin_models import DefinitionColumns, definition_from_columns
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence

@@ -27,7 +27,7 @@ __all__ = ["ScheduleDecision", "resolve_cluster_schedule_decision"]
 class ScheduleDecision(BaseModel):
     """What one claim decided: admitted occurrences (oldest first), new cursor and state.
 
-    `observed_at_ms` is always the claim's `claim_acquired_at_ms` (D4); commit normalization
+    `observed_at_ms` is always the claim's `claim_acquired_at_ms` (D4); the commit check
     refuses anything else. `skipped` counts the missed occurrences the policy chose not to admit,
     exactly (computed arithmetically, not by enumeration), so nothing is dropped silently.
     `skipped_first_ms` and `skipped_last_ms` bound them (None when `skipped` is 0): they are

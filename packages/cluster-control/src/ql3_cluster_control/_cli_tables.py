@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ._schedules import format_ms
+from ._time_text import format_ms
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

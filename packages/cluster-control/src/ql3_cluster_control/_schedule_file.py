@@ -1,17 +1,18 @@
-"""Schedules as code (`ql3 schedule apply FILE`) and time rendering for the CLI.
+"""Schedules as code (`ql3 schedule apply FILE`) and the flags of `ql3 schedule add`.
 
 A schedule file is TOML (`[[schedule]]` tables) or JSON (a list of objects) with the keys
 `name`, `cron`, `tz`, `misfire`, `grace_ms`, and what its runs execute (issue 13): `command`
 (run with /bin/sh -c; without it the schedule is a Python task run by name), `max_attempts`,
-`timeout_s`, `retry_backoff_ms`. Rendering turns database epoch milliseconds into ISO 8601 in a
-given zone; nothing here reads a clock (rule zero).
+`timeout_s`, `retry_backoff_ms`. `schedule_definition` and `task_execution` build the same
+models from `ql3 schedule add`'s flags, so a file and a command line are checked by one code path
+and their errors name the key a person wrote (`grace_ms`, `timeout_s`). Times are rendered in
+`_time_text`.
 """
 
 from __future__ import annotations
 
 import json
 import tomllib
-from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -27,7 +28,6 @@ from ql3_runtime_core import (
     MisfirePolicy,
     ScheduleDefinition,
     TaskExecution,
-    load_timezone,
 )
 
 from ._config import ConfigurationError
@@ -40,9 +40,7 @@ __all__ = [
     "TIMEOUT_S_DEFAULT",
     "TIMEOUT_S_MAX",
     "TIMEOUT_S_MIN",
-    "format_ms",
     "load_schedule_file",
-    "parse_after",
     "schedule_definition",
     "task_execution",
 ]
@@ -68,7 +66,6 @@ _EXECUTION_BOUNDS = {
     "timeout_s": (TIMEOUT_S_MIN, TIMEOUT_S_MAX, TIMEOUT_S_DEFAULT),
     "retry_backoff_ms": (0, RETRY_BACKOFF_MS_MAX, RETRY_BACKOFF_MS_DEFAULT),
 }
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def schedule_definition(
@@ -211,29 +208,3 @@ def load_schedule_file(path: Path) -> list[ScheduleSpec]:
             raise ConfigurationError(f"{path}: schedule {spec.name!r} appears twice")
         seen.add(spec.name)
     return specs
-
-
-def format_ms(ms: int | None, tz: str = "UTC") -> str:
-    """Epoch milliseconds (a database time) as ISO 8601 in `tz`; '-' for None."""
-    if ms is None:
-        return "-"
-    zone = UTC if tz == "UTC" else load_timezone(tz)
-    return datetime.fromtimestamp(ms / 1000, tz=zone).isoformat(timespec="milliseconds")
-
-
-def parse_after(text: str, tz: str) -> int:
-    """Parse `--after` (ISO 8601) to epoch ms; a time without offset is read in `tz`.
-
-    Raises:
-        ConfigurationError: not ISO 8601.
-
-    """
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise ConfigurationError(
-            f"--after: {text!r} is not an ISO 8601 date-time (e.g. 2026-03-08T01:00:00-05:00)"
-        ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=load_timezone(tz))
-    return (parsed - _EPOCH) // timedelta(milliseconds=1)
