@@ -10,7 +10,7 @@ Each configures logging from its settings (the only verbs that install log handl
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from ql3_cluster_postgres import SchemaMismatchError
@@ -61,14 +61,7 @@ def run_command(  # one flag per setting
         msg = "dsn: no database given; pass --dsn or set QL3_DSN"
         raise ConfigurationError(msg)
     configure_logging(settings.log_format, level=settings.log_level, owner_id=settings.owner_id)
-    service = CoordinatorService(settings)
-    service.install_signal_handlers()
-    try:
-        code = service.run()
-    except SchemaMismatchError as exc:
-        logger.error("schema mismatch: %s", exc, extra={"event": "service.schema_mismatch"})  # noqa: TRY400  # one line, no traceback
-        raise
-    raise typer.Exit(code)
+    _serve(CoordinatorService(settings), "service")
 
 
 @guarded
@@ -117,11 +110,19 @@ def worker_command(  # one flag per setting
         msg = "dsn: no database given; pass --dsn or set QL3_WORKER_DSN or QL3_DSN"
         raise ConfigurationError(msg)
     configure_logging(settings.log_format, level=settings.log_level, owner_id=settings.id)
-    worker = Worker(settings)
-    worker.install_signal_handlers()
+    _serve(Worker(settings), "worker")
+
+
+def _serve(loop: CoordinatorService | Worker, component: str) -> NoReturn:
+    """Run `loop` until a signal stops it and exit with its code.
+
+    A schema mismatch is logged as one structured record (`<component>.schema_mismatch`) before
+    `guarded` turns it into exit 3, so a log collector sees it even when stderr goes nowhere.
+    """
+    loop.install_signal_handlers()
     try:
-        code = worker.run()
+        code = loop.run()
     except SchemaMismatchError as exc:
-        logger.error("schema mismatch: %s", exc, extra={"event": "worker.schema_mismatch"})  # noqa: TRY400  # one line, no traceback
+        logger.error("schema mismatch: %s", exc, extra={"event": f"{component}.schema_mismatch"})  # noqa: TRY400  # one line, no traceback
         raise
     raise typer.Exit(code)
