@@ -7,27 +7,19 @@ README of the checkout the tests run from.
 
 from __future__ import annotations
 
-import re
 from importlib.resources import files
 from pathlib import Path
 
 import ql3_cluster_postgres
+from ql3_test_support import check_module_map
 
-_README = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-_PACKAGE = Path(ql3_cluster_postgres.__file__).parent
-
-
-def _mapped_modules() -> set[str]:
-    """Return the modules named in the first column of the module map table."""
-    section = _README.split("### Module map", 1)[1].split("### SQL map", 1)[0]
-    return set(re.findall(r"^\| `(_\w+)` \|", section, flags=re.MULTILINE))
+_README_PATH = Path(__file__).parents[2] / "README.md"
+_README = _README_PATH.read_text(encoding="utf-8")
 
 
 def test_every_module_is_in_the_module_map() -> None:
     """Each private module of the installed package has its line in the module map, and no more."""
-    shipped = {path.stem for path in _PACKAGE.glob("_*.py") if not path.stem.startswith("__")}
-    assert shipped, "no module found in the installed package"
-    assert _mapped_modules() == shipped
+    check_module_map(ql3_cluster_postgres, _README_PATH)
 
 
 def test_every_sql_file_is_in_the_sql_map() -> None:

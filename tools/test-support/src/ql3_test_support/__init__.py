@@ -6,6 +6,7 @@ The public surface is exactly `__all__`; see `_surface` for why these checks liv
 
 from __future__ import annotations
 
+from ._module_map import check_module_map, mapped_modules
 from ._row_reads import check_rows_by_name, positional_row_reads
 from ._surface import (
     all_sort_key,
@@ -22,9 +23,11 @@ __all__ = [
     "check_all_complete",
     "check_all_sorted",
     "check_installed",
+    "check_module_map",
     "check_public_errors",
     "check_rows_by_name",
     "check_ships",
+    "mapped_modules",
     "positional_row_reads",
     "public_names",
 ]
