@@ -23,4 +23,6 @@ class Backoff:
         """Return the jittered delay after failed attempt number `attempt` (1-based)."""
         state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]  # tenacity only reads attempt_number here
         state.attempt_number = max(attempt, 1)
+        # Full jitter may draw (almost) zero; a tenth of the initial delay keeps a replica from
+        # reconnecting in a tight loop against a database that just refused it.
         return max(float(self._wait(state)), self.initial_s / 10)

@@ -122,6 +122,8 @@ app.command("demo")(demo_command)
 
 def main() -> None:
     """Entry point of the `ql3` console script: every error is one `ql3: error:` line."""
+    # standalone_mode=False: click hands errors back instead of printing its own multi-line
+    # usage text and exiting, so every error passes through `_report_unhandled`.
     try:
         code = app(standalone_mode=False)
     except Exception as exc:  # noqa: BLE001  # the promise: one line, never a traceback
@@ -131,6 +133,7 @@ def main() -> None:
 
 def _report_unhandled(exc: Exception) -> int:
     """Print a usage error (click's, re-raised by typer) or an unexpected error as one line."""
+    # Duck-typed: click's exceptions carry both, and typer re-raises them under its own names.
     exit_code = getattr(exc, "exit_code", None)
     format_message = getattr(exc, "format_message", None)
     if isinstance(exit_code, int) and callable(format_message):
@@ -141,6 +144,7 @@ def _report_unhandled(exc: Exception) -> int:
         # Usage errors: bad flag, bad choice, missing argument (click's UsageError, exit 2).
         fail(exit_code, f"{format_message()} (see `ql3 --help`)")
         return exit_code
+    # A bug, not a user error: the traceback goes to the DEBUG log, the promise stays one line.
     logger.debug("unexpected error", exc_info=exc)
     fail(EXIT_FAILURE, f"unexpected {type(exc).__name__}: {exc}")
     return EXIT_FAILURE

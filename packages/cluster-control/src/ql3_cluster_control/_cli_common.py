@@ -44,7 +44,7 @@ _R = TypeVar("_R")
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_SCHEMA = 3
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a Ctrl-C
 
 Dsn = Annotated[
     str | None,
@@ -59,6 +59,8 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a ta
 
 
 def fail(code: int, message: str) -> typer.Exit:
+    # Returns the Exit instead of raising it, so each caller writes `raise fail(...) from None`:
+    # the type checker sees the raise, and `from None` keeps the cause out of any traceback.
     # Driver messages span lines (libpq adds a hint line): keep the promise of one line. Only
     # line breaks go: a quoted value keeps its spaces ('   ' is not ' ').
     one_line = " ".join(line.strip() for line in message.splitlines() if line.strip())
@@ -81,6 +83,8 @@ def guarded(func: Callable[_P, _R]) -> Callable[_P, _R]:
 
     @functools.wraps(func)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        # Most specific first: a schema mismatch and a configuration error are QL3Errors too,
+        # but have exit codes of their own.
         try:
             return func(*args, **kwargs)
         except SchemaMismatchError as exc:
@@ -117,4 +121,5 @@ def require_dsn(dsn: str | None) -> str:
 
 
 def print_json(value: object) -> None:
+    # One line, keys sorted: stable for scripts and diffs; `str` for UUIDs and the like.
     sys.stdout.write(json.dumps(value, indent=None, sort_keys=True, default=str) + "\n")

@@ -57,9 +57,12 @@ def run_command(  # one flag per setting
         poll_interval_ms=poll_interval_ms,
         clock=clock,
     )
+    # Settings without a DSN are valid (a library user may pass a repository factory instead);
+    # the command line has no other way to reach a database.
     if settings.dsn is None:
         msg = "dsn: no database given; pass --dsn or set QL3_DSN"
         raise ConfigurationError(msg)
+    # Logging is configured only once the settings are known good: a bad flag stays one line.
     configure_logging(settings.log_format, level=settings.log_level, owner_id=settings.owner_id)
     _serve(CoordinatorService(settings), "service")
 

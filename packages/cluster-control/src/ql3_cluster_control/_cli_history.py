@@ -102,5 +102,6 @@ def verify_command(
             typer.echo(f"{violation.rule}: schedule {where}: {violation.detail}")
         for line in report.unlisted_lines():  # findings past the per-rule cap, counted
             typer.echo(line)
+    # Exit 1 with --json too: scripts read the code, the JSON says why.
     if not report.ok:
         raise typer.Exit(EXIT_FAILURE)

@@ -100,6 +100,7 @@ def schedule_add(
     runs its COMMAND with the environment variables QL3_RUN_ID, QL3_ATTEMPT,
     QL3_SCHEDULED_FOR_MS, QL3_SCHEDULE and QL3_TASK_PAYLOAD; exit 0 is success.
     """
+    # The same builders as a schedule file's entries: one set of checks and messages for both.
     definition = schedule_definition(cron, tz, misfire, grace_ms)
     execution = task_execution(command, max_attempts, timeout_s, retry_backoff_ms)
     # Checked before connecting: a bad name is a usage error, never a database one.
@@ -136,6 +137,7 @@ def schedule_list(as_json: AsJson = False, dsn: Dsn = None) -> None:
 
 
 def _change(action: str, name: str, dsn: str | None) -> None:
+    # `action` is the ScheduleAdmin method of the same name: pause, resume or retire.
     with ScheduleAdmin(require_dsn(dsn)) as admin:
         record = getattr(admin, action)(name)
     typer.echo(f"schedule {record.name!r} is {record.state}")
@@ -192,6 +194,7 @@ def schedule_preview(
     dsn: Dsn = None,
 ) -> None:
     """Show the next occurrences of a cron expression, DST rules applied (SPEC §6)."""
+    # Built first: a bad cron or zone is refused before anything else is asked of the user.
     definition = schedule_definition(cron, tz)
     if after_ms is not None and after is not None:
         msg = "--after and --after-ms are exclusive; give one"
@@ -201,6 +204,7 @@ def schedule_preview(
     elif after_ms is not None:
         start = after_ms
     elif dsn:
+        # "From now" means the database's now: the node clock is never a fallback (rule zero).
         with ScheduleAdmin(dsn) as admin:
             start = admin.database_now_ms()
     else:

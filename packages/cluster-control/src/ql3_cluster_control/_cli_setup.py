@@ -40,6 +40,7 @@ def migrate_command(dsn: Dsn = None) -> None:
             typer.echo(f"applied {name}")
     else:
         typer.echo("schema is up to date")
+    # After the migrations: the zone rules table exists only from schema 3 on.
     change = record_zone_rules(target)
     local = zone_rules_version()
     if change.previous is None:
@@ -47,6 +48,8 @@ def migrate_command(dsn: Dsn = None) -> None:
     elif change.current.version == local:
         typer.echo(f"zone rules tzdata {local} already recorded (this node's)")
     else:
+        # Not an error: an upgraded node migrating a database others still run is normal; the
+        # operator adopts the new rules once every replica has them.
         typer.echo(
             f"zone rules: the database records tzdata {change.current.version}, this node has"
             f" {local}; replicas with {local} claim nothing until `ql3 zone-rules adopt`"

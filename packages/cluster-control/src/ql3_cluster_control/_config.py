@@ -198,6 +198,7 @@ def check_environment(environ: Mapping[str, str] | None = None) -> None:
     """
     env = os.environ if environ is None else environ
     known = _known_variables()
+    # Sorted, so the variable named is the same on every run when several are wrong.
     for name in sorted(env):
         upper = name.upper()
         if not upper.startswith(ENV_PREFIX) or upper in known:
@@ -221,6 +222,7 @@ def describe_settings_error(exc: ValidationError) -> str:
             parts.append(f"{field}: unknown setting")
         else:
             value = error.get("input")
+            # A DSN may hold a password: name the field, never echo its value.
             shown = "***" if field == "dsn" else repr(value)
             parts.append(f"{field}={shown}: {detail}")
     return "; ".join(parts)
@@ -239,6 +241,7 @@ def load_settings(
     check_environment(environ)
     given: dict[str, Any] = {key: value for key, value in flags.items() if value is not None}
     if "clock" in given:
+        # The hidden --clock flag exists only to be refused with this message (rule zero).
         raise ConfigurationError(f"--clock: refused; {RULE_ZERO}")
     try:
         return CoordinatorSettings(**given)

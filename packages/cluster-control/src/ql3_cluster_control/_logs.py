@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 __all__ = ["OwnerFilter", "TextFormatter", "configure_logging", "record_fields"]
 
 _HANDLER_NAME = "ql3"
+# The attributes every LogRecord has (read off a blank one, so a Python upgrade that adds one
+# is covered): whatever else a record carries came from `extra=` and is a field to render.
 _RESERVED = frozenset(
     vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime"}
 )
@@ -44,12 +46,15 @@ class OwnerFilter(logging.Filter):
         self.owner_id = owner_id
 
     def filter(self, record: logging.LogRecord) -> bool:
+        # A record that names an owner itself (a demo logging for a replica) keeps it.
         if not hasattr(record, "owner_id"):
             record.owner_id = self.owner_id
         return True
 
 
 def _text_value(value: object) -> str:
+    # Bare when the value cannot be misread as two fields; JSON-quoted otherwise, so a message
+    # with spaces or `=` in it still splits back into key=value pairs unambiguously.
     if isinstance(value, str) and value and " " not in value and "=" not in value:
         return value
     return json.dumps(value, default=str)
@@ -91,6 +96,7 @@ def configure_logging(
     if owner_id is not None:
         handler.addFilter(OwnerFilter(owner_id))
     root = logging.getLogger()
+    # Replace our own handler (called again, say by a test), never anyone else's.
     for existing in list(root.handlers):
         if existing.get_name() == _HANDLER_NAME:
             root.removeHandler(existing)

@@ -102,6 +102,7 @@ def task_execution(
     }
     for key, value in given.items():
         low, high, _ = _EXECUTION_BOUNDS[key]
+        # bool is an int in Python, but `max_attempts = true` in a file is a mistake, not a 1.
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigurationError(f"{key}: {value!r} is not an integer")
         if not low <= value <= high:
@@ -137,6 +138,7 @@ def _spec(index: int, entry: object) -> ScheduleSpec:
     for key in ("name", "cron"):
         if not isinstance(entry.get(key), str) or not entry[key]:
             raise ConfigurationError(f"{where}: {key!r} is required and must be a string")
+    # From here on errors name the schedule, which people find faster than its position.
     where = f"schedule {entry['name']!r}"
     grace = entry.get("grace_ms", 60_000)
     if not isinstance(grace, int) or isinstance(grace, bool):
@@ -162,6 +164,7 @@ _FILE_KEYS = {"misfire_grace_ms": "grace_ms", "timezone": "tz", "misfire_policy"
 def _first_error(exc: Exception) -> str:
     if not isinstance(exc, ValidationError):
         return str(exc)
+    # One error is enough to fix a file entry; the innermost location names the key.
     error = exc.errors()[0]
     field = str(error["loc"][-1]) if error["loc"] else ""
     detail = error["msg"].removeprefix("Value error, ")
@@ -183,6 +186,7 @@ def load_schedule_file(path: Path) -> list[ScheduleSpec]:
     except OSError as exc:
         raise ConfigurationError(f"{path}: cannot read: {exc.strerror}") from exc
     entries: Any
+    # The suffix decides: `.json` is JSON, anything else is read as TOML.
     if path.suffix.lower() == ".json":
         try:
             entries = json.loads(text)
@@ -202,6 +206,7 @@ def load_schedule_file(path: Path) -> list[ScheduleSpec]:
             )
         entries = document.get("schedule", [])
     specs = [_spec(index, entry) for index, entry in enumerate(entries)]
+    # Refused here, before any database work: applying would otherwise keep whichever came last.
     seen: set[str] = set()
     for spec in specs:
         if spec.name in seen:

@@ -24,6 +24,7 @@ def format_ms(ms: int | None, tz: str = "UTC") -> str:
     """Epoch milliseconds (a database time) as ISO 8601 in `tz`; '-' for None."""
     if ms is None:
         return "-"
+    # Every other zone comes from the pinned tzdata wheel, like the engine's (never /usr/share).
     zone = UTC if tz == "UTC" else load_timezone(tz)
     return datetime.fromtimestamp(ms / 1000, tz=zone).isoformat(timespec="milliseconds")
 
@@ -42,5 +43,6 @@ def parse_after(text: str, tz: str) -> int:
             f"--after: {text!r} is not an ISO 8601 date-time (e.g. 2026-03-08T01:00:00-05:00)"
         ) from None
     if parsed.tzinfo is None:
+        # A wall time in a DST fold takes its first instance (fold=0), as the engine fires it.
         parsed = parsed.replace(tzinfo=load_timezone(tz))
     return (parsed - _EPOCH) // timedelta(milliseconds=1)

@@ -107,6 +107,8 @@ def load_worker_settings(
     given: dict[str, Any] = {key: value for key, value in flags.items() if value is not None}
     if "clock" in given:
         raise ConfigurationError(f"--clock: refused; {RULE_ZERO}")
+    # QL3_DSN is the fallback, not a setting of this model: given explicitly, it would outrank
+    # QL3_WORKER_DSN, which must win when a deployment sets both.
     if "dsn" not in given and WORKER_ENV_PREFIX + "DSN" not in env and "QL3_DSN" in env:
         given["dsn"] = env["QL3_DSN"]
     try:
