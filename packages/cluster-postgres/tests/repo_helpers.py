@@ -116,6 +116,22 @@ def owner_conn(db: Ql3Database) -> psycopg.Connection[Any]:
     return psycopg.connect(db.dsn("owner"), autocommit=True)
 
 
+def plant_run(
+    owner: psycopg.Connection[Any], schedule_id: int, scheduled_for_ms: int, owner_id: str
+) -> None:
+    """Insert a bare run of one occurrence, committed at that same instant, as the owner.
+
+    History the fenced commit never writes this way (a run later than the database clock, or
+    one some earlier admission left), for tests of what the admin and the repository make of it.
+    """
+    owner.execute(
+        "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,"
+        " created_at_ms) SELECT id, task_id, %s, %s, gen_random_uuid(), %s"
+        " FROM ql3.trigger_schedules WHERE id = %s",
+        (scheduled_for_ms, owner_id, scheduled_for_ms, schedule_id),
+    )
+
+
 def history_counts(db: Ql3Database) -> tuple[int, int, int]:
     """Return (runs, attempts, events) row counts."""
     ((runs, attempts, events),) = fetch(

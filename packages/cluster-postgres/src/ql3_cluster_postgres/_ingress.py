@@ -71,7 +71,7 @@ class WorkerIngress(Closing):
         self,
         conninfo: str,
         *,
-        application_name: str = "ql3-worker",
+        application_name: str = "ql3-ingress",
         max_connections: int = 4,
         connect_timeout_s: float = 5.0,
     ) -> None:
