@@ -110,6 +110,31 @@ def run_ql3(
     )
 
 
+def json_records(log: str) -> list[dict[str, Any]]:
+    """Return the JSON objects of a `--log-format json` log, one a line.
+
+    Lines that are not JSON objects (a traceback, a half-written last line) are passed over: a
+    test asks whether a record is there, and a torn line is not one yet.
+    """
+    records = []
+    for line in log.splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def kill_leftovers(processes: Mapping[str, subprocess.Popen[bytes]]) -> None:
+    """SIGKILL every process a test started that still runs, and reap it (fixture teardown)."""
+    for process in processes.values():
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=20)
+
+
 @dataclass
 class Replicas:
     """`ql3 run` processes started by a test; all are stopped at the end, also on failure."""
@@ -143,14 +168,7 @@ class Replicas:
 
     def logged(self, name: str, event: str) -> bool:
         """Tell whether the replica's JSON log has a record with this `event`."""
-        for line in self.log(name).splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict) and record.get("event") == event:
-                return True
-        return False
+        return any(record.get("event") == event for record in json_records(self.log(name)))
 
     def wait_ready(self, *names: str, timeout_s: float = 60) -> None:
         """Wait until each replica logged that it connected (start-up is slow on a busy host)."""
@@ -195,7 +213,4 @@ def replicas(tmp_path: Path) -> Iterator[Replicas]:
     try:
         yield group
     finally:
-        for process in group.processes.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait(timeout=20)
+        kill_leftovers(group.processes)

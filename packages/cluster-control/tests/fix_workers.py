@@ -7,7 +7,6 @@ Everything a test asserts is read back from the database (attempts and events, b
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
-from fix_db import clean_env, db_now_ms, ql3_executable, wait_for
+from fix_db import clean_env, db_now_ms, json_records, kill_leftovers, ql3_executable, wait_for
 from psycopg.rows import dict_row
 from ql3_cluster_postgres import PostgresScheduleRepository, ScheduleAdmin
 from ql3_runtime_core import (
@@ -27,7 +26,7 @@ from ql3_runtime_core import (
     MisfirePolicy,
     ScheduleDefinition,
     TaskExecution,
-    normalize_commit,
+    checked_commit,
     resolve_cluster_schedule_decision,
 )
 
@@ -52,7 +51,7 @@ def admit_runs(db: Ql3Database, executions: dict[str, TaskExecution]) -> dict[st
     with PostgresScheduleRepository(db.dsn("runtime")) as repo:
         claims = repo.claim_due_schedules(command, len(due))
         commits = [
-            normalize_commit(claim, resolve_cluster_schedule_decision(claim, 1), 1)
+            checked_commit(claim, resolve_cluster_schedule_decision(claim, 1), 1)
             for claim in claims
         ]
         batch = repo.commit_decisions(commits)
@@ -144,15 +143,7 @@ class Workers:
 
     def records(self, name: str) -> list[dict[str, Any]]:
         """Return the worker's JSON log records so far."""
-        found = []
-        for line in (self.workdir / f"{name}.log").read_text(errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict):
-                found.append(record)
-        return found
+        return json_records((self.workdir / f"{name}.log").read_text(errors="replace"))
 
     def logged(self, name: str, event: str) -> list[dict[str, Any]]:
         """Return the worker's log records of one `event`."""
@@ -182,10 +173,7 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
     try:
         yield group
     finally:
-        for process in group.processes.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait(timeout=20)
+        kill_leftovers(group.processes)
 
 
 def kill_group_of(pid_file: Path) -> None:

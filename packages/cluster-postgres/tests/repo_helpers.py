@@ -19,7 +19,7 @@ from ql3_runtime_core import (
     MisfirePolicy,
     ScheduleDefinition,
     TaskExecution,
-    normalize_commit,
+    checked_commit,
     resolve_cluster_schedule_decision,
 )
 
@@ -98,7 +98,7 @@ def command(owner: str = "owner-a", lease_ms: int = 30_000, token: UUID | None =
 def decide(claim: ClusterScheduleClaim, budget: int = 256) -> ClaimCommit:
     """Decide and normalize exactly as the Coordinator does."""
     decision = resolve_cluster_schedule_decision(claim, budget)
-    return normalize_commit(claim, decision, budget)
+    return checked_commit(claim, decision, budget)
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 20.0, what: str = "") -> None:
@@ -114,6 +114,22 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 20.0, what: str
 def owner_conn(db: Ql3Database) -> psycopg.Connection[Any]:
     """Open an autocommit connection as the schema owner (to craft rows a role may not write)."""
     return psycopg.connect(db.dsn("owner"), autocommit=True)
+
+
+def plant_run(
+    owner: psycopg.Connection[Any], schedule_id: int, scheduled_for_ms: int, owner_id: str
+) -> None:
+    """Insert a bare run of one occurrence, committed at that same instant, as the owner.
+
+    History the fenced commit never writes this way (a run later than the database clock, or
+    one some earlier admission left), for tests of what the admin and the repository make of it.
+    """
+    owner.execute(
+        "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,"
+        " created_at_ms) SELECT id, task_id, %s, %s, gen_random_uuid(), %s"
+        " FROM ql3.trigger_schedules WHERE id = %s",
+        (scheduled_for_ms, owner_id, scheduled_for_ms, schedule_id),
+    )
 
 
 def history_counts(db: Ql3Database) -> tuple[int, int, int]:

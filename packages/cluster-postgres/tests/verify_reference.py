@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import psycopg
 from psycopg.rows import dict_row
-from ql3_cluster_postgres._records import definition_from_columns
+from ql3_cluster_postgres._admin_models import definition_from_columns
 from ql3_cluster_postgres._sql import query
 from ql3_cluster_postgres._verify_report import ScheduleVerdict, Violation
 from ql3_runtime_core import (

@@ -43,6 +43,8 @@ class Backoff:
 
     def delay_s(self, attempt: int) -> float:
         """Return the jittered delay after failed attempt number `attempt` (1-based)."""
+        # Full jitter may draw (almost) zero; a tenth of the initial delay keeps a replica from
+        # reconnecting in a tight loop against a database that just refused it.
         return max(float(self._wait(_state(attempt))), self.initial_s / 10)
 
 

@@ -15,7 +15,7 @@ import secrets
 import socket
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -35,6 +35,7 @@ __all__ = [
     "CoordinatorSettings",
     "LogFormat",
     "OwnerId",
+    "ProcessSettingsChecks",
     "check_environment",
     "default_owner_id",
     "describe_settings_error",
@@ -77,7 +78,57 @@ def _connection_field(name: str) -> Any:  # noqa: ANN401 - a pydantic FieldInfo 
     return copy.deepcopy(ConnectionSettings.model_fields[name])
 
 
-class CoordinatorSettings(BaseSettings):
+class ProcessSettingsChecks(BaseSettings):
+    """The checks a Coordinator's and a worker's settings share, written once.
+
+    Both refuse a clock setting (rule zero) and unknown `QL3_*` variables, mask a bad DSN, accept
+    the same log levels and need `retry_max_ms >= retry_initial_ms`. The fields themselves are
+    declared by each subclass (their defaults and bounds differ), hence `check_fields=False`.
+    """
+
+    if TYPE_CHECKING:  # declared by each subclass; here for the type checker only
+        retry_initial_ms: int
+        retry_max_ms: int
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_clock(cls, data: object) -> object:
+        if isinstance(data, Mapping) and any(str(key).lower() == "clock" for key in data):
+            raise ConfigurationError(f"clock: refused; {RULE_ZERO}")
+        # pydantic-settings ignores unknown QL3_* variables; constructing directly checks too.
+        check_environment()
+        return data
+
+    @field_validator("dsn", check_fields=False)
+    @classmethod
+    def _check_dsn(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            try:
+                check_conninfo(value.get_secret_value(), field="dsn")
+            except InvalidConninfoError as exc:
+                # The error names the field and masks the value (dsn=***): keep only the reason.
+                raise ValueError(exc.reason) from exc
+        return value
+
+    @field_validator("log_level", check_fields=False)
+    @classmethod
+    def _check_level(cls, value: str) -> str:
+        level = value.upper()
+        if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            msg = f"log_level={value!r} is not one of DEBUG, INFO, WARNING, ERROR"
+            raise ValueError(msg)
+        return level
+
+    @model_validator(mode="after")
+    def _check_backoff(self) -> Self:
+        initial, most = self.retry_initial_ms, self.retry_max_ms
+        if most < initial:
+            msg = f"retry_max_ms={most} is smaller than retry_initial_ms={initial}"
+            raise ValueError(msg)
+        return self
+
+
+class CoordinatorSettings(ProcessSettingsChecks):
     """Everything a Coordinator replica needs; each field is also `QL3_<NAME>` in the environment.
 
     The connection fields (timeout, keepalives, `tcp_user_timeout`) are cluster-postgres'
@@ -118,45 +169,6 @@ class CoordinatorSettings(BaseSettings):
     keepalives_count: int = _connection_field("keepalives_count")
     tcp_user_timeout_ms: int = _connection_field("tcp_user_timeout_ms")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _refuse_clock(cls, data: object) -> object:
-        if isinstance(data, Mapping) and any(str(key).lower() == "clock" for key in data):
-            raise ConfigurationError(f"clock: refused; {RULE_ZERO}")
-        # pydantic-settings ignores unknown QL3_* variables; constructing directly checks too.
-        check_environment()
-        return data
-
-    @field_validator("dsn")
-    @classmethod
-    def _check_dsn(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None:
-            try:
-                check_conninfo(value.get_secret_value(), field="dsn")
-            except InvalidConninfoError as exc:
-                # The error names the field and masks the value (dsn=***): keep only the reason.
-                raise ValueError(exc.reason) from exc
-        return value
-
-    @field_validator("log_level")
-    @classmethod
-    def _check_level(cls, value: str) -> str:
-        level = value.upper()
-        if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
-            msg = f"log_level={value!r} is not one of DEBUG, INFO, WARNING, ERROR"
-            raise ValueError(msg)
-        return level
-
-    @model_validator(mode="after")
-    def _check_backoff(self) -> CoordinatorSettings:
-        if self.retry_max_ms < self.retry_initial_ms:
-            msg = (
-                f"retry_max_ms={self.retry_max_ms} is smaller than"
-                f" retry_initial_ms={self.retry_initial_ms}"
-            )
-            raise ValueError(msg)
-        return self
-
     def connection_settings(self) -> ConnectionSettings:
         """Return how the repository opens its connections, from these settings."""
         return ConnectionSettings(
@@ -190,6 +202,7 @@ def check_environment(environ: Mapping[str, str] | None = None) -> None:
     """
     env = os.environ if environ is None else environ
     known = _known_variables()
+    # Sorted, so the variable named is the same on every run when several are wrong.
     for name in sorted(env):
         upper = name.upper()
         if not upper.startswith(ENV_PREFIX) or upper in known:
@@ -213,6 +226,7 @@ def describe_settings_error(exc: ValidationError) -> str:
             parts.append(f"{field}: unknown setting")
         else:
             value = error.get("input")
+            # A DSN may hold a password: name the field, never echo its value.
             shown = "***" if field == "dsn" else repr(value)
             parts.append(f"{field}={shown}: {detail}")
     return "; ".join(parts)
@@ -231,6 +245,7 @@ def load_settings(
     check_environment(environ)
     given: dict[str, Any] = {key: value for key, value in flags.items() if value is not None}
     if "clock" in given:
+        # The hidden --clock flag exists only to be refused with this message (rule zero).
         raise ConfigurationError(f"--clock: refused; {RULE_ZERO}")
     try:
         return CoordinatorSettings(**given)

@@ -32,7 +32,7 @@ from ql3_runtime_core import (
     QL3Error,
     QuarantinedSchedule,
     ZoneRulesCheck,
-    normalize_commit,
+    checked_commit,
     quarantine_reason,
     resolve_cluster_schedule_decision,
     summarize_cycle,
@@ -271,7 +271,7 @@ class Coordinator:
         for claim in claims:
             try:
                 decision = resolve_cluster_schedule_decision(claim, state.remaining)
-                commit = normalize_commit(claim, decision, state.remaining)
+                commit = checked_commit(claim, decision, state.remaining)
             except Exception as exc:  # any exception: see the docstring
                 if not isinstance(exc, QL3Error | ValueError):
                     logger.debug("decision of schedule %d raised", claim.schedule_id, exc_info=exc)

@@ -45,7 +45,7 @@ from rich.live import Live
 from rich.table import Table
 
 from ._demo_verdict import ROWS_PER_RUN, DemoVerdict, count_history, show_verdict
-from ._schedules import schedule_definition
+from ._schedule_file import schedule_definition
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence

@@ -100,6 +100,8 @@ def percentile(values: Sequence[int], fraction: float) -> int | None:
     if not values:
         return None
     ordered = sorted(values)
+    # Nearest rank: the smallest value with at least `fraction` of the values at or below it,
+    # always one of the values (no interpolation between two latencies).
     rank = max(math.ceil(fraction * len(ordered)) - 1, 0)
     return ordered[min(rank, len(ordered) - 1)]
 
@@ -122,6 +124,7 @@ def count_history(
     return HistoryCounts(
         expected=len(expected),
         admitted=len(judged & expected),
+        # Each extra run of an occurrence is one duplicate: three runs of one occurrence are two.
         duplicates=sum(count - 1 for count in Counter(keys).values()),
         early=sum(1 for row in rows if row.created_at_ms < row.scheduled_for_ms),
         missing=len(expected - judged),

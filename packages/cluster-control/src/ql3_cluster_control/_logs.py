@@ -1,8 +1,9 @@
 """Log rendering: `text` (message plus key=value fields) or `json` (python-json-logger).
 
-Stable machine fields travel in `extra={"event": ..., ...}` (STYLE §7). Only `_cli.py` calls
-`configure_logging`; library code just logs. Records carry no node timestamp on purpose: every
-time worth showing is a database time in the record's own fields (rule zero).
+Stable machine fields travel in `extra={"event": ..., ...}` (STYLE §7). Only the verbs `ql3 run`,
+`ql3 worker` and `ql3 demo` call `configure_logging`; library code just logs. Records carry no
+node timestamp on purpose: every time worth showing is a database time in the record's own
+fields (rule zero).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 __all__ = ["OwnerFilter", "TextFormatter", "configure_logging", "record_fields"]
 
 _HANDLER_NAME = "ql3"
+# The attributes every LogRecord has (read off a blank one, so a Python upgrade that adds one
+# is covered): whatever else a record carries came from `extra=` and is a field to render.
 _RESERVED = frozenset(
     vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime"}
 )
@@ -43,12 +46,15 @@ class OwnerFilter(logging.Filter):
         self.owner_id = owner_id
 
     def filter(self, record: logging.LogRecord) -> bool:
+        # A record that names an owner itself (a demo logging for a replica) keeps it.
         if not hasattr(record, "owner_id"):
             record.owner_id = self.owner_id
         return True
 
 
 def _text_value(value: object) -> str:
+    # Bare when the value cannot be misread as two fields; JSON-quoted otherwise, so a message
+    # with spaces or `=` in it still splits back into key=value pairs unambiguously.
     if isinstance(value, str) and value and " " not in value and "=" not in value:
         return value
     return json.dumps(value, default=str)
@@ -90,6 +96,7 @@ def configure_logging(
     if owner_id is not None:
         handler.addFilter(OwnerFilter(owner_id))
     root = logging.getLogger()
+    # Replace our own handler (called again, say by a test), never anyone else's.
     for existing in list(root.handlers):
         if existing.get_name() == _HANDLER_NAME:
             root.removeHandler(existing)

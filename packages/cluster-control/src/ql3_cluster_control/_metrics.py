@@ -126,6 +126,8 @@ class CoordinatorMetrics:
         """Account admissions that passed the fence, with their database-time lateness."""
         for run in runs:
             self.admissions.inc()
+            # Never negative: a run is never committed before its occurrence (`verify`'s `early`
+            # rule); the clamp only keeps a broken history from skewing the histogram.
             self.admission_lateness.observe(max(run.created_at_ms - run.scheduled_for_ms, 0) / 1000)
 
 
@@ -203,6 +205,7 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    # A slow scraper must not hold up the next request, nor a stopping process's exit.
     daemon_threads = True
 
 

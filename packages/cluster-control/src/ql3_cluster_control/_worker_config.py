@@ -10,12 +10,10 @@ the worker only measures how long to wait, with `time.monotonic()`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
-from ql3_cluster_postgres import InvalidConninfoError, check_conninfo
+from pydantic import Field, SecretStr, ValidationError
+from pydantic_settings import SettingsConfigDict
 from ql3_runtime_core import LEASE_MS_DEFAULT, LEASE_MS_MAX, LEASE_MS_MIN
 
 from ._config import (
@@ -23,10 +21,14 @@ from ._config import (
     ConfigurationError,
     LogFormat,
     OwnerId,
+    ProcessSettingsChecks,
     check_environment,
     default_owner_id,
     describe_settings_error,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = [
     "TASK_ENVIRONMENT",
@@ -46,7 +48,7 @@ TASK_ENVIRONMENT = (
 )
 
 
-class WorkerSettings(BaseSettings):
+class WorkerSettings(ProcessSettingsChecks):
     """Everything a worker needs; each field is also `QL3_WORKER_<NAME>` in the environment.
 
     `lease_ms` is how long an attempt stays held without a heartbeat, by the database clock
@@ -79,43 +81,6 @@ class WorkerSettings(BaseSettings):
     application_name: str = Field(default="ql3-worker", min_length=1, max_length=63)
     connect_timeout_s: float = Field(default=5.0, gt=0, le=300)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _refuse_clock(cls, data: object) -> object:
-        if isinstance(data, Mapping) and any(str(key).lower() == "clock" for key in data):
-            raise ConfigurationError(f"clock: refused; {RULE_ZERO}")
-        check_environment()
-        return data
-
-    @field_validator("dsn")
-    @classmethod
-    def _check_dsn(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None:
-            try:
-                check_conninfo(value.get_secret_value(), field="dsn")
-            except InvalidConninfoError as exc:
-                raise ValueError(exc.reason) from exc
-        return value
-
-    @field_validator("log_level")
-    @classmethod
-    def _check_level(cls, value: str) -> str:
-        level = value.upper()
-        if level not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
-            msg = f"log_level={value!r} is not one of DEBUG, INFO, WARNING, ERROR"
-            raise ValueError(msg)
-        return level
-
-    @model_validator(mode="after")
-    def _check_backoff(self) -> WorkerSettings:
-        if self.retry_max_ms < self.retry_initial_ms:
-            msg = (
-                f"retry_max_ms={self.retry_max_ms} is smaller than"
-                f" retry_initial_ms={self.retry_initial_ms}"
-            )
-            raise ValueError(msg)
-        return self
-
     def dsn_value(self) -> str | None:
         """Return the DSN in clear, for the ingress; never log it."""
         return None if self.dsn is None else self.dsn.get_secret_value()
@@ -142,6 +107,8 @@ def load_worker_settings(
     given: dict[str, Any] = {key: value for key, value in flags.items() if value is not None}
     if "clock" in given:
         raise ConfigurationError(f"--clock: refused; {RULE_ZERO}")
+    # QL3_DSN is the fallback, not a setting of this model: given explicitly, it would outrank
+    # QL3_WORKER_DSN, which must win when a deployment sets both.
     if "dsn" not in given and WORKER_ENV_PREFIX + "DSN" not in env and "QL3_DSN" in env:
         given["dsn"] = env["QL3_DSN"]
     try:

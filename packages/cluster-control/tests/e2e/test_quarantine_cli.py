@@ -12,7 +12,7 @@ from history import plant_schedule
 from ql3_cluster_postgres import PostgresScheduleRepository
 from ql3_runtime_core import (
     ClaimClusterScheduleCommand,
-    normalize_commit,
+    checked_commit,
     resolve_cluster_schedule_decision,
     zone_rules_version,
 )
@@ -43,7 +43,7 @@ def _one_claim_round(db: Ql3Database) -> None:
     with PostgresScheduleRepository(db.dsn("runtime")) as repo:
         claim_round = repo.claim_round(command, 16)
         commits = [
-            normalize_commit(claim, resolve_cluster_schedule_decision(claim, 256), 256)
+            checked_commit(claim, resolve_cluster_schedule_decision(claim, 256), 256)
             for claim in claim_round.claims
         ]
         repo.commit_decisions(commits)

@@ -29,7 +29,7 @@ from ql3_runtime_core import (
     CommitBatch,
     CommitStatus,
     RepositoryUnavailableError,
-    normalize_commit,
+    checked_commit,
     resolve_cluster_schedule_decision,
 )
 from ql3_testkit import Ql3Database, ThrowawayCluster, WireFaultProxy
@@ -79,7 +79,7 @@ def test_several_claims_in_one_cycle_keep_their_database_times(ql3_db: Ql3Databa
 
 def _commits(claims: Sequence[ClusterScheduleClaim]) -> list[ClaimCommit]:
     return [
-        normalize_commit(claim, resolve_cluster_schedule_decision(claim, 256), 256)
+        checked_commit(claim, resolve_cluster_schedule_decision(claim, 256), 256)
         for claim in claims
     ]
 

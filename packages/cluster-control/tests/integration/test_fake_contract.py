@@ -24,7 +24,7 @@ from ql3_runtime_core import (
     CommitStatus,
     ScheduleRepository,
     ServiceRepository,
-    normalize_commit,
+    checked_commit,
     resolve_cluster_schedule_decision,
 )
 
@@ -169,7 +169,7 @@ def test_commit_after_takeover_is_raced_and_writes_nothing(harness: Harness) -> 
 
     def commit(claims: list[ClusterScheduleClaim]) -> list[CommitStatus]:
         commits = [
-            normalize_commit(c, resolve_cluster_schedule_decision(c, 256), 256) for c in claims
+            checked_commit(c, resolve_cluster_schedule_decision(c, 256), 256) for c in claims
         ]
         return [outcome.status for outcome in harness.repo.commit_decisions(commits).outcomes]
 

@@ -5,6 +5,14 @@ from __future__ import annotations
 from importlib.metadata import version as _version
 
 from ._admin import ScheduleAdmin
+from ._admin_models import (
+    SCHEDULE_NAME_MAX_LENGTH,
+    ApplyReport,
+    ScheduleRecord,
+    ScheduleSpec,
+    ScheduleStatus,
+    StatusReport,
+)
 from ._binaries import find_postgres_bin_dir
 from ._connect import DRIVER_LOGGER, ConnectionSettings, check_conninfo
 from ._errors import (
@@ -23,14 +31,6 @@ from ._history import AttemptCounts, AttemptRecord, HistoryReader, RunRecord, Ru
 from ._ingress import WorkerIngress
 from ._migrations import SCHEMA_VERSION, check_schema_version, migrate
 from ._private_server import PrivateServer
-from ._records import (
-    SCHEDULE_NAME_MAX_LENGTH,
-    ApplyReport,
-    ScheduleRecord,
-    ScheduleSpec,
-    ScheduleStatus,
-    StatusReport,
-)
 from ._repository import PostgresScheduleRepository
 from ._roles import (
     GROUP_ROLES,

@@ -28,6 +28,13 @@ from ql3_runtime_core import (
     TaskExecution,
 )
 
+from ._admin_models import (
+    ApplyReport,
+    ScheduleRecord,
+    ScheduleSpec,
+    ScheduleStatus,
+    StatusReport,
+)
 from ._admin_plan import (
     Update,
     initial_cursor,
@@ -45,13 +52,6 @@ from ._errors import (
     ScheduleStateError,
 )
 from ._lifecycle import Closing
-from ._records import (
-    ApplyReport,
-    ScheduleRecord,
-    ScheduleSpec,
-    ScheduleStatus,
-    StatusReport,
-)
 from ._replication import read_replication_state
 from ._retry import TRANSACTION_RETRY
 from ._sql import query
@@ -203,6 +203,8 @@ class ScheduleAdmin(Closing):
             msg = f"specs: schedule names appear more than once: {duplicates}"
             raise ValueError(msg)
         checked = [validated(spec) for spec in specs]
+        # Pruning retires what the specs do not name, so it must lock and see every schedule;
+        # otherwise only the named rows are locked and other admins' schedules stay untouched.
         lock_names = None if prune else names
 
         def apply(conn: psycopg.Connection[Any]) -> ApplyReport:
@@ -219,6 +221,7 @@ class ScheduleAdmin(Closing):
             plan = reconcile(
                 checked, stored, now, decided, prune=prune, stored_executions=executions
             )
+            # Specs applied from a file carry no payload template (only add_schedule takes one).
             created = self._create(conn, plan.creates, now, [{} for _ in plan.creates])
             if len(created) != len(plan.creates):  # a concurrent admin created one of them
                 taken = {spec.name for spec in plan.creates} - {r.name for r in created}
@@ -271,6 +274,7 @@ class ScheduleAdmin(Closing):
                 query("read_task_executions"),
                 {"task_ids": None if task_ids is None else list(task_ids)},
             ).fetchall()
+        # Keyed by name: a schedule and its task are created together under one name.
         return {
             row["name"]: TaskExecution(
                 command=row["command"],
@@ -340,12 +344,15 @@ class ScheduleAdmin(Closing):
             **_definition_columns([update.definition for update in updates]),
             "cursors": [update.next_due_at_ms for update in updates],
             "states": [update.state.value for update in updates],
+            # A state change sends no definition: the statement keeps the stored one, which this
+            # node may not even be able to read (a quarantined row).
             "keeps": [update.definition is None for update in updates],
         }
         self._rows(conn, "update_schedules", params)
         revising = [update for update in updates if update.revision is not None]
         if not revising:
             return
+        # The live revision ends where the cursor stood before this change, not after it.
         ends = old_cursors or {}
         self._rows_count(
             conn,
@@ -401,6 +408,7 @@ class ScheduleAdmin(Closing):
                 raise ScheduleNotFoundError(name)
             record = locked[0]
             if record.state is target:
+                # Idempotent: nothing written, no version bump, so a held claim is not raced.
                 return record
             if record.state not in allowed:
                 raise ScheduleStateError(name, record.state.value, action)
@@ -417,9 +425,11 @@ class ScheduleAdmin(Closing):
                 decided = self._latest_decided(conn, [record.schedule_id])
                 update = resumed(record, record.definition, now, decided.get(record.schedule_id))
             else:
+                # Pause and retire keep the definition (None) and the cursor as they are.
                 update = Update(record.schedule_id, None, record.next_due_at_ms, target)
             self._update(conn, [update], {record.schedule_id: record.next_due_at_ms})
             self._rows(conn, "notify_schedule_changed", {"reason": action})
+            # Read back: the version and times are what the statement wrote, by database time.
             (changed,) = self._records(conn, "read_schedules", {"names": [name]})
             return changed
 

@@ -24,7 +24,7 @@ from ql3_runtime_core import (
     validate_cron_expression,
 )
 
-from ._records import (
+from ._admin_models import (
     ApplyReport,
     DefinitionColumns,
     ScheduleRecord,
@@ -146,6 +146,7 @@ def reconcile(
         if record is None:
             creates.append(spec)
         elif record.state not in _ALWAYS_REWRITTEN and record.definition == spec.definition:
+            # Same timing: the row is not written (no version bump, so a held claim commits).
             (updated if execution_changed else unchanged).append(spec.name)
         else:
             updates.append(_changed(record, spec.definition, now, decided.get(record.schedule_id)))
@@ -182,7 +183,10 @@ def _changed(
     after the latest run or skip record ('replaced').
     """
     old = record.definition
+    # What places occurrences: a change here makes the stored cursor meaningless. Policy, grace
+    # and end only change what is done with the same occurrences, so the cursor can stay.
     timing = (definition.cron, definition.timezone, definition.start_at_ms)
+    # A retired or exhausted schedule given a definition again starts afresh from now.
     reborn = record.state in {ScheduleState.RETIRED, ScheduleState.EXHAUSTED}
     if (
         reborn
@@ -203,6 +207,7 @@ def _changed(
         ):
             cursor, state = None, ScheduleState.EXHAUSTED
     if state is ScheduleState.ACTIVE and record.state is ScheduleState.PAUSED:
+        # Changing a paused schedule's definition does not resume it; `resume` does.
         state = ScheduleState.PAUSED
     return Update(
         record.schedule_id,
@@ -266,6 +271,7 @@ def resumed(
 
 
 def _is_occurrence(definition: ScheduleDefinition, at_ms: int) -> bool:
+    # An instant is an occurrence exactly when the search from just before it lands on it.
     return _next_after(definition.cron, definition.timezone, at_ms - 1) == at_ms
 
 
@@ -287,6 +293,7 @@ def initial_cursor(
     `decided_ms` is the schedule's latest admitted or skipped occurrence (None for a new one): a
     cursor at or before it would hand a replica an occurrence already decided (issue 10.4).
     """
+    # `start_at_ms - 1`: the search is strictly after, and start_at_ms itself may be the first.
     after = now if definition.start_at_ms is None else max(now, definition.start_at_ms - 1)
     if decided_ms is not None:
         after = max(after, decided_ms)

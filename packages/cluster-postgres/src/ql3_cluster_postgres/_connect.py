@@ -108,8 +108,11 @@ class ConnectionOptions:
         except psycopg.ProgrammingError as exc:
             msg = f"conninfo: cannot parse the connection string: {exc}"
             raise ValueError(msg) from exc
+        # The caller's keys win: an operator's conninfo is the last word (say, keepalives=0 on a
+        # network that drops probes, or a longer connect_timeout across a slow link).
         defaults.update({key: value for key, value in given.items() if value is not None})
         if server_settings:
+            # Appended to the caller's own `options`, so both apply.
             extra = " ".join(f"-c {name}={value}" for name, value in server_settings.items())
             defaults["options"] = f"{defaults.get('options', '')} {extra}".strip()
         self.conninfo = make_conninfo("", **defaults)
@@ -118,8 +121,9 @@ class ConnectionOptions:
         """Return a closed pool (open it with `open()`) whose connections are made like ours."""
         return ConnectionPool(
             self.conninfo,
-            min_size=1,
+            min_size=1,  # the first request does not pay for the connect
             max_size=max_size,
+            # Every ingress statement is its own transaction: autocommit, like single connections.
             kwargs=_connect_kwargs(autocommit=True),
             open=False,
             timeout=timeout_s,

@@ -114,6 +114,8 @@ class RunSummary(BaseModel):
     scheduled_for_ms: int
     created_at_ms: int
     state: AttemptState | None
+    # One jsonb array per run in history_recent_runs.sql (one round trip for runs and
+    # attempts); pydantic validates each element into an AttemptRecord.
     attempts: tuple[AttemptRecord, ...]
 
 
@@ -152,6 +154,7 @@ class HistoryReader(Closing):
             server_settings={"default_transaction_read_only": "on"},
         )
         self._conn: psycopg.Connection[Any] | None = None
+        # One connection serves one statement at a time; the demo reads from several threads.
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -169,6 +172,8 @@ class HistoryReader(Closing):
                 with conn.cursor(row_factory=class_row(row_type)) as cur:
                     return cur.execute(query(name), params).fetchall()
             except psycopg.Error as exc:
+                # An autocommit statement that failed leaves the connection usable; only a
+                # broken one is thrown away (and reopened by the next call).
                 if conn.broken:
                     close_quietly(conn)
                     self._conn = None

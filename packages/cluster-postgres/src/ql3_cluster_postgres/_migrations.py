@@ -126,6 +126,7 @@ def migrate(dsn: str, *, source: Traversable | None = None) -> list[str]:
         options = ConnectionOptions(dsn, application_name=_APPLICATION_NAME)
         with open_connection(options) as conn:
             _become_owner(conn)
+            # A session lock (not a transaction one): it must span every file's own transaction.
             conn.execute(provisioning("migrations_lock"))
             try:
                 return _apply_pending(conn, migrations)
@@ -161,6 +162,8 @@ def _apply_pending(conn: psycopg.Connection[Any], migrations: list[Migration]) -
     ledger = conn.cursor(row_factory=_APPLIED).execute(provisioning("migrations_applied"))
     applied = {row.name: (row.version, row.sha256) for row in ledger}
     known = {migration.name: migration for migration in migrations}
+    # Checked before anything is applied: a changed file means this build and the database
+    # disagree about what the schema is, and applying more on top would hide it.
     for name, (_, digest) in applied.items():
         if name in known and known[name].sha256 != digest:
             raise MigrationTamperedError(name, digest, known[name].sha256)
@@ -172,6 +175,8 @@ def _apply_pending(conn: psycopg.Connection[Any], migrations: list[Migration]) -
     for migration in migrations:
         if migration.name in applied:
             continue
+        # One transaction per file: the file and its ledger row land together or not at all, and
+        # a failed file leaves the ones before it applied.
         with conn.transaction():
             # A packaged, checksummed file, not user input.
             conn.execute(migration.sql)
@@ -199,6 +204,7 @@ def check_schema_version(conn: psycopg.Connection[Any]) -> int:
             rows = conn.cursor(row_factory=_VERSION).execute(provisioning("migrations_version"))
             found = next((row.version for row in rows), 0)
     except pg_errors.UndefinedTable:
+        # No ledger yet: a database never migrated is version 0, and refused like an old one.
         found = 0
     except psycopg.Error as exc:
         raise DatabaseError(f"check_schema_version: {exc}") from exc

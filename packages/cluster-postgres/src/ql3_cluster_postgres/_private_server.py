@@ -77,6 +77,7 @@ def _stop_all_at_exit() -> None:
 
 
 def _conf_line(key: str, value: str) -> str:
+    # postgresql.conf quotes values with single quotes and doubles a quote inside one.
     escaped = value.replace("'", "''")
     return f"{key} = '{escaped}'\n"
 
@@ -233,6 +234,7 @@ class PrivateServer(Started):
         Idempotent; also safe after a failed start. A no-op in a forked child: only the process
         that started the server tears it down.
         """
+        # A forked child inherits `_LIVE` and its atexit hook; the server belongs to the parent.
         if _LIVE.get(self, os.getpid()) != os.getpid():
             return
         self._halt()
@@ -271,6 +273,8 @@ class PrivateServer(Started):
     def _create_base_dir(self) -> None:
         uid, gid = run_as(self.os_user)
         self._base = Path(tempfile.mkdtemp(prefix=f"{self.name}-pg-", dir=self._base_parent))
+        # Registered as soon as the folder exists, so the atexit net removes it even when
+        # initdb or the start fails halfway.
         _LIVE[self] = os.getpid()
         (self._base / "socket").mkdir()
         for folder in (self._base, self._base / "socket"):
@@ -308,6 +312,8 @@ class PrivateServer(Started):
             pwfile.unlink(missing_ok=True)
 
     def _start_on_free_port(self) -> None:
+        # free_port() can only probe: another process may bind the port before the postmaster
+        # does, so a bind failure tries another port instead of failing the start.
         for _ in range(_PORT_ATTEMPTS):
             if self._launch(free_port()):
                 return
@@ -339,6 +345,8 @@ class PrivateServer(Started):
                 if any(marker in log_tail(self.log_path) for marker in _RETRYABLE_START_ERRORS):
                     return False
                 raise self._start_error(f"server exited with code {process.returncode}")
+            # Ready means a real login and statement succeed, not just an open port: the
+            # postmaster listens before recovery ends and refuses connections until then.
             with contextlib.suppress(psycopg.OperationalError), self.connect() as conn:
                 conn.execute(provisioning("cluster_ping"))
                 return True

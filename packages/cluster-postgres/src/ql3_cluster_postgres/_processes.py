@@ -61,8 +61,11 @@ def tool_env(home: Path) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
+        # PG*: a caller's PGHOST/PGPORT/PGDATA would point the tools at another server.
+        # LD_PRELOAD/FAKETIME: a test's clock shim must reach only the server it was meant for.
         if not key.startswith(("PG", "LD_PRELOAD", "FAKETIME"))
     }
+    # initdb fails or picks odd collations under a locale the machine lacks; C always exists.
     env["LC_ALL"] = "C"
     env["HOME"] = str(home)
     return env
@@ -82,6 +85,7 @@ def run_tool(
             env=dict(env) if env is not None else tool_env(cwd),
             user=uid,
             group=gid,
+            # Dropping to the OS user must drop root's supplementary groups too.
             extra_groups=[] if uid is not None else None,
             timeout=_TOOL_TIMEOUT_S,
             check=False,

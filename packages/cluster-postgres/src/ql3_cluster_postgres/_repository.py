@@ -43,6 +43,7 @@ from ql3_runtime_core import (
     zone_rules_version,
 )
 
+from ._admin_models import definition_from_columns
 from ._bounds import check_lease, check_limit
 from ._connect import (
     ConnectionOptions,
@@ -64,7 +65,6 @@ from ._outcomes import (
     decision_landed,
     uncertain_batch,
 )
-from ._records import definition_from_columns
 from ._replication import read_replication_state
 from ._retry import TRANSACTION_RETRY
 from ._rows import (

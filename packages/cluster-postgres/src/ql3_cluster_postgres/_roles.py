@@ -81,7 +81,10 @@ def _with_retry(dsn: str, action: str, body: Callable[[psycopg.Connection[Any]],
     options = ConnectionOptions(dsn, application_name=_APPLICATION_NAME)
 
     def attempt(_retries: int) -> None:
+        # A fresh connection per try: a failed CREATE ROLE race aborts the whole transaction.
         with open_connection(options) as conn, conn.transaction():
+            # Serialises provisioning within this database; roles are cluster-global, so two
+            # databases provisioning at once can still race, which the retry absorbs.
             conn.execute(provisioning("roles_lock"))
             body(conn)
 
@@ -117,6 +120,7 @@ def provision_roles(superuser_dsn: str) -> list[str]:
         schema_existed = any(row.exists for row in schema)
         conn.execute(provisioning("roles_create_groups"))
         conn.execute(provisioning("roles_prepare_schema"))
+        # GRANT ... ON DATABASE takes no parameter: the name goes in as a quoted identifier.
         acl = sql.SQL(provisioning("roles_database_acl")).format(
             database=sql.Identifier(conn.info.dbname)
         )
@@ -177,6 +181,7 @@ def provision_roles_if_missing(dsn: str) -> list[str]:
     except psycopg.Error as exc:
         raise DatabaseError(f"migrate: {exc}") from exc
     if state is None or (state.roles_present and state.schema_present):
+        # Provisioned already: leave the roles' attributes and grants as the operator set them.
         return []
     if not state.superuser:
         raise DatabaseError(f"migrate: {not_provisioned_message(user, database)}")
@@ -195,6 +200,8 @@ def create_login_user(superuser_dsn: str, name: str, password: str, group: str |
 
     """
     group_name = group_role_name(group) if group is not None else None
+    # CREATE/ALTER ROLE take no bind parameters: the name is quoted as an identifier and the
+    # password as a literal by psycopg, never pasted into the text.
     params = {"name": sql.Identifier(name), "password": sql.Literal(password)}
 
     def body(conn: psycopg.Connection[Any]) -> None:

@@ -63,6 +63,8 @@ def named_row(cls: type[_NT]) -> RowFactory[_NT]:
         if result is None:  # pragma: no cover - psycopg asks only once a result is there
             return make
         raw = tuple(result.fname(i) for i in range(result.nfields))
+        # Keyed by the raw names: one statement's results always share them, so the decoding
+        # and matching below run once per statement, not once per execution.
         maker = makers.get(raw)
         if maker is None:
             encoding = cursor.connection.info.encoding
@@ -78,10 +80,13 @@ def _maker(
 ) -> RowMaker[_NT]:
     """Return how to build `cls` from rows with columns `names`, or refuse a mismatch."""
     if names == fields:
+        # The usual case: the SQL lists the columns in field order, so no reordering per row.
         return make
     if sorted(names) != sorted(fields):
         msg = f"{cls.__name__}: the statement returns columns {names}, the row has {fields}"
         raise RowShapeError(msg)
+    # itemgetter of several indexes returns a tuple, which `make` needs; a one-field row never
+    # gets here (its one name either equals its field or was refused above).
     pick = operator.itemgetter(*(names.index(name) for name in fields))
 
     def reordered(values: Sequence[Any]) -> _NT:

@@ -183,11 +183,13 @@ def verify_history(
     try:
         options = ConnectionOptions(conninfo, application_name="ql3-verify")
         with open_connection(options, autocommit=False) as conn:
+            # One snapshot for every read: rows a live system writes meanwhile cannot make the
+            # reads disagree (a run seen by one rule and missing from another).
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             conn.read_only = True
             check = _Check(_Reader(conn, since_ms), findings, stale_claim_grace_ms)
             verdicts, runs = check.run()
-            conn.rollback()
+            conn.rollback()  # nothing to keep: a read-only transaction ends either way
     except psycopg.Error as exc:
         raise DatabaseError(f"verify_history: cannot read the QL3 history: {exc}") from exc
     return VerifyReport(
@@ -249,6 +251,8 @@ class _Reader:
     ) -> Iterator[list[Any]]:
         """Yield a result of any size through a server-side cursor, `_BATCH_ROWS` rows at a time."""
         self._cursors += 1
+        # A named cursor is a server-side one; names are unique within the transaction, and two
+        # streams may be open at once (occurrences and skip records are walked side by side).
         with self.conn.cursor(f"ql3_verify_{self._cursors}", row_factory=row_factory) as cur:
             cur.execute(query(name), self._params(params))
             while batch := cur.fetchmany(_BATCH_ROWS):
@@ -271,10 +275,13 @@ class _Check:
     def run(self) -> tuple[list[ScheduleVerdict], int]:
         """Check everything; return the verdict of each schedule and the runs in scope."""
         reader, findings = self.reader, self.findings
+        # Before any cursor is declared: the setting applies to cursors planned after it.
         reader.execute("verify_plan_whole_results")
+        # The snapshot's one clock reading: every "now" of every rule is this one.
         self.now_ms = int(reader.rows("verify_now")[0]["now_ms"])
         schedule_rows = reader.rows("verify_schedules")
         self.schedule_rows = len(schedule_rows)
+        # Quarantined schedules are reported once here and judged by no other rule.
         skipped = check_invalid(findings, schedule_rows)
         schedules = [schedule_from_row(row) for row in schedule_rows if row["id"] not in skipped]
         revisions = self._revisions(schedules, skipped)
@@ -330,6 +337,8 @@ class _Check:
     def _shape(self) -> None:
         """Report runs of the wrong shape, and each attempt and event of no run."""
         for row in self.reader.stream("verify_shape", dict_row):
+            # A run row exists but its attempts or events are wrong; otherwise the id is only
+            # named by attempts or events, whose every row is then reported as an orphan.
             if row["runs"] == 1:
                 report_shape(self.findings, row)
                 continue
@@ -383,6 +392,8 @@ class _RunIds:
         self._ids: list[int] = []
 
     def __call__(self, at_ms: int, nth: int) -> int:
+        # Only the last occurrence asked is remembered: findings come in occurrence order, and
+        # a duplicate names its first and its nth run from the same lookup.
         if at_ms != self._at_ms:
             rows = self.reader.rows(
                 "verify_run_ids", schedule_id=self.schedule_id, scheduled_for_ms=at_ms
@@ -438,6 +449,7 @@ class _Stream:
                     pending = next(skips, None)
                     next_skip_ms = pending.first_skipped_ms if pending else _NO_MORE_MS
                 walk_run(at_ms, nth)
+        # Skip records after the last run (or of a schedule without runs) count too.
         while pending is not None and walk is not None:
             walk.skip(pending)
             pending = next(skips, None)
@@ -447,6 +459,7 @@ class _Stream:
         self.findings.add(
             "duplicate",
             self.schedule.id,
+            # A callable: the run ids are looked up only while the rule is under its cap.
             lambda: (
                 f"occurrence {at_ms} admitted again by run {self.run_id(at_ms, nth)}"
                 f" (first by run {self.run_id(at_ms, 0)})"

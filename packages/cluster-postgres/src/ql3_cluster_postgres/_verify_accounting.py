@@ -34,7 +34,7 @@ from ql3_runtime_core import (
     occurrences_after_ms,
 )
 
-from ._records import DefinitionColumns, definition_from_columns
+from ._admin_models import DefinitionColumns, definition_from_columns
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -107,7 +107,9 @@ class _Window:
     revision: Revision
     definition: ScheduleDefinition
     low: int
-    high: int  # exclusive
+    # Exclusive, because a revision ends at a cursor: the cursor itself is still undecided and
+    # belongs to whichever revision comes next.
+    high: int
 
 
 def revision_from_row(row: dict[str, Any]) -> Revision:
@@ -115,6 +117,7 @@ def revision_from_row(row: dict[str, Any]) -> Revision:
         definition = definition_from_columns(DefinitionColumns.of(row))
     except Exception:  # noqa: BLE001  # any unreadable revision is a finding, not a crash
         definition = None
+    # The row's columns are named as Revision's fields (verify_revisions.sql), read by name.
     fields = {name: row[name] for name in Revision.__dataclass_fields__ if name != "definition"}
     return Revision(definition=definition, **fields)
 
@@ -191,6 +194,7 @@ def _cursor_problems(revisions: Sequence[Revision]) -> list[str]:
         f"revision {rev.revision} keeps the cursor but starts at {rev.first_cursor_ms},"
         f" not where revision {before.revision} ended ({before.end_cursor_ms})"
         for before, rev in pairwise(revisions)
+        # A redefinition keeps the cursor: its range must continue exactly where the last ended.
         if rev.reason == "redefined" and rev.first_cursor_ms != before.end_cursor_ms
     ]
     problems.extend(
@@ -208,6 +212,8 @@ def _placed_cursor(revision: Revision) -> int | None:
     definition = revision.definition
     if definition is None or revision.placed_after_ms is None:
         return None
+    # The same arithmetic as the admin's, redone here from what the revision recorded: the
+    # checker must not trust the cursor the admin wrote, only recompute it.
     after = revision.placed_after_ms
     if definition.start_at_ms is not None:
         after = max(after, definition.start_at_ms - 1)
@@ -240,6 +246,7 @@ def _windows(schedule: Schedule, revisions: Sequence[Revision]) -> list[_Window]
         high = end_at + 1 if end_at is not None else low
         if end_cursor is not None:
             high = end_cursor
+        # A later revision's first cursor ends this one's range, even if its end cursor says later.
         later = [r.first_cursor_ms for r in revisions[index + 1 :] if r.first_cursor_ms is not None]
         if later:
             high = min(high, later[0])

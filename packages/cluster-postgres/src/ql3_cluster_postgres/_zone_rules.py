@@ -103,6 +103,8 @@ def record_zone_rules(conninfo: str, *, version: str | None = None) -> ZoneRules
     with _connect(conninfo, action) as conn:
         try:
             records = conn.cursor(row_factory=_RECORD)
+            # INSERT ... ON CONFLICT DO NOTHING: no row back means a version was recorded already,
+            # which is then read (and kept: switching it is `adopt`'s job).
             inserted = records.execute(query("record_zone_rules"), {"version": wanted}).fetchone()
             if inserted is not None:
                 return ZoneRulesChange(previous=None, current=inserted)
@@ -139,6 +141,7 @@ def _adopt(conn: psycopg.Connection[Any], wanted: str) -> ZoneRulesChange:
     records = conn.cursor(row_factory=_RECORD)
     previous = records.execute(query("lock_zone_rules")).fetchone()
     if previous is not None and previous.version == wanted:
+        # Nothing to switch: fencing claims here would make replicas lose work for nothing.
         return ZoneRulesChange(previous=wanted, current=previous)
     adopted = records.execute(query("adopt_zone_rules"), {"version": wanted}).fetchone()
     if adopted is None:  # pragma: no cover - an upsert always returns its row

@@ -18,7 +18,16 @@ from ql3_runtime_core import (
     ScheduleState,
     next_occurrence_ms,
 )
-from repo_helpers import command, db_now_ms, decide, fetch, make_schedules, owner_conn, wait_until
+from repo_helpers import (
+    command,
+    db_now_ms,
+    decide,
+    fetch,
+    make_schedules,
+    owner_conn,
+    plant_run,
+    wait_until,
+)
 
 if TYPE_CHECKING:
     from ql3_testkit import Ql3Database
@@ -102,12 +111,7 @@ def test_a_cursor_placed_anew_goes_after_the_latest_decided_occurrence(
     now = db_now_ms(ql3_db.dsn("admin"))
     future = now - now % 1_000 + 600_000
     with owner_conn(ql3_db) as owner:
-        owner.execute(
-            "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,"
-            " created_at_ms) SELECT id, task_id, %s, 'stepped', gen_random_uuid(), %s"
-            " FROM ql3.trigger_schedules WHERE id = %s",
-            (future, future, run_schedule),
-        )
+        plant_run(owner, run_schedule, future, "stepped")
         owner.execute(
             "INSERT INTO ql3.skipped_occurrences (schedule_id, first_skipped_ms, last_skipped_ms,"
             " skipped_count, misfire_policy, claim_acquired_at_ms, owner_id, claim_token,"

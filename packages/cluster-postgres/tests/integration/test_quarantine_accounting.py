@@ -15,7 +15,16 @@ from ql3_cluster_postgres import (
     ScheduleSpec,
 )
 from ql3_runtime_core import MisfirePolicy, ScheduleDefinition, ScheduleState
-from repo_helpers import command, db_now_ms, decide, fetch, make_schedules, owner_conn, wait_until
+from repo_helpers import (
+    command,
+    db_now_ms,
+    decide,
+    fetch,
+    make_schedules,
+    owner_conn,
+    plant_run,
+    wait_until,
+)
 from verify_compare import checked_verify
 
 if TYPE_CHECKING:
@@ -80,12 +89,7 @@ def test_a_fix_applied_to_a_quarantined_schedule_opens_a_revision_after_every_de
     future = now - now % 1_000 + 600_000
     with owner_conn(ql3_db) as owner:
         # A run later than the database clock (say, admitted before the clock stepped back).
-        owner.execute(
-            "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,"
-            " created_at_ms) SELECT id, task_id, %s, 'stepped', gen_random_uuid(), %s"
-            " FROM ql3.trigger_schedules WHERE id = %s",
-            (future, future, sid),
-        )
+        plant_run(owner, sid, future, "stepped")
         owner.execute("UPDATE ql3.trigger_schedules SET cron = %s WHERE id = %s", (BAD_CRON, sid))
     kept = _cursor(ql3_db, sid)
     with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:

@@ -19,6 +19,7 @@ from repo_helpers import (
     history_counts,
     make_schedules,
     owner_conn,
+    plant_run,
     wait_until,
 )
 
@@ -90,12 +91,7 @@ def test_an_occurrence_already_admitted_is_settled_not_failed(ql3_db: Ql3Databas
         }
         taken = commits[first].decision.occurrences[1]
         with owner_conn(ql3_db) as owner:
-            owner.execute(
-                "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id,"
-                " claim_token, created_at_ms)"
-                " VALUES (%s, %s, %s, 'earlier', gen_random_uuid(), %s)",
-                (first, commits[first].claim.task_id, taken, taken),
-            )
+            plant_run(owner, first, taken, "earlier")
         batch = repo.commit_decisions(list(commits.values()))
         notified = {n.payload for n in listen.notifies(timeout=2.0, stop_after=64)}
     outcomes = {outcome.schedule_id: outcome for outcome in batch.outcomes}
@@ -122,12 +118,7 @@ def test_resolving_a_commit_whose_occurrences_all_had_runs(ql3_db: Ql3Database) 
         commit = decide(claim)
         with owner_conn(ql3_db) as owner:
             for at in commit.decision.occurrences:
-                owner.execute(
-                    "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id,"
-                    " claim_token, created_at_ms) VALUES (%s, %s, %s, 'earlier',"
-                    " gen_random_uuid(), %s)",
-                    (schedule, claim.task_id, at, at),
-                )
+                plant_run(owner, schedule, at, "earlier")
         (outcome,) = repo.commit_decisions([commit]).outcomes
         resolved = repo.resolve_uncertain_commit(commit)
     assert outcome.runs == resolved.runs == ()

@@ -20,7 +20,7 @@ from ql3_runtime_core import (
     CommitStatus,
     InvalidDecisionError,
     ScheduleRepository,
-    normalize_commit,
+    checked_commit,
     resolve_cluster_schedule_decision,
     same_claim,
 )
@@ -127,7 +127,7 @@ def test_decisions_are_bound_to_the_claim_observation(repository: ScheduleReposi
     decision = resolve_cluster_schedule_decision(claim, 4)
     moved = decision.model_copy(update={"observed_at_ms": decision.observed_at_ms + 1})
     with pytest.raises(InvalidDecisionError, match="observed_at_ms"):
-        normalize_commit(claim, moved, 4)
+        checked_commit(claim, moved, 4)
     assert repository.commit_decisions([]).outcomes == ()
 
 

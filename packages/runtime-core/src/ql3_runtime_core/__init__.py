@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from importlib.metadata import version as _version
 
-from ._commit import ClaimCommit, normalize_commit
+from ._commit import ClaimCommit, checked_commit
 from ._contracts import (
     LEASE_MS_DEFAULT,
     LEASE_MS_MAX,
@@ -143,12 +143,12 @@ __all__ = [
     "WorkerRepository",
     "ZoneRulesCheck",
     "__version__",
+    "checked_commit",
     "count_occurrences_ms",
     "is_interval_like",
     "latest_occurrence_ms",
     "load_timezone",
     "next_occurrence_ms",
-    "normalize_commit",
     "occurrences_after_ms",
     "preview_occurrences",
     "quarantine_reason",

@@ -1,7 +1,9 @@
-"""Commit normalization (D4): the last check between a decision and the database.
+"""The commit check (D4, SPEC's "commit normalization"): the last check before the database.
 
 A decision reaches the repository only as a `ClaimCommit`, and the only way to build one is
-`normalize_commit`, which refuses anything a correct decision could not have produced.
+`checked_commit`, which refuses anything a correct decision could not have produced. It changes
+nothing it is given (the name it had, `normalize_commit`, promised otherwise): it checks, then
+pairs the claim with its decision.
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ from ._cron import count_occurrences_ms, next_occurrence_ms
 from ._decision import ScheduleDecision
 from ._errors import InvalidDecisionError
 
-__all__ = ["ClaimCommit", "normalize_commit"]
+__all__ = ["ClaimCommit", "checked_commit"]
 
 
 class ClaimCommit(BaseModel):
-    """A claim paired with the decision made from it, checked by `normalize_commit`."""
+    """A claim paired with the decision made from it, checked by `checked_commit`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -25,7 +27,7 @@ class ClaimCommit(BaseModel):
     decision: ScheduleDecision
 
 
-def normalize_commit(
+def checked_commit(
     claim: ClusterScheduleClaim,
     decision: ScheduleDecision,
     budget: int,

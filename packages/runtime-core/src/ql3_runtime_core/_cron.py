@@ -86,6 +86,8 @@ def next_occurrence_ms(expression: str, timezone: str, after_ms: int) -> int:
 @functools.lru_cache(maxsize=65_536)
 def _next_occurrence_ms(expression: str, timezone: str, after_ms: int) -> int:
     schedule = _compile(expression, timezone)
+    # Occurrences are whole seconds: the first second strictly after `after_ms` is floor + 1
+    # (for 1500 ms it is second 2; for 2000 ms, second 3).
     return schedule.next_at_or_after(after_ms // _MS + 1) * _MS
 
 
@@ -180,6 +182,8 @@ class _Schedule:
         self.fields = fields
         self.zone = zone
         self.interval_like = fields.interval_like
+        # The earliest matching time of any matching day: where a search that moved to the next
+        # matching day lands.
         self._first_time = fields.hours[0] * 3600 + fields.minutes[0] * 60 + fields.seconds[0]
 
     def next_wall(self, wall: int) -> int:
@@ -196,6 +200,7 @@ class _Schedule:
 
     def offset(self, instant: int) -> int:
         """Return the zone's UTC offset in seconds at `instant`."""
+        # An instant has exactly one offset (only walls are ambiguous), so no fold is needed.
         utcoffset = datetime.fromtimestamp(instant, self.zone).utcoffset()
         return 0 if utcoffset is None else int(utcoffset.total_seconds())
 
@@ -230,6 +235,8 @@ class _Schedule:
         base = self.offset(start)
         previous = start
         while previous < end:
+            # At most one change per day (the module's assumption), so a day's two ends having
+            # the same offset means none in between.
             probe = min(previous + _DAY_S, end)
             if self.offset(probe) != base:
                 return self.transition_in(previous, probe)
@@ -261,6 +268,7 @@ class _Schedule:
         while True:
             yield current * _MS
             offset = self.offset(current)
+            # One day ahead at most, so the stretch holds at most one transition to look for.
             horizon = min(current + _DAY_S, _LAST_S)
             transition = self.first_transition(current, horizon)
             last = horizon if transition is None else transition - 1
@@ -326,6 +334,10 @@ class _Schedule:
                 if transition is None:
                     return total
                 start = transition
+        # Fixed-time: count the matching walls between the walls that map to `first` and to just
+        # after `last` (fixed-time instants are non-decreasing in wall order), then correct for
+        # gaps, where several walls share one instant. Folds need no correction: their second
+        # instances are not walls of their own in this count.
         total = self._count_walls(
             self._lowest_fixed_wall(first), self._lowest_fixed_wall(last + 1) - 1
         )
@@ -342,6 +354,8 @@ class _Schedule:
         """Return the number of matching walls in `[low, high]`."""
         if high < low:
             return 0
+        # Whole days in the middle count `per_day` each; the two edge days count only the part
+        # of their times inside the range.
         days, times_upto = self.fields.count_days, self.fields.times_upto
         first_day, last_day = low // _DAY_S, high // _DAY_S
         low_time, high_time = low % _DAY_S, high % _DAY_S
@@ -362,6 +376,8 @@ class _Schedule:
             return None
         # Invariant: an occurrence lies in [found_from, end]; none lies in [above, end].
         above = end + 1
+        # Gallop back from `end` (1, 2, 4, ... seconds) until an occurrence is in reach, then
+        # bisect: log steps even after a week of every-second occurrences.
         step = 1
         while True:
             found_from = max(low, end + 1 - step)
@@ -378,4 +394,5 @@ class _Schedule:
         return self.next_at_or_after(found_from)
 
 
+# Walls are counted from this naive midnight; `instants` turns them back into local datetimes.
 _EPOCH_NAIVE: Final = datetime(1970, 1, 1, tzinfo=UTC).replace(tzinfo=None)

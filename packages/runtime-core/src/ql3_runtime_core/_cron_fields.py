@@ -67,6 +67,8 @@ class _Field:
     def value(self, text: str, item: str) -> int:
         """Return the number or name `text` as an in-range value."""
         if text.isascii() and text.isdigit():
+            # isascii first: str.isdigit also accepts digits of other scripts ('٣'), which int()
+            # would read. A long digit string is out of range without converting it at all.
             number = int(text) if len(text) <= 4 else self.high + 1  # noqa: PLR2004
             if self.low <= number <= self.high:
                 return number
@@ -112,6 +114,7 @@ def _parse(normalized: str) -> CronFields:
     if len(texts) not in (5, 6):
         raise ValueError(f"expected 5 or 6 fields, got {len(texts)}")
     if len(texts) == 5:  # noqa: PLR2004
+        # A 5-field expression fires at second 0; parsing it as 6 fields keeps one code path.
         texts = ["0", *texts]
     second, minute, hour, dom, month, dow = texts
     days, dom_star = _day_field(dom, _DAY_OF_MONTH)
@@ -122,8 +125,9 @@ def _parse(normalized: str) -> CronFields:
         hours=tuple(sorted(_parse_field(hour, _HOUR))),
         days=frozenset(days),
         months=frozenset(_parse_field(month, _MONTH)),
-        weekdays=frozenset(day % 7 for day in weekdays),
+        weekdays=frozenset(day % 7 for day in weekdays),  # 7 (Sunday) folds onto 0
         days_and=dom_star or dow_star,
+        # Seconds, minutes, hours: a `*` in any of them follows absolute time (module docstring).
         interval_like=any(text.startswith("*") for text in texts[:3]),
     )
     fields.check_fires()
@@ -133,6 +137,7 @@ def _parse(normalized: str) -> CronFields:
 def _day_field(text: str, spec: _Field) -> tuple[set[int], bool]:
     """Return a day field's values and Vixie's star flag (the field starts with `*` or is `?`)."""
     if text == "?":
+        # `?` means "no restriction here", so it counts as a star for Vixie's AND/OR rule.
         return set(range(spec.low, spec.high + 1)), True
     return _parse_field(text, spec), text.startswith("*")
 
@@ -228,6 +233,8 @@ class CronFields:
         if found is None:
             found = self._compute_month_days(year, month)
             if len(self._by_month) > 4_096:  # noqa: PLR2004
+                # Bounded without LRU bookkeeping: a walk touches a few months at a time, and
+                # dropping everything only costs recomputing those.
                 self._by_month.clear()
             self._by_month[year, month] = found
         return found
@@ -264,6 +271,7 @@ class CronFields:
             index = bisect.bisect_left(days, first)
             if index < len(days):
                 return date(year, month, days[index]).toordinal() - _EPOCH_ORDINAL
+            # The following month, from its first day (December rolls over into January).
             year, month, first = year + month // 12, month % 12 + 1, 1
         return None
 
@@ -279,7 +287,7 @@ class CronFields:
         while (year, month) <= (last.year, last.month):
             days = self.month_days(year, month)
             low = first.day if (year, month) == (first.year, first.month) else 1
-            high = last.day if (year, month) == (last.year, last.month) else 31
+            high = last.day if (year, month) == (last.year, last.month) else 31  # past any end
             total += bisect.bisect_right(days, high) - bisect.bisect_left(days, low)
             year, month = year + month // 12, month % 12 + 1
         return total
@@ -289,6 +297,8 @@ class CronFields:
         hours, minutes, seconds = self.hours, self.minutes, self.seconds
         hour, rest = divmod(time_of_day, 3600)
         minute, second = divmod(rest, 60)
+        # Odometer order: the same hour and minute with a later second, else a later minute of
+        # this hour from its first second, else a later hour from its first minute and second.
         h = bisect.bisect_left(hours, hour)
         if h < len(hours) and hours[h] == hour:
             m = bisect.bisect_left(minutes, minute)
@@ -330,6 +340,8 @@ class CronFields:
         hours, minutes, seconds = self.hours, self.minutes, self.seconds
         hour, rest = divmod(min(time_of_day, _DAY_S - 1), 3600)
         minute, second = divmod(rest, 60)
+        # Whole earlier hours count every minute-second pair; the current hour only its earlier
+        # minutes, and the current minute only its seconds up to `second`.
         count = bisect.bisect_left(hours, hour) * len(minutes) * len(seconds)
         if hour in hours:
             count += bisect.bisect_left(minutes, minute) * len(seconds)

@@ -27,7 +27,7 @@ __all__ = ["ScheduleDecision", "resolve_cluster_schedule_decision"]
 class ScheduleDecision(BaseModel):
     """What one claim decided: admitted occurrences (oldest first), new cursor and state.
 
-    `observed_at_ms` is always the claim's `claim_acquired_at_ms` (D4); commit normalization
+    `observed_at_ms` is always the claim's `claim_acquired_at_ms` (D4); the commit check
     refuses anything else. `skipped` counts the missed occurrences the policy chose not to admit,
     exactly (computed arithmetically, not by enumeration), so nothing is dropped silently.
     `skipped_first_ms` and `skipped_last_ms` bound them (None when `skipped` is 0): they are
@@ -70,12 +70,14 @@ def resolve_cluster_schedule_decision(
     observed = claim.claim_acquired_at_ms
     cursor = claim.next_due_at_ms
     low = cursor if definition.start_at_ms is None else max(cursor, definition.start_at_ms)
+    # next_occurrence_ms is strictly after its argument: `- 1` lets `low` itself be the first.
     first = _next(definition, low - 1)
     if budget == 0:
         # Nothing decided: the cursor stays, unless no occurrence is left inside the window.
         if _past_end(definition, first):
             return _decision(claim, (), None)
         return _decision(claim, (), cursor)
+    # Inclusive: an occurrence at exactly the observation is due, as the claim's `<=` found it.
     high = observed if definition.end_at_ms is None else min(observed, definition.end_at_ms)
     if definition.misfire_policy is MisfirePolicy.CATCH_UP:
         admitted, following = _take(definition, first, high, budget, [])
@@ -91,6 +93,8 @@ def _resolve_dropping(
 ) -> ScheduleDecision:
     """fire_once and skip: jump to the latest missed occurrence instead of walking the backlog."""
     definition = claim.definition
+    # Missed means more than the grace before the observation: t < observed - grace, and in
+    # whole milliseconds that is t <= observed - grace - 1.
     missed_high = min(high, claim.claim_acquired_at_ms - definition.misfire_grace_ms - 1)
     latest_missed = None
     if first <= missed_high:
@@ -103,6 +107,8 @@ def _resolve_dropping(
     if latest_missed is not None:
         last_skipped: int | None = latest_missed
         if definition.misfire_policy is MisfirePolicy.FIRE_ONCE:
+            # fire_once runs the latest missed one, so the skipped range ends just before it
+            # (None when it was the only one missed: nothing skipped).
             admitted.append(latest_missed)
             last_skipped = latest_occurrence_ms(
                 definition.cron, definition.timezone, latest_missed - 1, first
@@ -110,6 +116,7 @@ def _resolve_dropping(
         if last_skipped is not None:
             count = count_occurrences_ms(definition.cron, definition.timezone, first, last_skipped)
             skipped = (count, first, last_skipped)
+        # Whatever follows the latest missed occurrence is still within its grace: on time.
         on_time_from = _next(definition, latest_missed)
     occurrences, following = _take(definition, on_time_from, high, budget, admitted)
     return _decision(claim, occurrences, following, skipped=skipped)
@@ -149,6 +156,7 @@ def _decision(
     skipped: tuple[int, int, int] | None = None,
 ) -> ScheduleDecision:
     """Build the decision; `skipped` is (count, first, last) of the skipped range, if any."""
+    # No next occurrence at all (a date that never comes again) or one past end_at_ms: done.
     exhausted = following is None or _past_end(claim.definition, following)
     count, first, last = skipped if skipped is not None else (0, None, None)
     return ScheduleDecision(

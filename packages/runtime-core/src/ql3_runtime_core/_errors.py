@@ -4,7 +4,7 @@
 QL3Error
 ├── InvalidCronError (ValueError)          bad cron expression
 ├── UnknownTimezoneError (ValueError)      not an IANA zone
-├── InvalidDecisionError (ValueError)      commit normalization refused a decision
+├── InvalidDecisionError (ValueError)      checked_commit refused a decision
 ├── InvalidArgumentError (ValueError)      an argument is out of range (a negative count/budget)
 ├── ClockRegressionError                   the database clock went back behind a claim
 └── RepositoryUnavailableError             the store could not be reached (retryable)
@@ -54,7 +54,7 @@ class UnknownTimezoneError(QL3Error, ValueError):
 
 
 class InvalidDecisionError(QL3Error, ValueError):
-    """Raised when commit normalization refuses a decision; names the offending field."""
+    """Raised when `checked_commit` refuses a decision; names the offending field."""
 
     __module__ = "ql3_runtime_core"
 

@@ -10,7 +10,7 @@ from ql3_runtime_core import (
     ClaimCommit,
     InvalidDecisionError,
     ScheduleState,
-    normalize_commit,
+    checked_commit,
     resolve_cluster_schedule_decision,
 )
 
@@ -22,7 +22,7 @@ def test_resolved_decision_is_accepted() -> None:
     """A decision computed from the claim normalizes into a ClaimCommit holding both."""
     claim = make_claim()
     decision = resolve_cluster_schedule_decision(claim, 16)
-    commit = normalize_commit(claim, decision, 16)
+    commit = checked_commit(claim, decision, 16)
     assert isinstance(commit, ClaimCommit)
     assert (commit.claim, commit.decision) == (claim, decision)
 
@@ -31,14 +31,14 @@ def test_empty_decision_with_unchanged_cursor_is_accepted() -> None:
     """Deciding nothing and keeping the cursor is a valid commit."""
     claim = make_claim()
     decision = make_decision(claim, occurrences=(), next_due_at_ms=claim.next_due_at_ms)
-    assert normalize_commit(claim, decision, 0).decision == decision
+    assert checked_commit(claim, decision, 0).decision == decision
 
 
 def test_exhausted_decision_is_accepted() -> None:
     """An exhausted decision has no cursor."""
     claim = make_claim()
     decision = make_decision(claim, next_due_at_ms=None, state=ScheduleState.EXHAUSTED)
-    assert normalize_commit(claim, decision, 1).decision.next_due_at_ms is None
+    assert checked_commit(claim, decision, 1).decision.next_due_at_ms is None
 
 
 @pytest.mark.parametrize("observed", [999_999, 1_000_001, 0, 1_030_000])
@@ -46,7 +46,7 @@ def test_observation_other_than_acquired_time_is_refused(observed: int) -> None:
     """observed_at_ms must equal the claim's claim_acquired_at_ms exactly."""
     claim = make_claim()
     with pytest.raises(InvalidDecisionError, match="observed_at_ms") as caught:
-        normalize_commit(claim, make_decision(claim, observed_at_ms=observed), 16)
+        checked_commit(claim, make_decision(claim, observed_at_ms=observed), 16)
     assert caught.value.field == "observed_at_ms"
     assert str(observed) in str(caught.value)
 
@@ -82,7 +82,7 @@ def test_inconsistent_decision_is_refused(change: dict[str, Any], field: str) ->
     """Each inconsistency is refused with an InvalidDecisionError naming the field."""
     claim = make_claim()
     with pytest.raises(InvalidDecisionError) as caught:
-        normalize_commit(claim, make_decision(claim, **change), 16)
+        checked_commit(claim, make_decision(claim, **change), 16)
     assert caught.value.field == field
     assert str(caught.value).startswith(f"{field}: ")
 
@@ -91,16 +91,16 @@ def test_more_occurrences_than_budget_is_refused() -> None:
     """A decision admitting more than the budget is refused."""
     claim = make_claim()
     decision = make_decision(claim, occurrences=(900_000, 960_000), next_due_at_ms=1_020_000)
-    assert normalize_commit(claim, decision, 2).decision == decision
+    assert checked_commit(claim, decision, 2).decision == decision
     with pytest.raises(InvalidDecisionError, match="budget of 1"):
-        normalize_commit(claim, decision, 1)
+        checked_commit(claim, decision, 1)
 
 
 def test_occurrence_equal_to_observation_is_accepted() -> None:
     """An occurrence exactly at the acquired time is due and may be admitted."""
     claim = make_claim()
     decision = make_decision(claim, occurrences=(1_000_000,), next_due_at_ms=1_000_001)
-    assert normalize_commit(claim, decision, 1).decision.occurrences == (1_000_000,)
+    assert checked_commit(claim, decision, 1).decision.occurrences == (1_000_000,)
 
 
 def _skip_claim(**definition: Any) -> ClusterScheduleClaim:
@@ -128,7 +128,7 @@ def test_exact_skipped_range_is_accepted() -> None:
     claim = _skip_claim()
     decision = _skip_decision(claim)
     assert resolve_cluster_schedule_decision(claim, 16) == decision
-    assert normalize_commit(claim, decision, 16).decision == decision
+    assert checked_commit(claim, decision, 16).decision == decision
 
 
 @pytest.mark.parametrize(
@@ -172,5 +172,5 @@ def test_inconsistent_skipped_range_is_refused(
     """A skipped range that is not the exact run of missed occurrences is refused by name."""
     claim = _skip_claim(**definition)
     with pytest.raises(InvalidDecisionError) as caught:
-        normalize_commit(claim, _skip_decision(claim, **change), 16)
+        checked_commit(claim, _skip_decision(claim, **change), 16)
     assert caught.value.field == field, str(caught.value)

@@ -11,7 +11,7 @@ from ql3_runtime_core import (
     InvalidArgumentError,
     MisfirePolicy,
     ScheduleState,
-    normalize_commit,
+    checked_commit,
     resolve_cluster_schedule_decision,
 )
 
@@ -48,7 +48,7 @@ def test_on_time_occurrence_is_admitted_by_every_policy(policy: MisfirePolicy) -
         0,
         T0 + 10_000,
     )
-    normalize_commit(claim, decision, 16)
+    checked_commit(claim, decision, 16)
 
 
 def test_occurrence_exactly_at_grace_is_on_time() -> None:
@@ -97,7 +97,7 @@ def test_missed_occurrences_follow_the_policy(
     assert (decision.skipped_first_ms, decision.skipped_last_ms) == skipped_range
     assert decision.next_due_at_ms == T0 + 3 * HOUR + FIVE
     assert len(decision.occurrences) + decision.skipped == 37
-    normalize_commit(claim, decision, 256)
+    checked_commit(claim, decision, 256)
 
 
 def test_catch_up_backlog_beyond_budget_stays_due() -> None:
@@ -170,7 +170,7 @@ def test_end_of_window_exhausts_the_schedule() -> None:
     decision = resolve_cluster_schedule_decision(claim, 16)
     assert decision.occurrences == (T0, T0 + FIVE, T0 + 2 * FIVE)
     assert (decision.next_due_at_ms, decision.state) == (None, ScheduleState.EXHAUSTED)
-    normalize_commit(claim, decision, 16)
+    checked_commit(claim, decision, 16)
 
 
 def test_end_of_window_with_backlog_is_not_yet_exhausted() -> None:
@@ -203,7 +203,7 @@ def test_week_long_outage_of_every_second_schedule_jumps(policy: MisfirePolicy) 
     last_skipped = latest_missed[0] - (1_000 if policy is MisfirePolicy.FIRE_ONCE else 0)
     assert (decision.skipped_first_ms, decision.skipped_last_ms) == (T0, last_skipped)
     assert decision.next_due_at_ms == T0 + week + 1_000
-    normalize_commit(claim, decision, 256)
+    checked_commit(claim, decision, 256)
 
 
 def test_catch_up_after_long_outage_walks_only_its_budget() -> None:
@@ -257,4 +257,4 @@ def test_skipped_range_starts_at_the_window_start() -> None:
     skipped_range = (decision.skipped_first_ms, decision.skipped_last_ms)
     assert skipped_range == (T0 + 2 * FIVE, T0 + HOUR - FIVE)
     assert decision.skipped == 10
-    normalize_commit(claim, decision, 16)
+    checked_commit(claim, decision, 16)

@@ -14,9 +14,9 @@ from ql3_runtime_core import (
     MisfirePolicy,
     ScheduleDecision,
     ScheduleState,
+    checked_commit,
     load_timezone,
     next_occurrence_ms,
-    normalize_commit,
     resolve_cluster_schedule_decision,
 )
 
@@ -171,7 +171,7 @@ def test_decision_is_committable_and_accounts_for_every_due_occurrence(scenario:
     """A decision passes normalization, never moves the cursor back, and drops nothing silently."""
     claim, budget = scenario.claim, scenario.budget
     decision = resolve_cluster_schedule_decision(claim, budget)
-    normalize_commit(claim, decision, budget)
+    checked_commit(claim, decision, budget)
     assert decision.observed_at_ms == claim.claim_acquired_at_ms
     assert decision.next_due_at_ms is None or decision.next_due_at_ms >= claim.next_due_at_ms
     due, _ = due_occurrences(claim)
@@ -205,7 +205,7 @@ def test_every_passed_occurrence_is_admitted_or_skipped_by_the_reference_walk(
     """
     claim, budget = scenario.claim, scenario.budget
     decision = resolve_cluster_schedule_decision(claim, budget)
-    normalize_commit(claim, decision, budget)
+    checked_commit(claim, decision, budget)
     definition = claim.definition
     low = max(claim.next_due_at_ms, definition.start_at_ms or claim.next_due_at_ms)
     if decision.next_due_at_ms is not None:

@@ -1,17 +1,18 @@
-"""Schedules as code (`ql3 schedule apply FILE`) and time rendering for the CLI.
+"""Schedules as code (`ql3 schedule apply FILE`) and the flags of `ql3 schedule add`.
 
 A schedule file is TOML (`[[schedule]]` tables) or JSON (a list of objects) with the keys
 `name`, `cron`, `tz`, `misfire`, `grace_ms`, and what its runs execute (issue 13): `command`
 (run with /bin/sh -c; without it the schedule is a Python task run by name), `max_attempts`,
-`timeout_s`, `retry_backoff_ms`. Rendering turns database epoch milliseconds into ISO 8601 in a
-given zone; nothing here reads a clock (rule zero).
+`timeout_s`, `retry_backoff_ms`. `schedule_definition` and `task_execution` build the same
+models from `ql3 schedule add`'s flags, so a file and a command line are checked by one code path
+and their errors name the key a person wrote (`grace_ms`, `timeout_s`). Times are rendered in
+`_time_text`.
 """
 
 from __future__ import annotations
 
 import json
 import tomllib
-from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -27,7 +28,6 @@ from ql3_runtime_core import (
     MisfirePolicy,
     ScheduleDefinition,
     TaskExecution,
-    load_timezone,
 )
 
 from ._config import ConfigurationError
@@ -40,9 +40,7 @@ __all__ = [
     "TIMEOUT_S_DEFAULT",
     "TIMEOUT_S_MAX",
     "TIMEOUT_S_MIN",
-    "format_ms",
     "load_schedule_file",
-    "parse_after",
     "schedule_definition",
     "task_execution",
 ]
@@ -68,7 +66,6 @@ _EXECUTION_BOUNDS = {
     "timeout_s": (TIMEOUT_S_MIN, TIMEOUT_S_MAX, TIMEOUT_S_DEFAULT),
     "retry_backoff_ms": (0, RETRY_BACKOFF_MS_MAX, RETRY_BACKOFF_MS_DEFAULT),
 }
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def schedule_definition(
@@ -105,6 +102,7 @@ def task_execution(
     }
     for key, value in given.items():
         low, high, _ = _EXECUTION_BOUNDS[key]
+        # bool is an int in Python, but `max_attempts = true` in a file is a mistake, not a 1.
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigurationError(f"{key}: {value!r} is not an integer")
         if not low <= value <= high:
@@ -140,6 +138,7 @@ def _spec(index: int, entry: object) -> ScheduleSpec:
     for key in ("name", "cron"):
         if not isinstance(entry.get(key), str) or not entry[key]:
             raise ConfigurationError(f"{where}: {key!r} is required and must be a string")
+    # From here on errors name the schedule, which people find faster than its position.
     where = f"schedule {entry['name']!r}"
     grace = entry.get("grace_ms", 60_000)
     if not isinstance(grace, int) or isinstance(grace, bool):
@@ -165,6 +164,7 @@ _FILE_KEYS = {"misfire_grace_ms": "grace_ms", "timezone": "tz", "misfire_policy"
 def _first_error(exc: Exception) -> str:
     if not isinstance(exc, ValidationError):
         return str(exc)
+    # One error is enough to fix a file entry; the innermost location names the key.
     error = exc.errors()[0]
     field = str(error["loc"][-1]) if error["loc"] else ""
     detail = error["msg"].removeprefix("Value error, ")
@@ -186,6 +186,7 @@ def load_schedule_file(path: Path) -> list[ScheduleSpec]:
     except OSError as exc:
         raise ConfigurationError(f"{path}: cannot read: {exc.strerror}") from exc
     entries: Any
+    # The suffix decides: `.json` is JSON, anything else is read as TOML.
     if path.suffix.lower() == ".json":
         try:
             entries = json.loads(text)
@@ -205,35 +206,10 @@ def load_schedule_file(path: Path) -> list[ScheduleSpec]:
             )
         entries = document.get("schedule", [])
     specs = [_spec(index, entry) for index, entry in enumerate(entries)]
+    # Refused here, before any database work: applying would otherwise keep whichever came last.
     seen: set[str] = set()
     for spec in specs:
         if spec.name in seen:
             raise ConfigurationError(f"{path}: schedule {spec.name!r} appears twice")
         seen.add(spec.name)
     return specs
-
-
-def format_ms(ms: int | None, tz: str = "UTC") -> str:
-    """Epoch milliseconds (a database time) as ISO 8601 in `tz`; '-' for None."""
-    if ms is None:
-        return "-"
-    zone = UTC if tz == "UTC" else load_timezone(tz)
-    return datetime.fromtimestamp(ms / 1000, tz=zone).isoformat(timespec="milliseconds")
-
-
-def parse_after(text: str, tz: str) -> int:
-    """Parse `--after` (ISO 8601) to epoch ms; a time without offset is read in `tz`.
-
-    Raises:
-        ConfigurationError: not ISO 8601.
-
-    """
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise ConfigurationError(
-            f"--after: {text!r} is not an ISO 8601 date-time (e.g. 2026-03-08T01:00:00-05:00)"
-        ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=load_timezone(tz))
-    return (parsed - _EPOCH) // timedelta(milliseconds=1)

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ._schedules import format_ms
+from ._time_text import format_ms
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -56,6 +56,7 @@ def cell(text: str) -> str:
     would start rich markup (`[red]`, or `[/]`, which raises): escaped too.
     """
     if not text.isprintable():
+        # repr() of a character is its escape inside quotes; the slice drops the quotes.
         text = "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
     return escape(text)
 
@@ -94,6 +95,7 @@ def records_table(
         table.add_column(column)
     for record in records:
         definition = record.definition
+        # A definition this node cannot read may name a zone it cannot load: show UTC then.
         zone = "UTC" if definition is None else definition.timezone
         table.add_row(
             cell(record.name),
@@ -123,6 +125,7 @@ def status_text(report: StatusReport) -> None:
     if report.replication is not None:
         console.print(f"replication: {report.replication.describe()}", markup=False)
     if report.invalid_schedules:
+        # markup=False: the count line is ours, but keep rich from reading brackets in it.
         console.print(
             f"{report.invalid_schedules} schedule(s) quarantined (state invalid): they admit"
             " nothing until fixed (ql3 schedule apply) or resumed or retired",
@@ -172,6 +175,7 @@ def _last_line(text: str | None, width: int = 80) -> str:
     if not lines:
         return "-"
     line = lines[-1].strip()
+    # The table stays one line per run; the whole tail is in `ql3 runs list --json`.
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
@@ -184,6 +188,7 @@ def runs_table(runs: Sequence[RunSummary]) -> Table:
     ):  # fmt: skip
         table.add_column(column)
     for run in runs:
+        # The latest attempt says how the run stands; earlier ones are in `--json`.
         latest = run.attempts[-1] if run.attempts else None
         table.add_row(
             str(run.run_id),

@@ -1,0 +1,221 @@
+"""`ql3 schedule add|list|pause|resume|retire|apply|preview` (as ql3_admin)."""
+
+# typer builds options from parameters with defaults, boolean flags included.
+# ruff: noqa: FBT002, PLR0917
+
+from __future__ import annotations
+
+from pathlib import Path  # noqa: TC003  # typer reads annotations at runtime
+from typing import Annotated
+
+import typer
+from ql3_cluster_postgres import ScheduleAdmin, ScheduleSpec
+from ql3_runtime_core import (
+    MAX_ATTEMPTS_DEFAULT,
+    MAX_ATTEMPTS_MAX,
+    MISFIRE_GRACE_MS_MAX,
+    PREVIEW_COUNT_MAX,
+    RETRY_BACKOFF_MS_DEFAULT,
+    RETRY_BACKOFF_MS_MAX,
+    preview_occurrences,
+)
+
+from ._cli_common import AsJson, Dsn, guarded, print_json, require_dsn
+from ._cli_tables import execution_text, print_table, record_json, records_table
+from ._config import ConfigurationError
+from ._schedule_file import (
+    TIMEOUT_S_DEFAULT,
+    TIMEOUT_S_MAX,
+    TIMEOUT_S_MIN,
+    load_schedule_file,
+    schedule_definition,
+    task_execution,
+)
+from ._time_text import format_ms, parse_after
+
+__all__ = [
+    "schedule_add",
+    "schedule_apply",
+    "schedule_list",
+    "schedule_pause",
+    "schedule_preview",
+    "schedule_resume",
+    "schedule_retire",
+]
+
+
+@guarded
+def schedule_add(
+    name: Annotated[str, typer.Argument(help="Task and schedule name (unique).")],
+    cron: Annotated[str, typer.Option("--cron", help="5 fields, or 6 with seconds.")],
+    tz: Annotated[str, typer.Option("--tz", help="IANA timezone.")] = "UTC",
+    misfire: Annotated[str, typer.Option("--misfire", help="fire_once|skip|catch_up")] = (
+        "fire_once"
+    ),
+    grace_ms: Annotated[
+        int,
+        typer.Option(
+            "--grace-ms",
+            min=0,
+            max=MISFIRE_GRACE_MS_MAX,
+            help="How late an occurrence is still on time (ms, at most 7 days).",
+        ),
+    ] = 60_000,
+    command: Annotated[
+        str | None,
+        typer.Option(
+            "--command",
+            help="Shell command each run executes (/bin/sh -c). Without it: a Python task.",
+        ),
+    ] = None,
+    max_attempts: Annotated[
+        int,
+        typer.Option(
+            "--max-attempts", min=1, max=MAX_ATTEMPTS_MAX, help="Attempts per run, first included."
+        ),
+    ] = MAX_ATTEMPTS_DEFAULT,
+    timeout_s: Annotated[
+        int,
+        typer.Option(
+            "--timeout-s",
+            min=TIMEOUT_S_MIN,
+            max=TIMEOUT_S_MAX,
+            help="An attempt running longer is killed (its process group) and timed out.",
+        ),
+    ] = TIMEOUT_S_DEFAULT,
+    retry_backoff_ms: Annotated[
+        int,
+        typer.Option(
+            "--retry-backoff-ms",
+            min=0,
+            max=RETRY_BACKOFF_MS_MAX,
+            help="Database time from a failed attempt to the next one's earliest start.",
+        ),
+    ] = RETRY_BACKOFF_MS_DEFAULT,
+    dsn: Dsn = None,
+) -> None:
+    """Create the task NAME, its cron trigger and its schedule.
+
+    NAME is 1 to 200 printable characters without leading or trailing whitespace. `ql3 worker`
+    runs its COMMAND with the environment variables QL3_RUN_ID, QL3_ATTEMPT,
+    QL3_SCHEDULED_FOR_MS, QL3_SCHEDULE and QL3_TASK_PAYLOAD; exit 0 is success.
+    """
+    # The same builders as a schedule file's entries: one set of checks and messages for both.
+    definition = schedule_definition(cron, tz, misfire, grace_ms)
+    execution = task_execution(command, max_attempts, timeout_s, retry_backoff_ms)
+    # Checked before connecting: a bad name is a usage error, never a database one.
+    spec = ScheduleSpec(name=name, definition=definition, execution=execution)
+    with ScheduleAdmin(require_dsn(dsn)) as admin:
+        record = admin.add_schedule(spec.name, spec.definition, execution=spec.execution)
+    typer.echo(
+        f"added schedule {record.name!r} (id {record.schedule_id}),"
+        f" next due {format_ms(record.next_due_at_ms, definition.timezone)};"
+        f" runs {execution_text(execution)}"
+    )
+
+
+@guarded
+def schedule_list(as_json: AsJson = False, dsn: Dsn = None) -> None:
+    """List schedules with their state and next due time (database time)."""
+    with ScheduleAdmin(require_dsn(dsn)) as admin:
+        records = admin.list_schedules()
+        executions = admin.task_executions()
+    if as_json:
+        print_json(
+            [
+                {
+                    **record_json(record),
+                    "execution": record_json(executions[record.name])
+                    if record.name in executions
+                    else None,
+                }
+                for record in records
+            ]
+        )
+    else:
+        print_table(records_table(records, executions))
+
+
+def _change(action: str, name: str, dsn: str | None) -> None:
+    # `action` is the ScheduleAdmin method of the same name: pause, resume or retire.
+    with ScheduleAdmin(require_dsn(dsn)) as admin:
+        record = getattr(admin, action)(name)
+    typer.echo(f"schedule {record.name!r} is {record.state}")
+
+
+@guarded
+def schedule_pause(name: str, dsn: Dsn = None) -> None:
+    """Pause a schedule: kept with its cursor, never claimed until resumed."""
+    _change("pause", name, dsn)
+
+
+@guarded
+def schedule_resume(name: str, dsn: Dsn = None) -> None:
+    """Resume a paused schedule, or a quarantined (invalid) one whose definition reads again."""
+    _change("resume", name, dsn)
+
+
+@guarded
+def schedule_retire(name: str, dsn: Dsn = None) -> None:
+    """Retire a schedule: its history stays, it is never claimed again."""
+    _change("retire", name, dsn)
+
+
+@guarded
+def schedule_apply(
+    file: Annotated[Path, typer.Argument(help="TOML ([[schedule]]) or JSON (list) file.")],
+    prune: Annotated[bool, typer.Option("--prune", help="Retire schedules not in FILE.")] = False,
+    as_json: AsJson = False,
+    dsn: Dsn = None,
+) -> None:
+    """Apply schedules as code in one transaction: create, update, leave unchanged, prune."""
+    specs = load_schedule_file(file)
+    with ScheduleAdmin(require_dsn(dsn)) as admin:
+        report = admin.apply_schedules(specs, prune=prune)
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+        return
+    typer.echo(
+        f"created {len(report.created)}, updated {len(report.updated)},"
+        f" unchanged {len(report.unchanged)}, retired {len(report.retired)}"
+    )
+
+
+@guarded
+def schedule_preview(
+    cron: Annotated[str, typer.Option("--cron", help="5 fields, or 6 with seconds.")],
+    tz: Annotated[str, typer.Option("--tz", help="IANA timezone.")] = "UTC",
+    after_ms: Annotated[int | None, typer.Option("--after-ms", help="Epoch ms.")] = None,
+    after: Annotated[
+        str | None, typer.Option("--after", help="ISO 8601; without offset read in --tz.")
+    ] = None,
+    count: Annotated[int, typer.Option("--count", min=1, max=PREVIEW_COUNT_MAX)] = 10,
+    as_json: AsJson = False,
+    dsn: Dsn = None,
+) -> None:
+    """Show the next occurrences of a cron expression, DST rules applied (SPEC §6)."""
+    # Built first: a bad cron or zone is refused before anything else is asked of the user.
+    definition = schedule_definition(cron, tz)
+    if after_ms is not None and after is not None:
+        msg = "--after and --after-ms are exclusive; give one"
+        raise ConfigurationError(msg)
+    if after is not None:
+        start = parse_after(after, tz)
+    elif after_ms is not None:
+        start = after_ms
+    elif dsn:
+        # "From now" means the database's now: the node clock is never a fallback (rule zero).
+        with ScheduleAdmin(dsn) as admin:
+            start = admin.database_now_ms()
+    else:
+        msg = (
+            "no start time: pass --after or --after-ms, or a database (--dsn/QL3_DSN) to start"
+            " from its clock; QL3 never reads the node clock"
+        )
+        raise ConfigurationError(msg)
+    occurrences = preview_occurrences(definition.cron, definition.timezone, start, count)
+    if as_json:
+        print_json(occurrences)
+        return
+    for occurrence in occurrences:
+        typer.echo(f"{format_ms(occurrence, definition.timezone)}  {occurrence}")
