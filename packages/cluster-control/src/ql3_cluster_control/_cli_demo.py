@@ -25,7 +25,12 @@ def demo_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
     dsn: Annotated[
         str | None,
-        typer.Option("--dsn", envvar="QL3_DSN", help="Use this database instead of a private one."),
+        typer.Option(
+            "--dsn",
+            envvar="QL3_DSN",
+            help="Use this database instead of a private one (a scratch one: the demo's"
+            " replicas and worker act on every schedule and command task in it).",
+        ),
     ] = None,
 ) -> None:
     """Start a private PostgreSQL, run replicas and a worker, SIGKILL a replica, judge it all."""
