@@ -132,12 +132,23 @@ def _install_wheels(session: nox.Session, distribution: str, *, clock_guard: boo
         _build(session, dist_dir, name)
     wheels = sorted(str(path) for path in dist_dir.glob("*.whl"))
     constraints = _export(session, "--all-packages", "--all-extras")
-    session.install("-c", constraints, *wheels)
-    session.install("-r", _export(session, "--only-group", "test", workspace=True))
+    session.install("-c", constraints, *wheels, *_REINSTALL_OURS)
+    session.install(
+        "-r", _export(session, "--only-group", "test", workspace=True), *_REINSTALL_OURS
+    )
     if clock_guard:
         audit_dir = Path(tempfile.mkdtemp(prefix="ql3-audit-wheel-"))
         _build(session, audit_dir, AUDIT[0])
         session.install("--no-deps", *(str(path) for path in audit_dir.glob("*.whl")))
+
+
+# Our wheels keep their version from commit to commit: without this, a reused session (a local
+# `nox -r`-style run) would keep the copy installed first and test stale code.
+_REINSTALL_OURS = tuple(
+    option
+    for name in (*PACKAGES, TEST_KIT, "ql3-test-support", AUDIT[0])
+    for option in ("--reinstall-package", name)
+)
 
 
 def _pytest(
