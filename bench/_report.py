@@ -159,7 +159,10 @@ def _burst_rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, 
         )
         rows.append(
             (
-                f"Burst R={cell['replicas']} missing / duplicates / early",
+                (
+                    f"Burst R={cell['replicas']} not admitted by +55 s (harness deadline) / "
+                    "duplicates / early"
+                ),
                 f"{cell['missing']} / {cell['duplicates']} / {cell['early']}",
                 "0 / 0 / 0",
                 _yes(cell["met"]["clean"]),
