@@ -25,7 +25,7 @@ from ql3_testkit import WireFaultProxy
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from harness import Scenario
+    from harness import Replica, Scenario
 
 LEASE_MS = 3_000
 # The server-wide setting below does not reach the Coordinator: its repository sets
@@ -77,6 +77,10 @@ RECOVERY = Bound.of(
 # The cut-off session ends SESSION_IDLE_IN_TRANSACTION_MS after its last statement; 2 s for the
 # server's timer and this poll.
 STUCK_TIMEOUT_S = SESSION_IDLE_IN_TRANSACTION_MS / 1000 + 2
+# The cut-off COMMIT fails on the replica's tcp_user_timeout (10 s after it was sent), inside the
+# partition (>= the stuck check + 8 s); 15 s after the heal is ample for its log line.
+REPLY_LOST_TIMEOUT_S = 15
+CUT_ATTEMPTS = 3
 SERVER_SETTINGS = {
     "tcp_keepalives_idle": "5",
     "tcp_keepalives_interval": "2",
@@ -113,6 +117,33 @@ def _partition_mid_commit(run: Scenario, ns: NetNamespace, port: int) -> int:
     healed_at = run.now_ms()
     assert ns.can_reach(port), "the heal did not restore the link"
     return healed_at
+
+
+def _cut_a_fencing_commit(run: Scenario, ns: NetNamespace, port: int, inside: Replica) -> int:
+    """Partition mid-commit until the cut-off COMMIT fenced claims; return the last heal's time.
+
+    The COMMIT the partition catches is the namespaced replica's next one. Right after the loss
+    its claims may have been taken over already (it is still in TCP retransmission backoff): its
+    commit then fences nothing, its lost reply leaves nothing uncertain, and the headline fault
+    (an uncertain commit settled after the heal) would not have happened. So the replica logs
+    `commit.reply_lost` with the number of fenced claims, and the partition is repeated (at most
+    CUT_ATTEMPTS times) until one counts.
+    """
+    for attempt in range(1, CUT_ATTEMPTS + 1):
+        seen = len(inside.events("commit.reply_lost"))
+        healed_at = _partition_mid_commit(run, ns, port)
+        wait_until(
+            lambda: len(inside.events("commit.reply_lost")) > seen,  # noqa: B023 - polled now
+            timeout_s=REPLY_LOST_TIMEOUT_S,
+            what=f"{inside.owner_id} logged its cut-off COMMIT's lost reply",
+        )
+        fenced = int(inside.events("commit.reply_lost")[-1].get("fenced", 0))
+        if fenced > 0:
+            run.note(f"the cut-off COMMIT had fenced {fenced} claim(s) (partition {attempt})")
+            return healed_at
+        run.note(f"partition {attempt}: the cut-off COMMIT fenced no claim; partitioned again")
+    msg = f"no cut-off COMMIT fenced a claim in {CUT_ATTEMPTS} partitions"
+    raise AssertionError(msg)
 
 
 def test_network_faults_heal_without_loss_or_doubling(
@@ -158,7 +189,7 @@ def test_network_faults_heal_without_loss_or_doubling(
     run.note(f"{lost} packets dropped by the loss rule")
 
     # -- partition in the middle of a commit -----------------------------------------------
-    healed_at = _partition_mid_commit(run, ns, cluster.port)
+    healed_at = _cut_a_fencing_commit(run, ns, cluster.port, inside)
     # Recovery: the host-side replica stops, so the partitioned one must carry on alone.
     outside.stop()
     wait_until(

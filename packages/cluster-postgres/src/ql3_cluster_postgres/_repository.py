@@ -583,7 +583,11 @@ class PostgresScheduleRepository(Closing):
                     raise
                 # COMMIT was sent and its reply lost: the fenced claims may or may not be durable.
                 self._discard_on_failure()
-                logger.warning("commit reply lost; %d fenced claims are uncertain", len(fenced))
+                logger.warning(
+                    "commit reply lost; %d fenced claims are uncertain",
+                    len(fenced),
+                    extra={"event": "commit.reply_lost", "fenced": len(fenced)},
+                )
                 return uncertain_batch(commits, fenced, retries)
         if warnings:
             # Success with a WARNING: committed on this server only (the wait for the synchronous
