@@ -30,7 +30,6 @@ while a server answers but none accepts writes (a leader change), with backoff o
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -42,10 +41,10 @@ from ._backoff import Backoff, ReconnectPolicy
 from ._coordinator import AdmissionCallback, Coordinator
 from ._guard import ReplicationGuard, node_fields
 from ._metrics import CoordinatorMetrics, HealthState, MetricsServer
+from ._stop_signals import install_stop_signals
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from types import FrameType
 
     from ._config import CoordinatorSettings
 
@@ -118,14 +117,11 @@ class CoordinatorService:
 
     def install_signal_handlers(self) -> None:
         """Turn SIGTERM and SIGINT into a graceful stop (main thread only)."""
+        install_stop_signals(self._stop_on_signal)
 
-        def handler(signum: int, _frame: FrameType | None) -> None:
-            # No logging here: the handler may interrupt a logging call; the loop reports it.
-            self._signal = signal.Signals(signum).name
-            self.request_stop()
-
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
+    def _stop_on_signal(self, name: str) -> None:
+        self._signal = name
+        self.request_stop()
 
     def run(self) -> int:
         """Run until stopped; 0 after a graceful stop.

@@ -27,7 +27,6 @@ running; leases are kept alive once the database answers again). A schema mismat
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from typing import TYPE_CHECKING, Final
@@ -40,12 +39,12 @@ from ._attempt_runner import KILL_GRACE_S, AttemptRunner, CommandRunner, PythonR
 from ._backoff import Backoff
 from ._config import ConfigurationError
 from ._metrics import HealthState, MetricsServer
+from ._stop_signals import install_stop_signals
 from ._worker_config import WorkerSettings
 from ._worker_metrics import WorkerMetrics
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from types import FrameType
 
     from ql3_runtime_core import FinishedAttempt, TakenAttempt, WorkerRepository
 
@@ -189,14 +188,11 @@ class Worker:
 
     def install_signal_handlers(self) -> None:
         """Turn SIGTERM and SIGINT into `request_stop()` (main thread only)."""
+        install_stop_signals(self._stop_on_signal)
 
-        def handler(signum: int, _frame: FrameType | None) -> None:
-            # No logging here: the handler may interrupt a logging call; the loop reports it.
-            self._signal = signal.Signals(signum).name
-            self.request_stop()
-
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
+    def _stop_on_signal(self, name: str) -> None:
+        self._signal = name
+        self.request_stop()
 
     # -- the loop -------------------------------------------------------------------------------
 
