@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import psycopg
 from expected import first_after, occurrences_between
@@ -139,8 +139,64 @@ def pause(seconds: float) -> None:
     time.sleep(seconds)
 
 
+class LoggedProcess:
+    """What chaos knows of a `ql3` process it started: alive, killed, stopped, its JSON log.
+
+    A mixin for the dataclasses that start one (`Replica`, `workers.WorkerProcess`), which
+    declare `process`, `exit_code` and `log_path` as fields.
+    """
+
+    process: subprocess.Popen[bytes] | None
+    exit_code: int | None
+    log_path: Path
+    # How long a graceful stop may take before the process is killed.
+    stop_timeout_s: ClassVar[float] = 20
+
+    @property
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> int:
+        """SIGKILL the process and return its exit status (-9 proves the kill took effect)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.exit_code = self.process.wait(10)
+        return self.exit_code
+
+    def stop(self, timeout_s: float | None = None) -> int:
+        """SIGTERM (a graceful stop) and return the exit code; killed after the timeout."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.exit_code = self.process.wait(timeout_s or self.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.exit_code = self.process.wait(10)
+        else:
+            self.exit_code = self.process.returncode
+        return self.exit_code
+
+    def records(self) -> list[dict[str, Any]]:
+        """Parse the JSON log lines written so far (other lines are ignored)."""
+        records: list[dict[str, Any]] = []
+        if not self.log_path.exists():
+            return records
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict):
+                    records.append(record)
+        return records
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """Log records of one `event` kind (e.g. cycle.summary, attempt.finished)."""
+        return [record for record in self.records() if record.get("event") == name]
+
+
 @dataclass
-class Replica:
+class Replica(LoggedProcess):
     """One `ql3 run` process with JSON logs in a file."""
 
     owner_id: str
@@ -179,48 +235,6 @@ class Replica:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         return self
-
-    @property
-    def alive(self) -> bool:
-        """True while the process runs."""
-        return self.process is not None and self.process.poll() is None
-
-    def kill(self) -> int:
-        """SIGKILL the process and return its exit status (-9 proves the kill took effect)."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.exit_code = self.process.wait(10)
-        return self.exit_code
-
-    def stop(self, timeout_s: float = 20) -> int:
-        """SIGTERM (graceful: claims released) and return the exit code."""
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.exit_code = self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.exit_code = self.process.wait(10)
-        else:
-            self.exit_code = self.process.returncode
-        return self.exit_code
-
-    def records(self) -> list[dict[str, Any]]:
-        """Parse the JSON log lines written so far (other lines are ignored)."""
-        records: list[dict[str, Any]] = []
-        if not self.log_path.exists():
-            return records
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                record = json.loads(line)
-                if isinstance(record, dict):
-                    records.append(record)
-        return records
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        """Log records of one `event` kind (e.g. cycle.summary)."""
-        return [record for record in self.records() if record.get("event") == name]
 
     def serialization_retries(self) -> int:
         """Sum of the 40001 retries reported in this replica's cycle summaries."""

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import os
-import signal
 import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness import ql3_executable, wait_until
+from harness import LoggedProcess, ql3_executable, wait_until
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -53,7 +51,7 @@ ENDED = ("failed", "timed_out", "abandoned")
 
 
 @dataclass
-class WorkerProcess:
+class WorkerProcess(LoggedProcess):
     """One `ql3 worker` process (login of ql3_worker_ingress) with JSON logs in a file."""
 
     worker_id: str
@@ -65,6 +63,8 @@ class WorkerProcess:
     grace_ms: int = 5_000
     process: subprocess.Popen[bytes] | None = None
     exit_code: int | None = None
+    # Running attempts finish within the grace before the worker exits.
+    stop_timeout_s: ClassVar[float] = 30
 
     def start(self) -> WorkerProcess:
         """Start the process (the DSN travels in QL3_WORKER_DSN, not on the command line)."""
@@ -85,44 +85,6 @@ class WorkerProcess:
                 argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.cwd
             )
         return self
-
-    @property
-    def alive(self) -> bool:
-        """True while the process runs."""
-        return self.process is not None and self.process.poll() is None
-
-    def kill(self) -> int:
-        """SIGKILL the worker (not its commands: they run in their own sessions)."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.exit_code = self.process.wait(10)
-        return self.exit_code
-
-    def stop(self, timeout_s: float = 30) -> int:
-        """SIGTERM (graceful: running attempts finish within the grace) and return the code."""
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.exit_code = self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.exit_code = self.process.wait(10)
-        else:
-            self.exit_code = self.process.returncode
-        return self.exit_code
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        """Log records of one `event` kind (e.g. attempt.finished)."""
-        found: list[dict[str, Any]] = []
-        if not self.log_path.exists():
-            return found
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                record = json.loads(line)
-                if isinstance(record, dict) and record.get("event") == name:
-                    found.append(record)
-        return found
 
     def wait_ready(self, timeout_s: float = 30) -> None:
         """Wait until the worker connected and checked the schema (its log says so)."""
