@@ -1,9 +1,11 @@
 """The bare-SQL baseline worker: the fewest statements that do QL3's claim + fenced commit.
 
 It does the same work as a QL3 replica with default settings (issue 12.2): cycles of at most
-BUDGET (256) occurrences; per round one claim statement (READ COMMITTED, `FOR UPDATE SKIP
-LOCKED`, at most min(16, budget left) due schedules in `(next_due_at_ms, id)` order, one
-`clock_timestamp()`, committed without waiting for the WAL flush like QL3's claim), then one
+BUDGET (QL3's cycle budget, 256) occurrences; per round one claim statement (READ COMMITTED,
+`FOR UPDATE SKIP LOCKED`, at most min(BATCH, budget left) due schedules, BATCH being QL3's
+default claim batch, 128, in `(next_due_at_ms, id)` order, one
+`clock_timestamp()`, committed without waiting for the WAL flush like QL3's claim; after a round
+whose backlogs starved claimed rows it claims only as many as were served, as QL3 does), then one
 SERIALIZABLE transaction holding a single statement that fences
 every claimed row on owner, token and expiry by one database observation, admits every due
 occurrence of those rows oldest first up to the budget left (the crons have a fixed period, so
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import IsolationLevel
+from ql3_cluster_control import CoordinatorSettings
 
 from ._sql import connect, load_sql
 
@@ -32,8 +35,9 @@ if TYPE_CHECKING:
 
 __all__ = ["run_baseline_worker"]
 
-BATCH = 16
-BUDGET = 256
+# QL3's defaults, read from its settings model so the two never drift apart (issue 12.2).
+BATCH: int = CoordinatorSettings.model_fields["claim_batch"].default
+BUDGET: int = CoordinatorSettings.model_fields["cycle_budget"].default
 # The QL3 repository's session settings (cluster-postgres `_SESSION_SETTINGS`), so both sides
 # plan their statements the same way.
 SESSION_OPTIONS = "-c enable_seqscan=off -c plan_cache_mode=force_generic_plan"
@@ -58,12 +62,13 @@ def run_baseline_worker(dsn: str, owner: str, max_seconds: float, period_ms: int
     claim_sql, commit_sql = load_sql("baseline_claim"), load_sql("baseline_commit")
     rounds = commits = retries = 0
     remaining = BUDGET
+    round_size = BATCH
     deadline = time.monotonic() + max_seconds
     with connect(dsn, application_name=owner, options=SESSION_OPTIONS) as conn:
         conn.isolation_level = IsolationLevel.SERIALIZABLE  # applies to transaction() blocks
         while not _Stop.requested and time.monotonic() < deadline:
             token = uuid.uuid4()
-            batch = min(BATCH, remaining)
+            batch = min(round_size, remaining)
             params = {"owner": owner, "token": token, "batch": batch, "lease_ms": LEASE_MS}
             ids = [row["id"] for row in conn.execute(claim_sql, params).fetchall()]
             rounds += 1
@@ -87,7 +92,16 @@ def run_baseline_worker(dsn: str, owner: str, max_seconds: float, period_ms: int
                     retries += 1
             commits += 1
             remaining -= int(row["admitted"]) if row else 0
+            served = int(row["served"]) if row else 0
+            round_size = _next_round_size(round_size, len(ids), served, remaining)
             if remaining <= 0:
                 remaining = BUDGET  # budget spent: the next round starts a new cycle
     summary = {"rounds": rounds, "commits": commits, "serialization_retries": retries}
     print(json.dumps({"event": "baseline.summary", **summary}), flush=True)
+
+
+def _next_round_size(current: int, claimed: int, served: int, remaining: int) -> int:
+    """QL3's rule (Coordinator._next_round_size): fewer claims while backlogs starve some."""
+    if served < claimed:
+        return max(1, served)
+    return current if remaining <= 0 else BATCH

@@ -18,7 +18,9 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from ._baseline import BATCH, BUDGET
 from ._common import (
+    DEFAULTS_LABEL,
     CpuMeter,
     ReplicaSet,
     WaitSampler,
@@ -132,9 +134,9 @@ def _measure_cell(
             "replicas": replicas,
             "schedules": size,
             "cron": BURST_CRON,
-            "settings": "defaults (batch 16, budget 256, lease 30 s)"
+            "settings": DEFAULTS_LABEL
             if variant == "ql3"
-            else "bare SQL: claim 16, budget 256, one SERIALIZABLE statement per round",
+            else f"bare SQL: claim {BATCH}, budget {BUDGET}, one SERIALIZABLE statement per round",
             "at_ms": at_ms,
             "drained": done,
             **{k: (int(v) if v is not None else None) for k, v in verdict.items()},

@@ -29,6 +29,7 @@ from ql3_cluster_postgres import PrivateServerError, ScheduleAdmin, ScheduleSpec
 from ql3_runtime_core import MisfirePolicy, ScheduleDefinition
 from ql3_testkit import ThrowawayCluster, drop_database, prepare_ql3_database
 
+from ._baseline import BATCH, BUDGET
 from ._sql import connect, load_sql
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from ql3_testkit import Ql3Database
 
 __all__ = [
+    "DEFAULTS_LABEL",
     "BenchContext",
     "CpuMeter",
     "ReplicaSet",
@@ -60,6 +62,9 @@ __all__ = [
     "statement_stats",
     "wait_until",
 ]
+
+# What every QL3 replica of the benchmarks runs with: the product defaults, read from its settings.
+DEFAULTS_LABEL = f"defaults (batch {BATCH}, budget {BUDGET}, lease 30 s)"
 
 # Settings for the benchmark cluster on top of ThrowawayCluster(durable=True) (fsync,
 # full_page_writes and synchronous_commit on, PostgreSQL's default WAL settings; issue 12.1):

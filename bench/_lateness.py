@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._common import (
+    DEFAULTS_LABEL,
     CpuMeter,
     WaitSampler,
     WalMeter,
@@ -131,7 +132,7 @@ def _measure_cell(
             "schedules": size,
             "replicas": replicas,
             "cron": "* * * * * *",
-            "settings": "defaults (batch 16, budget 256, lease 30 s)",
+            "settings": DEFAULTS_LABEL,
             "window_ms": w1 - w0,
             "window_start_ms": w0,
             "settled": settled,

@@ -6,10 +6,11 @@ start; after the first admission and a warm-up, the harness reads the database t
 a fixed window, reads t1, and counts the runs whose commit time (`runs.created_at_ms`, written by
 the database) lies in [t0, t1). Rate = that count per second of database time. The backlog is
 checked to be still there at t1 (otherwise the rate would be capped by the schedules, not the
-scheduler). The baseline does the same work per commit (claim 16, up to the budget of 256
-occurrences; issue 12.2) and runs at R = 1, 2, 4 like QL3, interleaved with it (baseline R,
-QL3 R, for each R, then again): each ratio QL3 / baseline is taken at the same R, from the means
-over the passes. The steady state (one occurrence per schedule per round) is `_burst.py`.
+scheduler). The baseline does the same work per commit (QL3's default claim batch, sized down the
+same way while backlogs spend the budget, up to the budget of 256 occurrences; issue 12.2) and
+runs at R = 1, 2, 4 like QL3, interleaved with it (baseline R, QL3 R, for each R, then again):
+each ratio QL3 / baseline is taken at the same R, from the means over the passes. The steady
+state (one occurrence per schedule per round) is `_burst.py`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from ._baseline import BATCH, BUDGET
 from ._common import (
+    DEFAULTS_LABEL,
     CpuMeter,
     ReplicaSet,
     WaitSampler,
@@ -130,9 +133,9 @@ def _measure_cell(
             "replicas": replicas,
             "schedules": params["schedules"],
             "backlog_ms": BACKLOG_MS,
-            "settings": "defaults (batch 16, budget 256, lease 30 s)"
+            "settings": DEFAULTS_LABEL
             if variant == "ql3"
-            else "bare SQL: claim 16, budget 256, one SERIALIZABLE statement per round",
+            else f"bare SQL: claim {BATCH}, budget {BUDGET}, one SERIALIZABLE statement per round",
             "window_ms": t1 - t0,
             "admissions": admissions,
             "rate_per_s": round(admissions * 1000 / (t1 - t0), 1),

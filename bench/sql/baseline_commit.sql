@@ -4,7 +4,8 @@
 -- crons have a fixed period (`period_ms`: 1 000 for `* * * * * *`, 60 000 for `* * * * *`), so no
 -- cron parsing. Each row is fenced on owner + token + expiry by one database observation, its
 -- cursor moves past what was admitted, its claim is cleared, and each occurrence writes 1 run,
--- 1 attempt and 2 events. Returns how many occurrences were admitted.
+-- 1 attempt and 2 events. Returns how many occurrences were admitted and how many of the claimed
+-- rows got at least one (`served`: the rest found the budget spent, as QL3's starved claims).
 WITH obs AS MATERIALIZED (
     SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
 ),
@@ -66,4 +67,5 @@ events AS (
     FROM attempts AS a
     CROSS JOIN (VALUES ('run.admitted'), ('attempt.queued')) AS k (kind)
 )
-SELECT (SELECT count(*) FROM runs) AS admitted
+SELECT (SELECT count(*) FROM runs) AS admitted,
+       (SELECT count(DISTINCT t.id) FROM taken AS t JOIN fenced AS f ON f.id = t.id) AS served

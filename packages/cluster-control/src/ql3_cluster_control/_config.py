@@ -15,7 +15,7 @@ import secrets
 import socket
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Final, Self
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -128,6 +128,18 @@ class ProcessSettingsChecks(BaseSettings):
         return self
 
 
+# Schedules per claim round and occurrences per cycle (SPEC §8, D6). The claim batch was 16 until
+# issue 12: on a durable cluster every round pays fixed costs (4 round trips, 2 statements, the
+# fenced commit's WAL flush, per-statement server overhead) that 16 admissions could not amortize.
+# Measured on the durable bench cluster (2 cores, quiet, per-second crons, R = 2, 15 s windows):
+# S = 1 000 lateness p99 370-501 ms at 16, 195-261 ms at 64, 101-105 ms at 128; S = 100 p99
+# 27 ms at 16, 15-16 ms at 64, 12-18 ms at 128 (bench/analysis.md). Larger batches hold more
+# schedules per replica at once (a dead replica's claims wait for their lease either way), and
+# the cycle budget still bounds what one commit admits.
+CLAIM_BATCH_DEFAULT: Final = 128
+CYCLE_BUDGET_DEFAULT: Final = 256
+
+
 class CoordinatorSettings(ProcessSettingsChecks):
     """Everything a Coordinator replica needs; each field is also `QL3_<NAME>` in the environment.
 
@@ -147,8 +159,8 @@ class CoordinatorSettings(ProcessSettingsChecks):
     dsn: SecretStr | None = None
     owner_id: OwnerId = Field(default_factory=default_owner_id)
     lease_ms: int = Field(default=LEASE_MS_DEFAULT, ge=LEASE_MS_MIN, le=LEASE_MS_MAX)
-    claim_batch: int = Field(default=16, ge=1, le=1_000)
-    cycle_budget: int = Field(default=256, ge=1, le=100_000)
+    claim_batch: int = Field(default=CLAIM_BATCH_DEFAULT, ge=1, le=1_000)
+    cycle_budget: int = Field(default=CYCLE_BUDGET_DEFAULT, ge=1, le=100_000)
     poll_interval_ms: int = Field(default=5_000, ge=10, le=3_600_000)
     retry_initial_ms: int = Field(default=200, ge=1, le=60_000)
     retry_max_ms: int = Field(default=10_000, ge=1, le=600_000)

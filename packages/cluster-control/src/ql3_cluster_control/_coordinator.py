@@ -39,6 +39,7 @@ from ql3_runtime_core import (
 )
 
 from ._backoff import Backoff
+from ._config import CLAIM_BATCH_DEFAULT, CYCLE_BUDGET_DEFAULT
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -102,8 +103,8 @@ class Coordinator:
         *,
         owner_id: str,
         lease_ms: int = 30_000,
-        claim_batch: int = 16,
-        cycle_budget: int = 256,
+        claim_batch: int = CLAIM_BATCH_DEFAULT,
+        cycle_budget: int = CYCLE_BUDGET_DEFAULT,
         on_admitted: AdmissionCallback | None = None,
         metrics: CoordinatorMetrics | None = None,
         backoff: Backoff | None = None,
@@ -120,6 +121,8 @@ class Coordinator:
         self.stop_requested = stop_requested or threading.Event()
         self._cycle_lock = threading.Lock()
         self._held: list[ClusterScheduleClaim] = []
+        # Claims the next round asks for (see `_next_round_size`); kept across cycles.
+        self._round_size = claim_batch
 
     @property
     def held_claims(self) -> tuple[ClusterScheduleClaim, ...]:
@@ -209,7 +212,8 @@ class Coordinator:
         if not claims:
             # A round that only quarantined may have left due rows behind its batch limit.
             return quarantined > 0
-        commits, failures = self._decide(claims, state)
+        commits, failures, starved = self._decide(claims, state)
+        self._round_size = self._next_round_size(len(claims) - starved, starved, state.remaining)
         if failures:
             self._quarantine(failures, state)
         batch = self.repository.commit_decisions(commits)
@@ -236,7 +240,7 @@ class Coordinator:
         command = ClaimClusterScheduleCommand(
             owner_id=self.owner_id, claim_token=uuid.uuid4(), lease_ms=self.lease_ms
         )
-        claim_round = self.repository.claim_round(command, min(self.claim_batch, state.remaining))
+        claim_round = self.repository.claim_round(command, min(self._round_size, state.remaining))
         claims = list(claim_round.claims)
         self._set_held(claims)
         state.claims.extend(claims)
@@ -256,19 +260,37 @@ class Coordinator:
             )
         return claims, len(claim_round.quarantined)
 
+    def _next_round_size(self, served: int, starved: int, remaining: int) -> int:
+        """How many schedules the next round claims: the batch, unless backlogs starve claims.
+
+        In the steady state each claim admits one occurrence and a round claims the whole batch.
+        When schedules carry backlogs (catch-up), the first claims of a round spend the cycle
+        budget and the rest decide nothing: each of those costs two row writes (claim, release)
+        for no admission, up to `claim_batch - 1` per cycle. So after a round that starved
+        claims, the next rounds (this cycle's and the next ones') ask only for as many schedules
+        as it served; a round that spent the budget without starving any keeps its size; a round
+        that left budget over restores the full batch.
+        """
+        if starved:
+            return max(1, served)
+        return self._round_size if remaining == 0 else self.claim_batch
+
     @staticmethod
     def _decide(
         claims: Sequence[ClusterScheduleClaim], state: _CycleState
-    ) -> tuple[list[ClaimCommit], list[tuple[ClusterScheduleClaim, str]]]:
+    ) -> tuple[list[ClaimCommit], list[tuple[ClusterScheduleClaim, str]], int]:
         """Decide each claim from its own acquired time (D4) within the remaining budget.
 
-        Returns the commits and the claims whose decision or normalization raised, with the
-        reason. The decision is a pure function of the claim, so whatever it raises is about
-        that schedule's data: it is quarantined, never allowed to end the loop (issue 10.2).
+        Returns the commits, the claims whose decision or normalization raised (with the
+        reason), and how many claims found the budget already spent (they decide nothing). The
+        decision is a pure function of the claim, so whatever it raises is about that schedule's
+        data: it is quarantined, never allowed to end the loop (issue 10.2).
         """
         commits: list[ClaimCommit] = []
         failures: list[tuple[ClusterScheduleClaim, str]] = []
+        starved = 0
         for claim in claims:
+            starved += state.remaining == 0
             try:
                 decision = resolve_cluster_schedule_decision(claim, state.remaining)
                 commit = checked_commit(claim, decision, state.remaining)
@@ -280,7 +302,7 @@ class Coordinator:
             commits.append(commit)
             state.remaining -= len(decision.occurrences)
             state.skipped += decision.skipped
-        return commits, failures
+        return commits, failures, starved
 
     def _quarantine(
         self, failures: Sequence[tuple[ClusterScheduleClaim, str]], state: _CycleState

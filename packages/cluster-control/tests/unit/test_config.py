@@ -24,10 +24,10 @@ def _no_ql3_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_defaults_match_the_decision_record() -> None:
-    """Lease 30 s, batch 16, budget 256, text logs and seconds-scale keepalives by default."""
+    """Lease 30 s, batch 128, budget 256, text logs and seconds-scale keepalives by default."""
     settings = load_settings()
     assert settings.lease_ms == 30_000
-    assert settings.claim_batch == 16
+    assert settings.claim_batch == 128
     assert settings.cycle_budget == 256
     assert settings.log_format is LogFormat.TEXT
     assert settings.dsn is None

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 import pytest
 from fake_repository import FakeRepository
-from ql3_cluster_control import Coordinator, CoordinatorMetrics, CycleOverlapError
+from ql3_cluster_control import Coordinator, CoordinatorMetrics, CycleOverlapError, CycleResult
 from ql3_runtime_core import AdmittedRun, CommitStatus, RepositoryUnavailableError
+
+if TYPE_CHECKING:
+    from uuid import UUID
 
 
 def _coordinator(repo: FakeRepository, **kwargs: object) -> Coordinator:
@@ -188,3 +192,45 @@ def test_release_held_claims_on_graceful_stop() -> None:
     repo, coordinator = _after_a_failed_commit()
     assert coordinator.release_held_claims() == 1
     assert repo.schedules[1].claim_token is None
+
+
+def _catch_up_schedules(repo: FakeRepository, count: int, backlog_ms: int) -> None:
+    for _ in range(count):
+        row = repo.add(first_due_ms=repo.now_ms - backlog_ms)
+        row.definition = row.definition.model_copy(update={"misfire_policy": "catch_up"})
+
+
+def test_backlogs_shrink_the_claim_round_to_what_the_budget_serves() -> None:
+    """After a round whose first claims spent the budget, rounds claim only what they serve."""
+    repo = FakeRepository()
+    # Every schedule is 10 minutes behind; catch_up admits the last minute's (grace) 60 each.
+    _catch_up_schedules(repo, 6, 600_000)
+    coordinator = _coordinator(repo, cycle_budget=4, claim_batch=6)
+    first = coordinator.run_cycle()
+    assert first.summary.claims == 4  # min(batch, budget): one served, three starved
+    assert first.summary.admitted == 4
+    second = coordinator.run_cycle()
+    assert second.summary.claims == 1  # only as many as the last round could serve
+    assert second.summary.admitted == 4
+
+
+def test_a_round_with_budget_left_restores_the_full_batch() -> None:
+    """Once backlogs no longer spend the budget, the next round claims the whole batch again."""
+    repo = FakeRepository()
+    _catch_up_schedules(repo, 6, 600_000)
+    coordinator = _coordinator(repo, cycle_budget=4, claim_batch=6)
+    coordinator.run_cycle()  # starves three claims: the round size drops to 1
+    for row in repo.schedules.values():
+        # The backlogs are gone: one occurrence (the last whole second) due on each.
+        row.next_due_at_ms = repo.now_ms // 1000 * 1000
+    result = coordinator.run_cycle()
+    # One claim (round size 1) admits 1 and leaves budget: the next round claims min(6, 3).
+    assert [len(r) for r in _claim_rounds(result)] == [1, 3]
+
+
+def _claim_rounds(result: CycleResult) -> list[list[int]]:
+    """Group a cycle's admitted runs by their claim token (one token per claim round)."""
+    rounds: dict[UUID, list[int]] = {}
+    for run in result.admitted:
+        rounds.setdefault(run.claim_token, []).append(run.schedule_id)
+    return list(rounds.values())
