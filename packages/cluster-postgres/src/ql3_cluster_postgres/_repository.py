@@ -101,7 +101,16 @@ _DEFINITION_MEMORY = 4096
 # committing different schedules would abort each other; the commit must use its TID scan.
 # The plans depend on no parameter value (the claim's time bound is its own observation, not a
 # parameter), so prepared statements keep their generic plan instead of replanning per call.
-_SESSION_SETTINGS = {"enable_seqscan": "off", "plan_cache_mode": "force_generic_plan"}
+# JIT off (issue 14.7): `enable_seqscan=off` adds PostgreSQL's disable cost (1e10) to the one
+# sequential scan left (the one-row `ql3.zone_rules`), which lifts a claim's estimated cost far
+# above `jit_above_cost`, so a server with the default `jit = on` compiled every claim with LLVM:
+# 220-360 ms per statement on a Patroni member (perf: llvm:: frames in the backend) against ~1 ms.
+# Nothing QL3 sends runs long enough for JIT to pay.
+_SESSION_SETTINGS = {
+    "enable_seqscan": "off",
+    "plan_cache_mode": "force_generic_plan",
+    "jit": "off",
+}
 
 _T = TypeVar("_T")
 _ClaimKey = tuple[int, UUID, int]

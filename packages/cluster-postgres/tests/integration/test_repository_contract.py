@@ -157,6 +157,23 @@ def test_connections_carry_keepalives_timeouts_and_the_callers_settings(
         assert row == ("off",)
 
 
+def test_sessions_never_jit_compile_even_where_the_server_would(ql3_db: Ql3Database) -> None:
+    """A database set to JIT everything still runs the repository's statements uncompiled."""
+    with psycopg.connect(ql3_db.superuser_dsn, autocommit=True) as su:
+        name = psycopg.sql.Identifier(ql3_db.name)
+        su.execute(psycopg.sql.SQL("ALTER DATABASE {} SET jit = on").format(name))
+        su.execute(psycopg.sql.SQL("ALTER DATABASE {} SET jit_above_cost = 0").format(name))
+    make_schedules(ql3_db, 1)
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        conn = repo._connection()
+        assert conn.execute("SELECT current_setting('jit')").fetchone() == ("off",)
+        plan = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) SELECT count(*) FROM ql3.runs")
+        (document,) = plan.fetchone() or ((),)
+        assert "JIT" not in document[0], document[0]
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        repo.commit_decisions([decide(claim)])
+
+
 def test_statement_observer_sees_each_statement_and_its_parameters(ql3_db: Ql3Database) -> None:
     """The observer gets every statement sent; the claim's parameters are exactly five, no time."""
     make_schedules(ql3_db, 1)
