@@ -31,11 +31,11 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import psycopg
 from harness import db_now_ms, fetch, wait_until
-from ql3_testkit import PatroniCluster, prepare_ql3_database
+from ql3_testkit import PatroniCluster, durable_write_acknowledged_ms, prepare_ql3_database
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -66,10 +66,6 @@ RUN_AT_SQL = (
     "SELECT owner_id, created_at_ms FROM ql3.runs WHERE schedule_id = %s AND scheduled_for_ms = %s"
 )
 SYNC_WAITERS_SQL = "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND usename = %s"
-# A write that needs a transaction id (so its commit waits for the synchronous standby Patroni
-# requires), stamped with the database clock of the member that takes it.
-PROBE_WRITE_SQL = "SELECT pg_logical_emit_message(true, 'ql3_chaos', 'write probe')"
-NOW_MS_SQL = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 PROBE_INTERVAL_S = 0.005
 # A probe write waiting longer than this for the synchronous standby is cancelled (and, answered
 # with the sync-rep WARNING, not counted): the member does not accept durable writes yet.
@@ -134,43 +130,11 @@ class WriteProbe(threading.Thread):
         """Probe every PROBE_INTERVAL_S until a write commits or `halt` is set."""
         while not self.halt.is_set():
             for name, dsn in self.targets.items():
-                stamp = _probe_write(dsn)
+                stamp = durable_write_acknowledged_ms(dsn, timeout_s=PROBE_WRITE_TIMEOUT_S)
                 if stamp is not None:
                     self.accepted = (name, stamp)
                     return
             self.halt.wait(PROBE_INTERVAL_S)
-
-
-def _probe_write(dsn: str) -> int | None:
-    """One durable write in a new session: when its commit was acknowledged (database time).
-
-    None if it did not commit.
-
-    A commit cancelled while waiting for the synchronous standby is answered with a WARNING,
-    not an error: such a write was not accepted (issue 14.3), so it counts as None too.
-    """
-    warned: list[str] = []
-    try:
-        with psycopg.connect(dsn, autocommit=True, connect_timeout=1) as conn:
-            conn.add_notice_handler(
-                lambda d: (
-                    warned.append(d.severity_nonlocalized or "")
-                    if d.severity_nonlocalized == "WARNING"
-                    else None
-                )
-            )
-            timer = threading.Timer(PROBE_WRITE_TIMEOUT_S, conn.cancel_safe)
-            timer.start()
-            try:
-                conn.execute(PROBE_WRITE_SQL)  # autocommit: committed when it returns
-            finally:
-                timer.cancel()
-            # Stamped once the commit was acknowledged (by the synchronous standby if Patroni
-            # requires one): from here on the member accepts durable writes.
-            row: Any = conn.execute(NOW_MS_SQL).fetchone()
-    except psycopg.Error:
-        return None
-    return None if warned or row is None else int(row[0])
 
 
 def _start(run: Scenario, window_s: float) -> PatroniCluster:

@@ -22,7 +22,7 @@ from ._databases import (
 )
 from ._errors import ThrowawayClusterError
 from ._faketime import find_faketime_library
-from ._patroni import PatroniCluster, PatroniMember, durable_write
+from ._patroni import PatroniCluster, PatroniMember, durable_write, durable_write_acknowledged_ms
 from ._wire_fault_proxy import WireFaultProxy
 
 __version__ = _version("ql3-testkit")
@@ -37,6 +37,7 @@ __all__ = [
     "__version__",
     "drop_database",
     "durable_write",
+    "durable_write_acknowledged_ms",
     "find_faketime_library",
     "login_password",
     "login_user_name",

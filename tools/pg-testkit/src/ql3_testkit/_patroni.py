@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from types import TracebackType
 
-__all__ = ["PatroniCluster", "PatroniMember", "durable_write"]
+__all__ = ["PatroniCluster", "PatroniMember", "durable_write", "durable_write_acknowledged_ms"]
 
 HOST = "127.0.0.1"
 SCOPE = "ql3"
@@ -127,6 +127,15 @@ def durable_write(dsn: str, *, timeout_s: float = _WRITE_TIMEOUT_S) -> bool:
     error: that (or any error) returns False. So True means "this server accepts writes and they
     are durable where Patroni requires".
     """
+    return durable_write_acknowledged_ms(dsn, timeout_s=timeout_s) is not None
+
+
+def durable_write_acknowledged_ms(dsn: str, *, timeout_s: float = _WRITE_TIMEOUT_S) -> int | None:
+    """`durable_write`, returning when its commit was acknowledged by the server's clock.
+
+    The time (epoch ms, `clock_timestamp()`) is read in the same session right after the commit
+    returned, so it is no earlier than the acknowledgement; None when `durable_write` is False.
+    """
     warnings: list[str] = []
     try:
         with psycopg.connect(dsn, autocommit=True, connect_timeout=2) as conn:
@@ -143,9 +152,12 @@ def durable_write(dsn: str, *, timeout_s: float = _WRITE_TIMEOUT_S) -> bool:
                 conn.execute("SELECT pg_logical_emit_message(true, 'ql3_testkit', 'durable write')")
             finally:
                 timer.cancel()
+            row = conn.execute(
+                "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+            ).fetchone()
     except psycopg.Error:
-        return False
-    return not warnings
+        return None
+    return None if warnings or row is None else int(row[0])
 
 
 @dataclass

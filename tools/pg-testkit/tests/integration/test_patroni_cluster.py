@@ -6,9 +6,11 @@ import time
 from pathlib import Path
 
 import psycopg
-from ql3_testkit import PatroniCluster, durable_write
+from ql3_testkit import PatroniCluster, durable_write, durable_write_acknowledged_ms
 
 MEMBERS = 3
+
+NOW_MS = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
 
 def _primary_port(cluster: PatroniCluster) -> int:
@@ -43,6 +45,14 @@ def test_started_cluster_has_a_leader_a_sync_standby_and_a_multi_host_dsn(
     assert "port=" in patroni_cluster.dsn()
     assert "target_session_attrs=read-write" in patroni_cluster.dsn()
     assert durable_write(patroni_cluster.dsn())
+    with psycopg.connect(patroni_cluster.member_dsn(leader), autocommit=True) as conn:
+        before = conn.execute(NOW_MS).fetchone()
+    acknowledged = durable_write_acknowledged_ms(patroni_cluster.member_dsn(leader))
+    assert before is not None
+    assert acknowledged is not None
+    assert acknowledged >= int(before[0])
+    # A standby takes no write: no acknowledgement time.
+    assert durable_write_acknowledged_ms(patroni_cluster.member_dsn(sync)) is None
 
 
 def test_switchover_then_postmaster_kill_move_the_leader_and_the_old_leaders_rejoin(
