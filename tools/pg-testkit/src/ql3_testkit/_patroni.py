@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 import psycopg
 from psycopg.conninfo import make_conninfo
+from psycopg.rows import dict_row
 from ql3_cluster_postgres import find_postgres_bin_dir
 
 from ._crash import children_of, wait_gone
@@ -152,12 +153,13 @@ def durable_write_acknowledged_ms(dsn: str, *, timeout_s: float = _WRITE_TIMEOUT
                 conn.execute("SELECT pg_logical_emit_message(true, 'ql3_testkit', 'durable write')")
             finally:
                 timer.cancel()
-            row = conn.execute(
-                "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+            cursor = conn.cursor(row_factory=dict_row)
+            row = cursor.execute(
+                "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms"
             ).fetchone()
     except psycopg.Error:
         return None
-    return None if warnings or row is None else int(row[0])
+    return None if warnings or row is None else int(row["now_ms"])
 
 
 @dataclass
