@@ -50,11 +50,10 @@ from ._connect import (
     ConnectionSettings,
     StatementObserver,
     close_quietly,
-    is_connection_lost,
     reuse_or_connect,
     wrap_error,
 )
-from ._durability import collect_commit_warnings, durability_barrier
+from ._durability import UncertainWriteError, acknowledged_write, durability_barrier
 from ._lifecycle import Closing
 from ._migrations import check_schema_version
 from ._outcomes import (
@@ -584,30 +583,23 @@ class PostgresScheduleRepository(Closing):
             regressed_id, regressed_acquired_ms = regression
             raise ClockRegressionError(regressed_id, row.observed_at_ms, regressed_acquired_ms)
         fenced = set(row.fenced_schedule_ids)
-        with collect_commit_warnings(conn) as warnings:
-            try:
+        try:
+            with acknowledged_write(conn, "repository: commit"):
                 conn.commit()
-            except psycopg.Error as exc:
-                if not is_connection_lost(exc):
-                    raise
-                # COMMIT was sent and its reply lost: the fenced claims may or may not be durable.
-                self._discard_on_failure()
-                logger.warning(
-                    "commit reply lost; %d fenced claims are uncertain",
-                    len(fenced),
-                    extra={"event": "commit.reply_lost", "fenced": len(fenced)},
-                )
-                return uncertain_batch(commits, fenced, retries)
-        if warnings:
-            # Success with a WARNING: committed on this server only (the wait for the synchronous
-            # standby was cancelled), so a failover may lose it. Uncertain, like a lost reply;
-            # the connection goes so the resolution reconnects to whichever server leads now.
+        except UncertainWriteError as uncertain:
+            # reply_lost: COMMIT was sent and its reply lost, so the fenced claims may or may not
+            # be durable. unsafe_ack: committed on this server only (the wait for the synchronous
+            # standby was cancelled), so a failover may lose it. Both are settled the same way,
+            # from durable facts; the connection goes so the resolution reconnects to whichever
+            # server leads now.
             self._drop_connection()
+            how = "reply lost" if uncertain.kind == "reply_lost" else "acknowledged with a WARNING"
             logger.warning(
-                "commit acknowledged only with a WARNING (%s); %d fenced claims are uncertain",
-                warnings[0],
+                "commit %s (%s); %d fenced claims are uncertain",
+                how,
+                uncertain.detail,
                 len(fenced),
-                extra={"event": "commit.unsafe_ack", "warning": warnings[0]},
+                extra={"event": f"commit.{uncertain.kind}", "fenced": len(fenced)},
             )
             return uncertain_batch(commits, fenced, retries)
         conn.autocommit = True
