@@ -214,8 +214,20 @@ class Coordinator:
             return quarantined > 0
         commits, failures, starved = self._decide(claims, state)
         self._round_size = self._next_round_size(len(claims) - starved, starved, state.remaining)
+        # Commit first, quarantine after: a quarantine statement that fails must never keep the
+        # round's good claims waiting for their lease. The undecidable claims stay held until
+        # quarantined, so if anything here raises they are released first thing next cycle.
+        self._commit(commits, state)
         if failures:
             self._quarantine(failures, state)
+        return True
+
+    def _commit(self, commits: Sequence[ClaimCommit], state: _CycleState) -> None:
+        """Commit the round's decisions, settle the uncertain ones, record what was admitted."""
+        if not commits:
+            return
+        committing = {commit.claim.schedule_id for commit in commits}
+        undecided = [claim for claim in self._held if claim.schedule_id not in committing]
         batch = self.repository.commit_decisions(commits)
         state.serialization_retries += batch.serialization_retries
         by_schedule = {commit.claim.schedule_id: commit for commit in commits}
@@ -227,13 +239,13 @@ class Coordinator:
             else outcome
             for outcome in batch.outcomes
         ]
-        self._set_held([])
+        # Committed or settled: only claims that decided nothing committable stay held.
+        self._set_held(undecided)
         state.outcomes.extend(settled)
         for outcome in settled:
             if outcome.status is CommitStatus.COMMITTED:
                 self._admitted(outcome.runs, state)
                 self._already_admitted(outcome)
-        return True
 
     def _claim(self, state: _CycleState) -> tuple[list[ClusterScheduleClaim], int]:
         """Run one claim statement; return its readable claims and how many it quarantined."""

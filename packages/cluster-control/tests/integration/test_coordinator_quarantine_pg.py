@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from fix_db import db_now_ms, sql_rows, wait_for
 from history import add_schedules, plant_schedule
 from ql3_cluster_control import Coordinator, CoordinatorMetrics
@@ -12,6 +13,7 @@ from ql3_runtime_core import (
     ClaimClusterScheduleCommand,
     ClaimRound,
     MisfirePolicy,
+    QL3Error,
     ScheduleDefinition,
 )
 
@@ -88,3 +90,32 @@ def test_an_undecidable_claim_is_quarantined_and_the_batch_commits(ql3_db: Ql3Da
     assert item.reason.startswith("decision failed: InvalidCronError: ")
     assert {run.schedule_id for run in result.admitted} == set(first) - {victim}
     assert _state(ql3_db, victim) == ("invalid", item.reason, None)
+
+
+def test_a_failed_quarantine_does_not_hold_back_the_rounds_admissions(
+    ql3_db: Ql3Database,
+) -> None:
+    """The decisions of a round commit before its quarantine; a failed quarantine costs nothing.
+
+    The runtime role loses its grant on the quarantine columns, so quarantining the undecidable
+    claim fails and the cycle ends with that error. The round's other schedules are admitted
+    all the same, and the undecidable claim is released by the next cycle, not left for its
+    lease.
+    """
+    first = add_schedules(ql3_db.dsn("admin"), 3)
+    _wait_due(ql3_db, first)
+    victim = min(first)
+    sql_rows(
+        ql3_db.superuser_dsn,
+        "REVOKE UPDATE (invalid_reason, invalidated_at_ms) ON ql3.trigger_schedules"
+        " FROM ql3_runtime",
+    )
+    with UndecidablePostgres(ql3_db.dsn("runtime"), undecidable=victim) as repo:
+        coordinator = Coordinator(repo, owner_id="a")
+        with pytest.raises(QL3Error, match="quarantine"):
+            coordinator.run_cycle()
+        admitted = sql_rows(ql3_db.superuser_dsn, "SELECT DISTINCT schedule_id FROM ql3.runs")
+        assert {row[0] for row in admitted} == set(first) - {victim}
+        assert [claim.schedule_id for claim in coordinator.held_claims] == [victim]
+        assert coordinator.release_held_claims() == 1
+    assert _state(ql3_db, victim) == ("active", None, None)

@@ -35,6 +35,7 @@ from ql3_runtime_core import (
     CommitBatch,
     CommitOutcome,
     CommitStatus,
+    QL3Error,
     QuarantinedSchedule,
     RepositoryUnavailableError,
     ScheduleDefinition,
@@ -394,9 +395,34 @@ class PostgresScheduleRepository(Closing):
             logger.debug("claimed %d schedules at %d", len(claims), claims[0].claim_acquired_at_ms)
         return ClaimRound(
             claims=tuple(claims),
-            quarantined=self._quarantine(unreadable),
+            quarantined=self._quarantine_unreadable(unreadable),
             zone_rules=zone_rules,
         )
+
+    def _quarantine_unreadable(
+        self, unreadable: Sequence[tuple[_Fence, str]]
+    ) -> tuple[QuarantinedSchedule, ...]:
+        """Quarantine the unreadable rows of a claim round; a failure never costs the others.
+
+        The readable claims of the same round are already granted: raising here would hand the
+        caller nothing, and they would sit claimed for a whole lease. So a failed quarantine is
+        logged and the round goes on; its unreadable rows keep their claim until it expires
+        by the database clock, and the claim after that quarantines them again.
+        """
+        try:
+            return self._quarantine(unreadable)
+        except QL3Error as exc:
+            logger.warning(
+                "could not quarantine %d unreadable schedules (%s); their claims expire by the"
+                " database clock and the next claim tries again",
+                len(unreadable),
+                exc,
+                extra={
+                    "event": "schedule.quarantine_failed",
+                    "schedule_ids": [fence[0] for fence, _ in unreadable],
+                },
+            )
+            return ()
 
     def _claim_from_row(self, row: ClaimedRow) -> ClusterScheduleClaim:
         return ClusterScheduleClaim(

@@ -300,3 +300,32 @@ def test_verify_reports_each_invalid_schedule(ql3_db: Ql3Database) -> None:
     assert BAD_CRON in report.violations[0].detail
     assert report.schedules == 3
     assert report.runs > 0
+
+
+def test_a_failed_quarantine_still_hands_over_the_readable_claims(ql3_db: Ql3Database) -> None:
+    """The quarantine statement failing must not cost the round its good claims.
+
+    The runtime role loses its grant on the quarantine columns, so the claim's own quarantine
+    of an unreadable row fails. The readable claims of the same round come back anyway and
+    commit at once; the unreadable row keeps its claim until it expires by the database clock.
+    """
+    ids = make_schedules(ql3_db, 3)
+    bad = ids[1]
+    _plant(ql3_db, bad, cron=BAD_CRON)
+    with psycopg.connect(ql3_db.superuser_dsn, autocommit=True) as conn:
+        conn.execute(
+            "REVOKE UPDATE (invalid_reason, invalidated_at_ms) ON ql3.trigger_schedules"
+            " FROM ql3_runtime"
+        )
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        claim_round = repo.claim_round(command(), 16)
+        assert sorted(claim.schedule_id for claim in claim_round.claims) == [ids[0], ids[2]]
+        assert claim_round.quarantined == ()
+        batch = repo.commit_decisions([decide(claim) for claim in claim_round.claims])
+    assert {outcome.schedule_id for outcome in batch.outcomes if outcome.runs} == {ids[0], ids[2]}
+    rows = fetch(ql3_db.superuser_dsn, "SELECT id, claim_token FROM ql3.trigger_schedules")
+    tokens: dict[Any, Any] = dict(rows)
+    assert tokens[ids[0]] is None
+    assert tokens[ids[2]] is None
+    assert tokens[bad] is not None  # left to expire; the next claim quarantines it
+    assert _row(ql3_db, bad)[0] == "active"
