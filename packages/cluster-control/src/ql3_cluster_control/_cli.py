@@ -27,6 +27,7 @@ from ._cli_common import EXIT_FAILURE, fail, guarded
 from ._cli_daemons import run_command, worker_command
 from ._cli_demo import demo_command
 from ._cli_history import runs_list, status_command, verify_command
+from ._cli_roles import roles_login
 from ._cli_schedule import (
     schedule_add,
     schedule_apply,
@@ -52,7 +53,9 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 schedule_app = typer.Typer(help="Manage schedules (runs as ql3_admin).", no_args_is_help=True)
-roles_app = typer.Typer(help="Provision the least-privilege roles.", no_args_is_help=True)
+roles_app = typer.Typer(
+    help="Provision the least-privilege roles and their login users.", no_args_is_help=True
+)
 zone_rules_app = typer.Typer(
     help="The zone rules (tzdata) version every replica must decide with.", no_args_is_help=True
 )
@@ -103,6 +106,7 @@ def _root(
 # Registered in the order `ql3 --help` lists them (typer keeps the order of registration).
 app.command("migrate")(migrate_command)
 roles_app.command("provision")(roles_provision)
+roles_app.command("login")(roles_login)
 zone_rules_app.command("show")(zone_rules_show)
 zone_rules_app.command("adopt")(zone_rules_adopt)
 schedule_app.command("add")(schedule_add)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from pathlib import Path  # noqa: TC003  # pytest resolves fixture annotations
 
 import psycopg
-from fix_db import clean_env, db_now_ms, run_ql3, sql_rows
+from fix_db import clean_env, db_now_ms, ql3_executable, run_ql3, sql_rows
 from psycopg import sql
 from ql3_testkit import Ql3Database, ThrowawayCluster, drop_database
 
@@ -311,3 +312,29 @@ def test_config_errors_exit_2_as_real_processes() -> None:
     assert "QL3_DSN" in _fails(2, "run")
     assert "'xml'" in _fails(2, "run", "--log-format", "xml")
     assert "--bogus" in _fails(2, "status", "--bogus")
+
+
+def test_roles_login_sends_only_a_verifier(
+    pg_cluster: ThrowawayCluster, ql3_db: Ql3Database
+) -> None:
+    """`ql3 roles login` makes a working login; the password is in no argument and no log."""
+    name = f"app_admin_{uuid.uuid4().hex[:6]}"
+    password = f"pw-{uuid.uuid4().hex}"
+    result = subprocess.run(
+        [*ql3_executable(), "roles", "login", name, "--role", "admin", "--password-stdin"],
+        input=f"{password}\n",
+        env=clean_env(QL3_DSN=ql3_db.superuser_dsn),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"login {name}: member of ql3_admin" in result.stdout
+    (stored,) = sql_rows(
+        ql3_db.superuser_dsn, "SELECT rolpassword FROM pg_authid WHERE rolname = %s", [name]
+    )
+    assert stored[0].startswith("SCRAM-SHA-256$")
+    with psycopg.connect(pg_cluster.dsn(ql3_db.name, user=name, password=password)) as conn:
+        assert conn.execute("SELECT pg_has_role('ql3_admin', 'MEMBER')").fetchone() == (True,)
+    assert "--role: " in _fails(2, "roles", "login", name, "--role", "root", "--dsn", "x=1")

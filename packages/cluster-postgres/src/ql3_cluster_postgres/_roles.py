@@ -32,11 +32,14 @@ __all__ = [
     "not_provisioned_message",
     "provision_roles",
     "provision_roles_if_missing",
+    "scram_verifier",
 ]
 
 ROLE_NAMES: Final = ("owner", "admin", "runtime", "worker_ingress")
 GROUP_ROLES: Final = tuple(f"ql3_{role}" for role in ROLE_NAMES)
 _APPLICATION_NAME: Final = "ql3-roles"
+# What libpq's PQencryptPasswordConn is asked for: the verifier PostgreSQL 10+ stores by default.
+_SCRAM_ALGORITHM: Final = b"scram-sha-256"
 
 
 class _RoleName(NamedTuple):
@@ -188,6 +191,12 @@ def provision_roles_if_missing(dsn: str) -> list[str]:
     return provision_roles(dsn)
 
 
+def scram_verifier(conn: psycopg.Connection[Any], name: str, password: str) -> str:
+    """Return the SCRAM-SHA-256 verifier of `password` for role `name`, computed client-side."""
+    verifier = conn.pgconn.encrypt_password(password.encode(), name.encode(), _SCRAM_ALGORITHM)
+    return verifier.decode("ascii")
+
+
 def create_login_user(superuser_dsn: str, name: str, password: str, group: str | None) -> None:
     """Create (or update) login user `name` with `password`, member of QL3 group `group`.
 
@@ -200,11 +209,17 @@ def create_login_user(superuser_dsn: str, name: str, password: str, group: str |
 
     """
     group_name = group_role_name(group) if group is not None else None
-    # CREATE/ALTER ROLE take no bind parameters: the name is quoted as an identifier and the
-    # password as a literal by psycopg, never pasted into the text.
-    params = {"name": sql.Identifier(name), "password": sql.Literal(password)}
 
     def body(conn: psycopg.Connection[Any]) -> None:
+        # CREATE/ALTER ROLE take no bind parameters: the name is quoted as an identifier and the
+        # password as a literal by psycopg, never pasted into the text. What is sent is the
+        # SCRAM-SHA-256 verifier libpq computes here (as psql's \password does), never the
+        # password itself: a statement log, pg_stat_activity or an error message on the server
+        # can only ever show the verifier.
+        params = {
+            "name": sql.Identifier(name),
+            "password": sql.Literal(scram_verifier(conn, name, password)),
+        }
         found = conn.cursor(row_factory=_EXISTS).execute(
             provisioning("roles_exists"), {"name": name}
         )

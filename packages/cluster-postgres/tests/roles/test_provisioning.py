@@ -282,3 +282,37 @@ def test_provision_if_missing_creates_the_groups_on_a_fresh_cluster() -> None:
         ]
         assert [row[0] for row in _rows(cluster.dsn(), groups)] == sorted(GROUP_ROLES)
         assert provision_roles_if_missing(cluster.dsn("fresh")) == []
+
+
+def test_a_login_password_never_reaches_the_server_in_clear(
+    pg_cluster: ThrowawayCluster, ql3_db: Ql3Database
+) -> None:
+    """create_login_user sends a SCRAM verifier: even a log of every statement never holds it.
+
+    The database logs every statement of new sessions; the password is absent from the
+    server log, the stored secret is a SCRAM-SHA-256 verifier, and the password still logs in.
+    """
+    name = f"ql3_quiet_{uuid.uuid4().hex[:6]}"
+    password = f"pw-{uuid.uuid4().hex}"
+    with psycopg.connect(ql3_db.superuser_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} SET log_statement = 'all'").format(
+                sql.Identifier(ql3_db.name)
+            )
+        )
+    try:
+        create_login_user(ql3_db.superuser_dsn, name, password, "runtime")
+    finally:
+        with psycopg.connect(ql3_db.superuser_dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} RESET log_statement").format(sql.Identifier(ql3_db.name))
+            )
+    log = pg_cluster.log_path.read_text(encoding="utf-8", errors="replace")
+    assert f"CREATE ROLE {name}" in log.replace('"', "")  # the statement was logged ...
+    assert password not in log  # ... without the password
+    (stored,) = _rows(
+        ql3_db.superuser_dsn, "SELECT rolpassword FROM pg_authid WHERE rolname = %s", name
+    )
+    assert stored[0].startswith("SCRAM-SHA-256$")
+    with psycopg.connect(pg_cluster.dsn(ql3_db.name, user=name, password=password)) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (name,)
