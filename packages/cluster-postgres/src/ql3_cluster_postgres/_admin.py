@@ -26,6 +26,7 @@ from ql3_runtime_core import (
     ScheduleDefinition,
     ScheduleState,
     TaskExecution,
+    payload_text,
 )
 
 from ._admin_models import (
@@ -172,12 +173,16 @@ class ScheduleAdmin(Closing):
 
         The first cursor is the first occurrence strictly after max(database now,
         start_at_ms - 1). `execution` says what its runs execute (default: a Python task run by
-        name, see `TaskExecution`). Raises `DuplicateScheduleError` when the name is taken.
+        name, see `TaskExecution`). Raises `DuplicateScheduleError` when the name is taken and
+        `InvalidArgumentError` when the payload is over `PAYLOAD_MAX_BYTES` (nothing written).
         """
         spec = validated(
             ScheduleSpec(name=name, definition=definition, execution=execution or TaskExecution())
         )
         payload = dict(payload_template or {})
+        # Refused here, before anything is written: a payload a command cannot receive would
+        # fail every attempt of every run with E2BIG.
+        payload_text(payload, field="payload_template")
 
         def add(conn: psycopg.Connection[Any]) -> ScheduleRecord:
             # A new row has no lock to wait for and no decided occurrence.

@@ -6,7 +6,9 @@ largest value the model accepts is stored, one past it is refused by the databas
 
 from __future__ import annotations
 
+import errno
 import re
+import subprocess
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
@@ -24,8 +26,10 @@ from ql3_cluster_postgres import (
 from ql3_runtime_core import (
     EPOCH_MS_MAX,
     MISFIRE_GRACE_MS_MAX,
+    PAYLOAD_MAX_BYTES,
     InvalidArgumentError,
     ScheduleDefinition,
+    payload_text,
 )
 from repo_helpers import command, fetch
 
@@ -179,3 +183,29 @@ def test_verify_accepts_the_edges_of_its_range(ql3_db: Ql3Database) -> None:
     """`since_ms` 0 and EPOCH_MS_MAX are both valid scopes of an empty history."""
     for since in (0, EPOCH_MS_MAX):
         assert verify_history(ql3_db.dsn("admin"), since_ms=since).ok
+
+
+def test_a_payload_every_command_can_receive_is_stored_and_a_larger_one_refused(
+    admin: ScheduleAdmin, ql3_db: Ql3Database
+) -> None:
+    """Payloads are bounded at admin time by what a command's environment can carry.
+
+    The largest accepted payload reaches /bin/sh intact in `QL3_TASK_PAYLOAD`; one byte more is
+    refused naming the field and its size, and nothing is written. The bound exists because the
+    kernel refuses to start a program given a 128 KiB environment string (E2BIG).
+    """
+    overhead = len(payload_text({"k": ""}))
+    largest = {"k": "x" * (PAYLOAD_MAX_BYTES - overhead)}
+    admin.add_schedule("fits", HOURLY, payload_template=largest)
+    too_big = {"k": "x" * (PAYLOAD_MAX_BYTES - overhead + 1)}
+    with pytest.raises(
+        InvalidArgumentError, match=rf"payload_template: at most {PAYLOAD_MAX_BYTES}"
+    ):
+        admin.add_schedule("too-big", HOURLY, payload_template=too_big)
+    assert _count_tasks(ql3_db) == 1
+    text = payload_text(largest)
+    check = f'test "${{#QL3_TASK_PAYLOAD}}" -eq {len(text)}'
+    subprocess.run(["/bin/sh", "-c", check], env={"QL3_TASK_PAYLOAD": text}, check=True)
+    with pytest.raises(OSError, match="Argument list too long") as refused:
+        subprocess.run(["/bin/true"], env={"QL3_TASK_PAYLOAD": "x" * 131_072}, check=False)
+    assert refused.value.errno == errno.E2BIG

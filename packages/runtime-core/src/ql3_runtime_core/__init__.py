@@ -66,6 +66,7 @@ from ._limits import (
     MISFIRE_GRACE_MS_MAX,
     PREVIEW_COUNT_MAX,
 )
+from ._payload import PAYLOAD_MAX_BYTES, payload_text
 from ._replication import ReplicationMode, ReplicationState
 from ._repository import (
     QUARANTINE_REASON_MAX_LENGTH,
@@ -99,6 +100,7 @@ __all__ = [
     "MISFIRE_GRACE_MS_MAX",
     "OUTPUT_TAIL_MAX_CHARS",
     "OWNER_ID_MAX_LENGTH",
+    "PAYLOAD_MAX_BYTES",
     "PREVIEW_COUNT_MAX",
     "QUARANTINE_REASON_MAX_LENGTH",
     "RETRY_BACKOFF_MS_DEFAULT",
@@ -150,6 +152,7 @@ __all__ = [
     "load_timezone",
     "next_occurrence_ms",
     "occurrences_after_ms",
+    "payload_text",
     "preview_occurrences",
     "quarantine_reason",
     "resolve_cluster_schedule_decision",
