@@ -14,6 +14,7 @@ attempts, timeout, backoff; issue 13) lives on its task and is written in the sa
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -45,7 +46,8 @@ from ._admin_plan import (
     validated,
 )
 from ._bounds import check_lease
-from ._connect import ConnectionOptions, close_quietly, reuse_or_connect, wrap_error
+from ._connect import ConnectionOptions, close_quietly, connect, reuse_or_connect, wrap_error
+from ._durability import UncertainWriteError, acknowledged_write, settle_durably
 from ._errors import (
     DatabaseError,
     DuplicateScheduleError,
@@ -61,6 +63,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
 __all__ = ["ScheduleAdmin"]
+
+logger = logging.getLogger(__name__)
 
 # Rows are read by name (dict_row): the SQL's column names are the contract, not their order.
 _Row = dict[str, Any]
@@ -79,6 +83,11 @@ def _database_now(conn: psycopg.Connection[Any], name: str = "database_now_ms") 
     return int(row["now_ms"])
 
 
+def _nothing(_conn: psycopg.Connection[Any]) -> None:
+    """Find no witness: settling a change without one means running it again."""
+    return
+
+
 def _placement_now(conn: psycopg.Connection[Any]) -> int:
     """Read the time new cursors are placed after; call it only once the rows are locked."""
     return _database_now(conn, "placement_now_ms")
@@ -92,6 +101,9 @@ class ScheduleAdmin(Closing):
         application_name: shown in `pg_stat_activity`.
         step_hook: called with `"locked"` inside a changing transaction, once the rows are locked
             and before the database time is read; a seam for interleaving tests, None otherwise.
+        durability_timeout_ms: how long the durability barrier that settles an uncertain change
+            (a lost COMMIT reply, or one acknowledged only with the sync-rep WARNING) may wait
+            for the synchronous standby before the change is reported uncertain.
 
     """
 
@@ -101,8 +113,13 @@ class ScheduleAdmin(Closing):
         *,
         application_name: str = "ql3-admin",
         step_hook: Callable[[str], None] | None = None,
+        durability_timeout_ms: int = 2_000,
     ) -> None:
+        if durability_timeout_ms <= 0:
+            msg = f"durability_timeout_ms: must be > 0, got {durability_timeout_ms}"
+            raise ValueError(msg)
         self._options = ConnectionOptions(conninfo, application_name=application_name)
+        self._durability_timeout_s = durability_timeout_ms / 1000
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.RLock()
         self._step_hook = step_hook
@@ -117,12 +134,20 @@ class ScheduleAdmin(Closing):
             close_quietly(self._conn)
             self._conn = None
 
-    def _in_transaction(self, action: str, body: Callable[[psycopg.Connection[Any]], T]) -> T:
+    def _in_transaction(
+        self,
+        action: str,
+        body: Callable[[psycopg.Connection[Any]], T],
+        *,
+        landed: Callable[[psycopg.Connection[Any]], T | None] | None = None,
+    ) -> T:
         """Run `body` in one admin transaction; psycopg errors become QL3 errors naming `action`.
 
         A deadlock or serialization failure (an admin change meeting a runtime commit on the
         same rows) runs the whole transaction again, a few times, before giving up: the
-        package's one retry policy (`TRANSACTION_RETRY`).
+        package's one retry policy (`TRANSACTION_RETRY`). A COMMIT whose reply was lost or that
+        was acknowledged only with the sync-rep WARNING is settled from durable facts before
+        anything is returned (`_settle`); `landed` reads whether such a change is there.
         """
 
         def attempt(_retries: int) -> T:
@@ -131,7 +156,7 @@ class ScheduleAdmin(Closing):
                     self._conn, self._options, f"{action}: connect"
                 )
                 try:
-                    with conn.transaction():
+                    with acknowledged_write(conn, action), conn.transaction():
                         return body(conn)
                 except psycopg.Error:
                     if conn.broken:
@@ -141,8 +166,47 @@ class ScheduleAdmin(Closing):
 
         try:
             return TRANSACTION_RETRY.call(attempt)
+        except UncertainWriteError as uncertain:
+            return self._settle(action, uncertain, body, landed)
         except psycopg.Error as exc:
             raise wrap_error(exc, action) from exc
+
+    def _settle(
+        self,
+        action: str,
+        uncertain: UncertainWriteError,
+        body: Callable[[psycopg.Connection[Any]], T],
+        landed: Callable[[psycopg.Connection[Any]], T | None] | None,
+    ) -> T:
+        """Settle an admin change whose COMMIT is uncertain, on a fresh connection.
+
+        The durability barrier passes first, so what is read afterwards is what a failover
+        keeps. If `landed` finds the change, that is the result. Otherwise the change is run
+        again: every admin change reconciles the durable rows towards what was asked (an add
+        whose schedule is missing creates it, a pause of a paused schedule writes nothing, an
+        apply compares again), so running it a second time never applies anything twice. A
+        change still uncertain after that raises `UncertainWriteError`.
+        """
+        with self._lock:
+            close_quietly(self._conn)
+            self._conn = None
+            logger.warning(
+                "%s: uncertain (%s); settling it from durable facts",
+                action,
+                uncertain.kind,
+                extra={"event": f"admin.{uncertain.kind}", "action": action},
+            )
+            conn = connect(self._options, f"{action}: settle")
+            try:
+                found = settle_durably(conn, self._durability_timeout_s, landed or _nothing)
+                if found is not None:
+                    return found
+                with acknowledged_write(conn, action), conn.transaction():
+                    return body(conn)
+            except psycopg.Error as exc:
+                raise wrap_error(exc, f"{action}: settle") from exc
+            finally:
+                close_quietly(conn)
 
     @staticmethod
     def _rows(conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any]) -> list[_Row]:
@@ -193,7 +257,14 @@ class ScheduleAdmin(Closing):
             self._rows(conn, "notify_schedule_changed", {"reason": "created"})
             return created[0]
 
-        return self._in_transaction(f"admin: add schedule {name!r}", add)
+        def added(conn: psycopg.Connection[Any]) -> ScheduleRecord | None:
+            # The witness of an uncertain add: a schedule of that name with this definition.
+            found = self._records(conn, "read_schedules", {"names": [name]})
+            if found and found[0].definition == spec.definition:
+                return found[0]
+            return None
+
+        return self._in_transaction(f"admin: add schedule {name!r}", add, landed=added)
 
     def apply_schedules(self, specs: Sequence[ScheduleSpec], *, prune: bool = False) -> ApplyReport:
         """Reconcile the stored schedules with `specs` in ONE transaction.
