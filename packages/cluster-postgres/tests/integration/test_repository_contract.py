@@ -23,6 +23,7 @@ from ql3_runtime_core import (
     checked_commit,
     resolve_cluster_schedule_decision,
     same_claim,
+    zone_rules_version,
 )
 from repo_helpers import command, decide, fetch, history_counts, make_schedules
 
@@ -102,7 +103,9 @@ def test_commit_fences_on_the_exact_claim(
     shift = 1 if field == "version" else -1
     forged = claim.model_copy(update={field: getattr(claim, field) + shift})
     decision = resolve_cluster_schedule_decision(forged, 256)
-    outcome = repository.commit_decisions([ClaimCommit(claim=forged, decision=decision)])
+    outcome = repository.commit_decisions(
+        [ClaimCommit(claim=forged, decision=decision, zone_rules_version=zone_rules_version())]
+    )
     assert outcome.outcomes[0].status is CommitStatus.RACED
     assert history_counts(ql3_db) == (0, 0, 0)
     assert repository.commit_decisions([decide(claim)]).outcomes[0].status is (

@@ -22,7 +22,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._contracts import ClusterScheduleClaim  # pydantic resolves it at runtime
-from ._zones import ZoneRules  # noqa: TC001  # pydantic resolves it at runtime
+from ._zones import ZoneRules  # pydantic resolves it at runtime
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -2,6 +2,12 @@
 -- once (`obs`) and locks each schedule by its exact claim (the UPDATE below), so the fence and
 -- the time are the same observation.
 -- * obs >= claim_expires_at_ms: that claim is raced, nothing written for it.
+-- * the zone rules version a claim was decided with is not the recorded one: raced, nothing
+--   written. The recorded row is read FOR KEY SHARE, which an adopt's FOR UPDATE excludes: a
+--   commit either locks it before the adopt (and the adopt waits for this COMMIT) or waits for
+--   the adopt to commit and then fails with 40001 (the row changed after this snapshot), and its
+--   retry reads the new version. So a decision made under the old rules never commits after the
+--   new ones are recorded.
 -- * obs < claim_acquired_at_ms for any claim: the clock went back; `regressed` blocks every write
 --   and the caller rolls back and raises.
 -- * otherwise obs is created_at_ms/updated_at_ms of the Run, Attempt, both Events and schedule,
@@ -18,15 +24,19 @@
 WITH obs AS MATERIALIZED (
     SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
 ),
+rules AS MATERIALIZED (
+    SELECT z.version FROM ql3.zone_rules AS z FOR KEY SHARE
+),
 claims AS (
     SELECT *
     FROM unnest(
         %(schedule_ids)s::bigint[], %(row_ctids)s::tid[], %(owner_ids)s::text[],
         %(claim_tokens)s::uuid[], %(versions)s::bigint[], %(acquired_ms)s::bigint[],
-        %(expires_ms)s::bigint[], %(next_due_ms)s::bigint[], %(states)s::text[]
+        %(expires_ms)s::bigint[], %(next_due_ms)s::bigint[], %(states)s::text[],
+        %(zone_rules_versions)s::text[]
     ) AS c (
         schedule_id, row_ctid, owner_id, claim_token, version, acquired_ms, expires_ms,
-        next_due_at_ms, state
+        next_due_at_ms, state, zone_rules_version
     )
 ),
 regressed AS (
@@ -58,6 +68,7 @@ fenced AS (
       AND s.updated_at_ms = c.acquired_ms
       AND s.claim_expires_at_ms = c.expires_ms
       AND obs.now_ms < c.expires_ms
+      AND c.zone_rules_version = (SELECT version FROM rules)
       AND NOT EXISTS (SELECT FROM regressed)
     RETURNING s.id, s.task_id
 ),
@@ -88,11 +99,11 @@ skips AS (
 ),
 new_skips AS (
     INSERT INTO ql3.skipped_occurrences (
-        schedule_id, first_skipped_ms, last_skipped_ms, skipped_count, misfire_policy,
+        schedule_id, first_skipped_ms, last_skipped_ms, skipped_count, reason, misfire_policy,
         claim_acquired_at_ms, owner_id, claim_token, created_at_ms
     )
-    SELECT k.schedule_id, k.first_ms, k.last_ms, k.skipped, k.policy, c.acquired_ms, c.owner_id,
-           c.claim_token, obs.now_ms
+    SELECT k.schedule_id, k.first_ms, k.last_ms, k.skipped, 'misfire', k.policy, c.acquired_ms,
+           c.owner_id, c.claim_token, obs.now_ms
     FROM skips AS k
     JOIN fenced AS f ON f.id = k.schedule_id
     JOIN claims AS c ON c.schedule_id = k.schedule_id
