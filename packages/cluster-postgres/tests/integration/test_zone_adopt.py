@@ -202,7 +202,7 @@ def test_verify_checks_zone_rules_changed_records(ql3_db: Ql3Database) -> None:
 
 
 def test_a_claim_read_under_the_old_rules_cannot_commit_after_adopt(ql3_db: Ql3Database) -> None:
-    """The reviewer's sequence: claim reads 2000a, adopt commits, then that claim's commit: raced."""
+    """Claim reads 2000a, adopt commits, then that claim's commit: raced, nothing written."""
     install_zone_rules(ql3_db, MADE_UP, made_up_data())
     with ScheduleAdmin(ql3_db.dsn("admin")) as admin:
         admin.add_schedule("utc", ScheduleDefinition(cron="* * * * * *"))
