@@ -226,24 +226,36 @@ def _cursor_problems(revisions: Sequence[Revision]) -> list[str]:
         # A redefinition keeps the cursor: its range must continue exactly where the last ended.
         if rev.reason == "redefined" and rev.first_cursor_ms != before.end_cursor_ms
     ]
-    problems.extend(
-        f"revision {rev.revision} ({rev.reason}) starts at {rev.first_cursor_ms}, but the first"
-        f" occurrence after its placement at {rev.placed_after_ms} and after every decided"
-        f" occurrence ({rev.decided_before_ms}) is {_placed_cursor(rev)}"
-        for rev in revisions
-        if rev.reason in _PLACED and rev.first_cursor_ms != _placed_cursor(rev)
-    )
+    previous: list[Revision | None] = [None, *revisions[:-1]]
+    for before, rev in zip(previous, revisions, strict=True):
+        if rev.reason not in _PLACED:
+            continue
+        placed = _placed_cursor(rev, before)
+        if rev.first_cursor_ms != placed:
+            problems.append(
+                f"revision {rev.revision} ({rev.reason}) starts at {rev.first_cursor_ms}, but the"
+                f" first occurrence after its placement at {rev.placed_after_ms} and after every"
+                f" decided occurrence ({rev.decided_before_ms}) is {placed}"
+            )
     return problems
 
 
-def _placed_cursor(revision: Revision) -> int | None:
-    """Return the first cursor the admin had to place (see `_admin_plan.initial_cursor`)."""
+def _placed_cursor(revision: Revision, before: Revision | None) -> int | None:
+    """Return the first cursor the admin had to place (see `_admin_plan.initial_cursor`).
+
+    A `zone_rules` revision whose predecessor's rules are not stored was opened by a switch that
+    could not count under the old rules: it kept the cursor as far as the new rules allow (the
+    first occurrence at or after where the predecessor ended), see `_zone_moves`.
+    """
     definition, rules = revision.definition, revision.rules
     if definition is None or rules is None or revision.placed_after_ms is None:
         return None
     # The same arithmetic as the admin's, redone here from what the revision recorded: the
     # checker must not trust the cursor the admin wrote, only recompute it.
     after = revision.placed_after_ms
+    kept = before is not None and before.rules is None and before.end_cursor_ms is not None
+    if revision.reason == "zone_rules" and kept and before is not None:
+        after = (before.end_cursor_ms or 0) - 1
     if definition.start_at_ms is not None:
         after = max(after, definition.start_at_ms - 1)
     if revision.decided_before_ms is not None:

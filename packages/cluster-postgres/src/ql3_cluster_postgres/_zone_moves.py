@@ -13,8 +13,10 @@ in force when it falls due:
 
 The live revision ends where the old rules' cursor would be after the skipped range, so its range
 holds exactly the occurrences the old rules had due; the revision the switch opens starts at the
-new cursor. Without the old rules' data (a version recorded before the database kept rule data)
-nothing can be counted under them: the cursor is placed the same way and no record is written.
+new cursor. Without the old rules' data (a version recorded before the database kept rule data,
+during which no replica could decide anything) nothing can be counted under them: no record is
+written, and the cursor moves only to the new rules' first occurrence at or after it, so the
+misfire policy decides everything from there under the new rules.
 """
 
 from __future__ import annotations
@@ -89,7 +91,10 @@ def plan_zone_move(
     if old_rules is not None and skipped is not None:
         # The old rules' cursor after the skipped range: where the live revision's range ends.
         old_end = _following(definition, skipped[1], old_rules) or skipped[1] + 1
-    after = took_effect_at_ms
+    # Without the old rules nothing tells what they had due: the cursor stays as far as the new
+    # rules allow (their first occurrence at or after it), and the misfire policy decides what
+    # is due, all of it under the new rules.
+    after = took_effect_at_ms if old_rules is not None else cursor_ms - 1
     if definition.start_at_ms is not None:
         after = max(after, definition.start_at_ms - 1)
     if decided_ms is not None:

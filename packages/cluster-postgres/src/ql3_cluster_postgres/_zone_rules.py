@@ -219,6 +219,8 @@ def _record(
     }
     if offered is not None and wanted in known and stored_zone_count(conn, wanted) == 0:
         stored = upload_zone_data(conn, wanted, offered)
+        # A replica waiting for the recorded rules' data loads it at once.
+        conn.execute(query("notify_schedule_changed"), {"reason": "zone_rules"})
     previous = None if inserted is not None else current.version
     return ZoneRulesChange(previous=previous, current=current, stored_zones=stored)
 

@@ -186,9 +186,16 @@ def test_statement_observer_sees_each_statement_and_its_parameters(ql3_db: Ql3Da
         ql3_db.dsn("runtime"),
         statement_observer=lambda name, sql, params: seen.append((name, sql, dict(params))),
     ) as repo:
+        repo.read_cluster_state()  # loads the recorded zone rules version
+        seen.clear()
         (claim,) = repo.claim_due_schedules(command(), 1)
         repo.commit_decisions([decide(claim)])
-    assert [name for name, _, _ in seen] == ["claim_due_schedules", "commit_decisions"]
+    # The claimed schedule's zone is read once (per version and zone), before any decision.
+    assert [name for name, _, _ in seen] == [
+        "claim_due_schedules",
+        "read_zone_rule_data",
+        "commit_decisions",
+    ]
     claim_sql, claim_params = seen[0][1], seen[0][2]
     assert claim_sql.count("clock_timestamp()") == 1
     assert sorted(claim_params) == [
