@@ -501,6 +501,10 @@ class PostgresScheduleRepository(Closing):
         if len(set(ids)) != len(ids):
             msg = f"commits: a schedule appears twice in one batch: {sorted(ids)}"
             raise ValueError(msg)
+        versions = sorted({commit.zone_rules_version for commit in commits})
+        if len(versions) > 1:
+            msg = f"commits: one batch decided under several zone rules versions: {versions}"
+            raise ValueError(msg)
         with self._lock:
             params = self._commit_params(commits)
             try:
@@ -522,9 +526,9 @@ class PostgresScheduleRepository(Closing):
         skipping = [commit for commit in commits if commit.decision.skipped > 0]
         return {
             **_claim_params(claims),
-            # The version each decision was made with: the statement writes nothing for a claim
-            # whose version is no longer the recorded one (an adopt came first).
-            "zone_rules_versions": [commit.zone_rules_version for commit in commits],
+            # The version the decisions were made with: the statement writes nothing when it is
+            # no longer the recorded one (an adopt came first).
+            "zone_rules_version": commits[0].zone_rules_version,
             "row_ctids": [ctids.get(claim.schedule_id, "(0,0)") for claim in claims],
             "next_due_ms": [commit.decision.next_due_at_ms for commit in commits],
             "states": [commit.decision.state.value for commit in commits],

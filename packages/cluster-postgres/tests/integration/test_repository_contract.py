@@ -205,4 +205,4 @@ def test_statement_observer_sees_each_statement_and_its_parameters(ql3_db: Ql3Da
         "owner_id",
         "zone_rules_version",
     ]
-    assert seen[1][1].count("clock_timestamp()") == 1
+    assert seen[2][1].count("clock_timestamp()") == 1

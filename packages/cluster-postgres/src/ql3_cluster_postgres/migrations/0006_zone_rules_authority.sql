@@ -63,7 +63,8 @@ FROM ql3.zone_rules AS z;
 -- it has a claim and a policy. `zone_rules_changed`: adopting other zone rules passed occurrences
 -- that the old rules had due and no replica had decided; it names both versions and has no
 -- claim. A new reason adds itself to skipped_occurrences_reason and brings its own CHECK. The
--- default keeps the meaning every record had before this schema; QL3's writers name the reason.
+-- default is the meaning every record had before this schema and still has when the commit
+-- writes one (the commit statement leaves the column to it); an adopt names its reason.
 ALTER TABLE ql3.skipped_occurrences
     ADD COLUMN reason text NOT NULL DEFAULT 'misfire',
     ADD COLUMN zone_rules_from text,

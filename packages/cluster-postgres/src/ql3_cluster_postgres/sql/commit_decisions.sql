@@ -24,19 +24,15 @@
 WITH obs AS MATERIALIZED (
     SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
 ),
-rules AS MATERIALIZED (
-    SELECT z.version FROM ql3.zone_rules AS z FOR KEY SHARE
-),
 claims AS (
     SELECT *
     FROM unnest(
         %(schedule_ids)s::bigint[], %(row_ctids)s::tid[], %(owner_ids)s::text[],
         %(claim_tokens)s::uuid[], %(versions)s::bigint[], %(acquired_ms)s::bigint[],
-        %(expires_ms)s::bigint[], %(next_due_ms)s::bigint[], %(states)s::text[],
-        %(zone_rules_versions)s::text[]
+        %(expires_ms)s::bigint[], %(next_due_ms)s::bigint[], %(states)s::text[]
     ) AS c (
         schedule_id, row_ctid, owner_id, claim_token, version, acquired_ms, expires_ms,
-        next_due_at_ms, state, zone_rules_version
+        next_due_at_ms, state
     )
 ),
 regressed AS (
@@ -68,7 +64,8 @@ fenced AS (
       AND s.updated_at_ms = c.acquired_ms
       AND s.claim_expires_at_ms = c.expires_ms
       AND obs.now_ms < c.expires_ms
-      AND c.zone_rules_version = (SELECT version FROM rules)
+      -- The batch's decisions were made with this zone rules version (see the header).
+      AND %(zone_rules_version)s::text = (SELECT version FROM ql3.zone_rules FOR KEY SHARE)
       AND NOT EXISTS (SELECT FROM regressed)
     RETURNING s.id, s.task_id
 ),
@@ -99,11 +96,12 @@ skips AS (
 ),
 new_skips AS (
     INSERT INTO ql3.skipped_occurrences (
-        schedule_id, first_skipped_ms, last_skipped_ms, skipped_count, reason, misfire_policy,
+        schedule_id, first_skipped_ms, last_skipped_ms, skipped_count, misfire_policy,
         claim_acquired_at_ms, owner_id, claim_token, created_at_ms
     )
-    SELECT k.schedule_id, k.first_ms, k.last_ms, k.skipped, 'misfire', k.policy, c.acquired_ms,
-           c.owner_id, c.claim_token, obs.now_ms
+    -- reason: the column's default, `misfire` (migrations/0006).
+    SELECT k.schedule_id, k.first_ms, k.last_ms, k.skipped, k.policy, c.acquired_ms, c.owner_id,
+           c.claim_token, obs.now_ms
     FROM skips AS k
     JOIN fenced AS f ON f.id = k.schedule_id
     JOIN claims AS c ON c.schedule_id = k.schedule_id
