@@ -26,7 +26,7 @@ from ql3_runtime_core import count_occurrences_ms, next_occurrence_ms, zone_rule
 
 from ._errors import ZoneRulesUnavailableError
 from ._sql import query
-from ._zone_rules import ZoneRuleVersion, connection_zone_rules
+from ._zone_rules import ZoneRuleVersion, connection_zone_rules, stored_zone_count
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -59,6 +59,8 @@ class VerifyZones:
             .fetchall()
         )
         stored = {row.version for row in history if row.zones > 0}
+        if recorded is not None and stored_zone_count(connection(), recorded) > 0:
+            stored.add(recorded)  # recorded past the history (by hand): its data still counts
         if recorded is None or recorded not in stored:
             raise ZoneRulesUnavailableError(recorded, zone_rules_version(), "verify_history")
         self.recorded = recorded
@@ -77,6 +79,8 @@ class VerifyZones:
 
     def version_at(self, at_ms: int) -> str:
         """Return the version in force at `at_ms` (the first one for an earlier instant)."""
+        if not self.history:
+            return self.recorded
         index = max(bisect_right(self._starts, at_ms) - 1, 0)
         return self.history[index].version
 
