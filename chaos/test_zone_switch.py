@@ -4,8 +4,10 @@ The database first records `2000a`, a made-up zone rules version in which Americ
 Asia/Tokyo's rules (13 to 14 hours apart from the real ones), with its rule data, as if another
 node had adopted it. Three real `ql3 run` replicas load it from the database and admit two kinds
 of every-second schedules: New York ones limited to the current and next Tokyo hour (due now
-under 2000a, hours away under the real rules) and UTC ones (the same under both). While they
-run, the real `ql3 zone-rules adopt` CLI switches to this node's tzdata.
+under 2000a, hours away under the real rules) and UTC ones (the same under both). Two of the New
+York schedules are paused for two seconds of database time before the switch, so the old rules
+certainly have occurrences due that nobody decided. While the replicas run, the real
+`ql3 zone-rules adopt` CLI switches to this node's tzdata.
 
 Judged from the database, with the independent engine (cronsim over zoneinfo instants, New York
 under 2000a being Tokyo): every New York occurrence of 2000a up to the instant the switch took
@@ -29,7 +31,7 @@ from zoneinfo import ZoneInfo
 
 from expected import occurrences_between
 from harness import SLACK, Bound, fetch, ql3_executable, wait_until
-from ql3_cluster_postgres import adopt_zone_rules, read_zone_rule_history
+from ql3_cluster_postgres import ScheduleAdmin, adopt_zone_rules, read_zone_rule_history
 from ql3_runtime_core import wheel_zone_data, zone_rules_version
 
 if TYPE_CHECKING:
@@ -43,6 +45,8 @@ TOKYO = "Asia/Tokyo"
 LEASE_MS = 2_000
 WINDOW_S = 16.0
 SCHEDULES = 4
+PAUSED = 2
+PAUSE_MS = 2_000
 BOUND = Bound.of(("lease of a claim the adopt fenced", LEASE_MS), SLACK)
 SKIPS_SQL = (
     "SELECT schedule_id, first_skipped_ms, last_skipped_ms, skipped_count, reason,"
@@ -134,16 +138,23 @@ def test_adopt_under_running_replicas_loses_nothing(
         timeout_s=30,
         what="New York and UTC admissions under 2000a",
     )
+    with ScheduleAdmin(run.dsn("admin")) as admin:
+        names = {r.schedule_id: r.name for r in admin.list_schedules()}
+        paused = [admin.pause(names[schedule_id]) for schedule_id in ny[:PAUSED]]
+    since = max(p.updated_at_ms for p in paused)
+    wait_until(lambda: run.now_ms() >= since + PAUSE_MS, timeout_s=30, what="the pause to pass")
     output, adopt_s = _adopt_with_the_cli(run)
     run.fault(
         f"`ql3 zone-rules adopt` ({MADE_UP} -> this node's tzdata, New York {TOKYO} -> real)"
-        " under 3 running replicas"
+        f" under 3 running replicas, {PAUSED} New York schedules paused {PAUSE_MS} ms before it"
     )
     switch = read_zone_rule_history(run.dsn("admin"))[-1]
     assert (switch.version, switch.superseded_at_ms) == (zone_rules_version(), None)
     took_effect = switch.took_effect_at_ms
     run.wait_exhausted(timeout_s=60)
     expected, skipped = _new_york_expected(run, ny, took_effect)
+    # Each paused schedule had at least the pause's occurrences due and undecided.
+    assert skipped >= PAUSED * PAUSE_MS // 1_000, skipped
     utc_expected = run.expected_occurrences(utc)
     first_cursor = min(first for _, first in run.schedules.values())
     moved = [line for line in output.splitlines() if line.startswith("  ny")]
