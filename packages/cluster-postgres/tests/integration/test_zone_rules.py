@@ -1,4 +1,4 @@
-"""The database is the zone authority (issue 10.3 and after), against real PostgreSQL.
+"""The database is the zone authority, against real PostgreSQL.
 
 The database records one zone rules version and stores the rule data of every version it records.
 A replica decides with the recorded version loaded from there, never with its node's tzdata: it
