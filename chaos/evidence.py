@@ -97,6 +97,77 @@ RECORD_ITEMS: tuple[tuple[str, str, str], ...] = (
             " `worker-db-restart`; cluster-control worker tests"
         ),
     ),
+    (
+        "9",
+        (
+            "Beyond the record, zone rules: `ql3 zone-rules adopt` under running replicas; every"
+            " occurrence admitted once under the rules in force when it fell due, or in a"
+            " `zone_rules_changed` skip record naming both versions; none early; verify clean"
+        ),
+        (
+            "chaos `zone-switch` (cronsim, New York under the made-up rules being Tokyo);"
+            " cluster-postgres `test_zone_adopt.py`, `test_zone_rules.py`"
+        ),
+    ),
+)
+
+# Findings about switching zone rules (a reviewer's, reproduced against real PostgreSQL) and where
+# each is proven now: (finding and its fix, tests that fail without the fix).
+ZONE_FINDINGS: tuple[tuple[str, str], ...] = (
+    (
+        (
+            "`ql3 zone-rules adopt` recorded the new version but left every cursor where the old"
+            " rules had put it: in a zone whose offsets changed, occurrences fired at neither"
+            " instant and no skip record said so. Adopt now moves, in its own transaction, the"
+            " cursor of every schedule whose zone's rules differ, and records what the old rules"
+            " had due and nobody decided as one `zone_rules_changed` skip record naming both"
+            " versions."
+        ),
+        (
+            "`test_zone_adopt.py::test_adopt_moves_only_the_cursors_of_changed_zones`,"
+            " `::test_adopt_skips_what_the_old_rules_had_due_and_verify_judges_both_spans`; chaos"
+            " `zone-switch`; mutant `adopt-keeps-old-cursors`"
+        ),
+    ),
+    (
+        (
+            "Adopt was not atomic with a claim in flight (the claim reads `ql3.zone_rules` without"
+            " a lock): a Run was committed under the superseded rules after adopt returned. The"
+            " commit now names the version its decisions were made with and holds the recorded row"
+            " `FOR KEY SHARE` (adopt holds it `FOR UPDATE`): such a commit writes nothing (raced)."
+        ),
+        (
+            "`test_zone_adopt.py::test_a_claim_read_under_the_old_rules_cannot_commit_after_adopt`"
+            " (the reviewer's interleaving); mutant `commit-ignores-zone-rules-version`"
+        ),
+    ),
+    (
+        (
+            "`ql3 schedule add` placed a new cursor with the admin node's tzdata, not the recorded"
+            " version (a schedule was placed an hour off). Admin placement (add, apply, resume),"
+            " `schedule preview` and the Coordinator now compute with the recorded rules loaded"
+            " from the database, or refuse in one line naming both versions."
+        ),
+        (
+            "`test_zone_rules.py::test_admin_places_cursors_with_the_recorded_rules`,"
+            " `::test_paths_that_need_the_recorded_rules_refuse_without_their_data`,"
+            " `::test_a_replica_follows_an_adopt_at_once`; chaos `doctored-zone-files`"
+        ),
+    ),
+    (
+        (
+            "`ql3 verify` judged the whole history with the verifying node's tzdata, so after any"
+            " adopt it reported runs decided under the old rules as not occurrences, or the new"
+            " ones as missing. The database now keeps every recorded version's rule data and the"
+            " history of versions; verify judges each revision with the rules it names and checks"
+            " `zone_rules_changed` records against the old rules and the history."
+        ),
+        (
+            "`test_zone_adopt.py::test_adopt_skips_what_the_old_rules_had_due_and_verify_judges_both_spans`,"
+            " `::test_verify_checks_zone_rules_changed_records`; mutant"
+            " `verify-judges-with-the-node-rules`"
+        ),
+    ),
 )
 
 
@@ -124,6 +195,7 @@ ORDER = (
     "worker-retry-after-failure",
     "worker-timeout",
     "worker-db-restart",
+    "zone-switch",
 )
 
 
@@ -241,6 +313,8 @@ def render(rows: Sequence[Evidence]) -> str:
         "|---|---|---|",
     ]
     lines += [f"| {number} | {claim} | {where} |" for number, claim, where in RECORD_ITEMS]
+    lines += ["", "## Zone rules: the findings and where each is proven now", ""]
+    lines += [f"- {finding} Proven by {where}." for finding, where in ZONE_FINDINGS]
     lines += ["", "## Server settings the scenarios rely on", ""]
     lines += [f"- {setting}" for setting in SERVER_SETTINGS]
     lines += [

@@ -378,11 +378,14 @@ class Scenario:
         prefix: str = "s",
         dsn: str | None = None,
         execution: TaskExecution | None = None,
+        engine_timezone: str | None = None,
     ) -> list[int]:
         """Create `count` schedules ending `window_s` after now (database time).
 
         `execution` is what their runs execute (a command for `ql3 worker`); none by default:
-        the admission scenarios only judge what was admitted.
+        the admission scenarios only judge what was admitted. `engine_timezone` is the zone
+        whose real rules the database's recorded rules give `timezone` (a made-up version where
+        New York is Tokyo, say): the independent engine checks the first cursor in that zone.
 
         Each first cursor is checked against the independent engine: QL3 places it at the first
         occurrence strictly after the database time its admin transaction read, which lies
@@ -405,17 +408,24 @@ class Scenario:
                     f"{prefix}{index}-{uuid.uuid4().hex[:6]}", definition, execution=execution
                 )
                 assert record.next_due_at_ms is not None
-                self._check_first_cursor(definition, record.next_due_at_ms, lower, record)
+                self._check_first_cursor(
+                    definition, record.next_due_at_ms, lower, record, engine_timezone or timezone
+                )
                 self.schedules[record.schedule_id] = (definition, record.next_due_at_ms)
                 ids.append(record.schedule_id)
                 lower = record.created_at_ms  # the next admin transaction reads no earlier
         return ids
 
     def _check_first_cursor(
-        self, definition: ScheduleDefinition, cursor: int, lower: int, record: ScheduleRecord
+        self,
+        definition: ScheduleDefinition,
+        cursor: int,
+        lower: int,
+        record: ScheduleRecord,
+        zone: str,
     ) -> None:
-        upper = first_after(definition.cron, definition.timezone, record.created_at_ms)
-        candidates = occurrences_between(definition.cron, definition.timezone, lower, upper)
+        upper = first_after(definition.cron, zone, record.created_at_ms)
+        candidates = occurrences_between(definition.cron, zone, lower, upper)
         assert cursor in candidates, (
             f"schedule {record.schedule_id}: first cursor {cursor} is not cronsim's first"
             f" occurrence of {definition.cron!r} after the admin's read in [{lower},"

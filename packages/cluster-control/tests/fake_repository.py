@@ -5,8 +5,10 @@ node clock, rule zero). It mirrors the repository semantics the Coordinator reli
 take due, unclaimed-or-expired active rows and stamp them with the fake clock; commits are
 fenced on the exact claim and expiry; a lost reply yields UNCERTAIN after the commit landed.
 A claimed row whose definition does not validate is quarantined (state invalid, claim released)
-and reported, like the PostgreSQL claim; nothing is claimed while `zone_rules_local` differs
-from `zone_rules_recorded`. It never parses SQL.
+and reported, like the PostgreSQL claim. Zone rules as in PostgreSQL: the replica decides with
+the recorded version once it could load it (`zone_rules_stored` holds the versions whose data is
+there; decisions use this node's wheel, the fake has no data of its own); nothing is claimed
+while it cannot. It never parses SQL.
 """
 
 from __future__ import annotations
@@ -102,8 +104,9 @@ class FakeRepository:
     resolve_failures: int = 0
     calls: list[str] = field(default_factory=list)
     closed: bool = False
-    zone_rules_local: str = "2026.1"
     zone_rules_recorded: str | None = "2026.1"
+    zone_rules_stored: set[str] = field(default_factory=lambda: {"2026.1"})
+    zone_rules_loaded: str | None = None
     replication: ReplicationState = field(default_factory=fake_node)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -151,8 +154,14 @@ class FakeRepository:
     # -- ScheduleRepository -------------------------------------------------------------------
 
     def _zone_rules(self) -> ZoneRulesCheck:
+        recorded = self.zone_rules_recorded
+        if recorded is not None and recorded in self.zone_rules_stored:
+            self.zone_rules_loaded = recorded
+        agrees = recorded is not None and recorded == self.zone_rules_loaded
         return ZoneRulesCheck(
-            local_version=self.zone_rules_local, recorded_version=self.zone_rules_recorded
+            local_version=self.zone_rules_loaded,
+            recorded_version=recorded,
+            problem=None if agrees else f"the database holds no rule data for tzdata {recorded}",
         )
 
     def claim_due_schedules(

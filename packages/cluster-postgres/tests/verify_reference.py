@@ -5,6 +5,11 @@ reading: it reads every run of the history at once and judges it in Python. `ver
 runs it beside `verify_history` on every fixture history of the verify tests, so each of them
 shows that the streaming checker reaches the same verdict. Its SQL is inline (the package no
 longer ships those statements) and it returns violations and verdicts, not a `VerifyReport`.
+
+It knows one set of zone rules, this node's tzdata, and is restricted to histories decided under
+that one version (every fixture history of the verify tests is: the test database records this
+node's version). Histories that span an adopt, where each revision is judged by the rules it
+names, are checked by `verify_history` alone (`test_zone_adopt.py`, chaos `zone-switch`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from pathlib import Path  # noqa: TC003  # typer reads annotations at runtime
 from typing import Annotated
 
 import typer
-from ql3_cluster_postgres import ScheduleAdmin, ScheduleSpec
+from ql3_cluster_postgres import ScheduleAdmin, ScheduleSpec, load_recorded_zone_rules
 from ql3_runtime_core import (
     MAX_ATTEMPTS_DEFAULT,
     MAX_ATTEMPTS_MAX,
@@ -18,6 +18,7 @@ from ql3_runtime_core import (
     RETRY_BACKOFF_MS_DEFAULT,
     RETRY_BACKOFF_MS_MAX,
     preview_occurrences,
+    wheel_zone_rules,
 )
 
 from ._cli_common import AsJson, Dsn, guarded, print_json, require_dsn
@@ -193,7 +194,11 @@ def schedule_preview(
     as_json: AsJson = False,
     dsn: Dsn = None,
 ) -> None:
-    """Show the next occurrences of a cron expression, DST rules applied (SPEC §6)."""
+    """Show the next occurrences of a cron expression, DST rules applied (SPEC §6).
+
+    With a database (--dsn/QL3_DSN) they are computed with the zone rules it records; without,
+    with this node's tzdata (a note on stderr names its version).
+    """
     # Built first: a bad cron or zone is refused before anything else is asked of the user.
     definition = schedule_definition(cron, tz)
     if after_ms is not None and after is not None:
@@ -213,9 +218,19 @@ def schedule_preview(
             " from its clock; QL3 never reads the node clock"
         )
         raise ConfigurationError(msg)
-    occurrences = preview_occurrences(definition.cron, definition.timezone, start, count)
+    # With a database, the rules it records decide (as they decide for every replica); without
+    # one, this node's tzdata wheel, and the output says so.
+    rules = load_recorded_zone_rules(dsn, [tz]) if dsn else wheel_zone_rules()
+    occurrences = preview_occurrences(
+        definition.cron, definition.timezone, start, count, rules=rules
+    )
+    if not dsn:
+        typer.echo(
+            f"(no database: computed with this node's zone rules, tzdata {rules.version})",
+            err=True,
+        )
     if as_json:
         print_json(occurrences)
         return
     for occurrence in occurrences:
-        typer.echo(f"{format_ms(occurrence, definition.timezone)}  {occurrence}")
+        typer.echo(f"{format_ms(occurrence, definition.timezone, rules)}  {occurrence}")

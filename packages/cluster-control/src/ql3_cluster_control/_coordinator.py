@@ -8,6 +8,10 @@ duration (rule zero). Cycles never overlap: a second concurrent `run_cycle` is r
 One schedule never stops the others (issue 10.2): a row the claim could not read comes back
 quarantined, and an exception from one claim's decision or commit normalization quarantines that
 schedule with its reason; both are logged as a WARNING and counted, and the round goes on.
+
+Decisions are computed with the zone rules each claim round carries: the recorded ones, loaded
+from the database by the repository (never this node's tzdata), and each commit names their
+version so that a decision made under rules an adopt replaced meanwhile is never written.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from ql3_runtime_core import (
     CycleSummary,
     QL3Error,
     QuarantinedSchedule,
+    ZoneRules,
     ZoneRulesCheck,
     checked_commit,
     quarantine_reason,
@@ -208,11 +213,11 @@ class Coordinator:
 
     def _round(self, state: _CycleState) -> bool:
         """One claim round: claim, decide, commit in one transaction. False when nothing was due."""
-        claims, quarantined = self._claim(state)
+        claims, quarantined, rules = self._claim(state)
         if not claims:
             # A round that only quarantined may have left due rows behind its batch limit.
             return quarantined > 0
-        commits, failures, starved = self._decide(claims, state)
+        commits, failures, starved = self._decide(claims, state, rules)
         self._round_size = self._next_round_size(len(claims) - starved, starved, state.remaining)
         # Commit first, quarantine after: a quarantine statement that fails must never keep the
         # round's good claims waiting for their lease. The undecidable claims stay held until
@@ -247,8 +252,10 @@ class Coordinator:
                 self._admitted(outcome.runs, state)
                 self._already_admitted(outcome)
 
-    def _claim(self, state: _CycleState) -> tuple[list[ClusterScheduleClaim], int]:
-        """Run one claim statement; return its readable claims and how many it quarantined."""
+    def _claim(
+        self, state: _CycleState
+    ) -> tuple[list[ClusterScheduleClaim], int, ZoneRules | None]:
+        """Run one claim statement: its readable claims, how many it quarantined, its rules."""
         command = ClaimClusterScheduleCommand(
             owner_id=self.owner_id, claim_token=uuid.uuid4(), lease_ms=self.lease_ms
         )
@@ -259,7 +266,8 @@ class Coordinator:
         state.zone_rules = claim_round.zone_rules
         self._quarantined(claim_round.quarantined, state)
         if not logger.isEnabledFor(logging.DEBUG):
-            return claims, len(claim_round.quarantined)  # the hot path: no per-claim record
+            # The hot path: no per-claim record.
+            return claims, len(claim_round.quarantined), claim_round.rules
         for claim in claims:
             logger.debug(
                 "claimed schedule %d",
@@ -270,7 +278,7 @@ class Coordinator:
                     "claim_acquired_at_ms": claim.claim_acquired_at_ms,
                 },
             )
-        return claims, len(claim_round.quarantined)
+        return claims, len(claim_round.quarantined), claim_round.rules
 
     def _next_round_size(self, served: int, starved: int, remaining: int) -> int:
         """How many schedules the next round claims: the batch, unless backlogs starve claims.
@@ -289,9 +297,11 @@ class Coordinator:
 
     @staticmethod
     def _decide(
-        claims: Sequence[ClusterScheduleClaim], state: _CycleState
+        claims: Sequence[ClusterScheduleClaim], state: _CycleState, rules: ZoneRules | None
     ) -> tuple[list[ClaimCommit], list[tuple[ClusterScheduleClaim, str]], int]:
         """Decide each claim from its own acquired time (D4) within the remaining budget.
+
+        `rules` are the zone rules the claim round carries (the recorded ones).
 
         Returns the commits, the claims whose decision or normalization raised (with the
         reason), and how many claims found the budget already spent (they decide nothing). The
@@ -304,8 +314,8 @@ class Coordinator:
         for claim in claims:
             starved += state.remaining == 0
             try:
-                decision = resolve_cluster_schedule_decision(claim, state.remaining)
-                commit = checked_commit(claim, decision, state.remaining)
+                decision = resolve_cluster_schedule_decision(claim, state.remaining, rules=rules)
+                commit = checked_commit(claim, decision, state.remaining, rules=rules)
             except Exception as exc:  # any exception: see the docstring
                 if not isinstance(exc, QL3Error | ValueError):
                     logger.debug("decision of schedule %d raised", claim.schedule_id, exc_info=exc)

@@ -88,7 +88,8 @@ class CoordinatorMetrics:
         )
         self.zone_rules_mismatch = Gauge(
             "ql3_zone_rules_mismatch",
-            "1 while this replica's zone rules differ from the recorded ones (it claims nothing)",
+            "1 while this replica cannot load the recorded zone rules from the database (it"
+            " claims nothing)",
             registry=reg,
         )
         self.schedules_overdue = Gauge(
@@ -138,10 +139,10 @@ class CoordinatorMetrics:
 class HealthState:
     """What `/healthz` reports.
 
-    Healthy when connected, the schema version matches and the zone rules agree with the
-    recorded ones (a replica whose rules differ claims nothing). Unsafe replication (issue
-    14.4) is named in the detail but leaves the replica healthy: it is the database's
-    configuration, which no restart or rescheduling of replicas changes; alert on
+    Healthy when connected, the schema version matches and the replica decides with the recorded
+    zone rules (it loads them from the database; one that cannot claims nothing). Unsafe
+    replication (issue 14.4) is named in the detail but leaves the replica healthy: it is the
+    database's configuration, which no restart or rescheduling of replicas changes; alert on
     `ql3_replication_unsafe` instead.
     """
 
@@ -165,11 +166,7 @@ class HealthState:
             problems.append(f"connected={self.connected} schema_ok={self.schema_ok}")
         rules = self.zone_rules
         if rules is not None and not rules.agrees:
-            recorded = rules.recorded_version or "none"
-            problems.append(
-                f"zone rules differ: this replica has tzdata {rules.local_version}, the database"
-                f" records {recorded}; no claim until they agree (ql3 zone-rules adopt)"
-            )
+            problems.append(f"{rules.describe()}; no claim until it can load them")
         return "unhealthy: " + "; ".join(problems) + self._replication_detail()
 
     def _replication_detail(self) -> str:

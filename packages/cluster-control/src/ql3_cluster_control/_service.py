@@ -8,15 +8,17 @@ next cycle at once. Idle -> sleep until the database's next-due hint, woken earl
 go on. Only a schema mismatch stops it (exit code 3), and SIGTERM or
 SIGINT, after which held claims are released so another replica takes over at once (§7).
 
-Zone rules (issue 10.3): a replica whose zone rules differ from the recorded ones claims nothing
-(the claim statement refuses) but keeps running: `/healthz` answers 503 naming both versions,
+Zone rules: a replica decides with the recorded zone rules, loaded from the database, and follows
+an adopt at once (the next claim statement sees the new version, the repository loads it). Only a
+replica that cannot load the recorded version (the database holds no rule data for it) claims
+nothing, and keeps running: `/healthz` answers 503 naming both versions and why,
 `ql3_zone_rules_mismatch` is 1, a WARNING is logged once per change, and idle waits use the poll
-interval instead of a due hint it cannot act on. Once an operator adopts its version (which wakes
-it), it claims again without a restart. The recorded version and the number of quarantined
-schedules (`ql3_schedules_invalid`) are read at connect and at idle polls, at most every
-`_CLUSTER_STATE_EVERY_S` seconds; every claim statement reports the zone rules too. The number
-of overdue schedules (`ql3_schedules_overdue`, issue 10.5) is read at idle polls only, on the
-same period.
+interval instead of a due hint it cannot act on. Once the data is stored or another version is
+adopted (which wakes it), it claims again without a restart. The recorded version and the number
+of quarantined schedules (`ql3_schedules_invalid`) are read at connect and at idle polls, at most
+every `_CLUSTER_STATE_EVERY_S` seconds; every claim statement reports the zone rules too. The
+number of overdue schedules (`ql3_schedules_overdue`, issue 10.5) is read at idle polls only, on
+the same period.
 
 Replication safety (issue 14.4): at every (re)connect, and at idle polls on the same period, the
 service reads the node: a standby (in recovery) is refused as `NoWritableServerError`, so nothing
@@ -232,18 +234,15 @@ class CoordinatorService:
         }
         if not check.agrees:
             logger.warning(
-                "zone rules differ: this replica has tzdata %s, the database records %s;"
-                " claiming nothing until an operator runs `ql3 zone-rules adopt` or"
-                " upgrades this replica",
-                check.local_version,
-                check.recorded_version or "none",
-                extra={"event": "zone_rules.mismatch", **versions},
+                "%s; claiming nothing until it can load the recorded rules",
+                check.describe(),
+                extra={"event": "zone_rules.mismatch", **versions, "problem": check.problem},
             )
-        elif previous is not None:
+        elif previous is None or previous.local_version != check.local_version:
             logger.info(
-                "zone rules agree again (tzdata %s); claiming resumes",
+                "deciding with the recorded zone rules tzdata %s (loaded from the database)",
                 check.local_version,
-                extra={"event": "zone_rules.agree", **versions},
+                extra={"event": "zone_rules.loaded", **versions},
             )
 
     def _idle(self, repository: ServiceRepository) -> None:

@@ -7,11 +7,15 @@ from the person at the keyboard (`--after`).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import TYPE_CHECKING
 
 from ql3_runtime_core import load_timezone
 
 from ._config import ConfigurationError
+
+if TYPE_CHECKING:
+    from ql3_runtime_core import ZoneRules
 
 __all__ = ["format_ms", "parse_after"]
 
@@ -20,12 +24,18 @@ __all__ = ["format_ms", "parse_after"]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def format_ms(ms: int | None, tz: str = "UTC") -> str:
-    """Epoch milliseconds (a database time) as ISO 8601 in `tz`; '-' for None."""
+def format_ms(ms: int | None, tz: str = "UTC", rules: ZoneRules | None = None) -> str:
+    """Epoch milliseconds (a database time) as ISO 8601 in `tz`; '-' for None.
+
+    `rules` are the zone rules to show local time by (the recorded ones where a database gave
+    them); without, the pinned tzdata wheel's, like the engine's (never /usr/share).
+    """
     if ms is None:
         return "-"
-    # Every other zone comes from the pinned tzdata wheel, like the engine's (never /usr/share).
-    zone = UTC if tz == "UTC" else load_timezone(tz)
+    if rules is not None:
+        zone: tzinfo = rules.timezone(tz)
+    else:
+        zone = UTC if tz == "UTC" else load_timezone(tz)
     return datetime.fromtimestamp(ms / 1000, tz=zone).isoformat(timespec="milliseconds")
 
 

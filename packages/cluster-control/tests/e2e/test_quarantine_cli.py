@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 
 from fix_db import run_ql3, sql_rows
 from history import plant_schedule
-from ql3_cluster_postgres import PostgresScheduleRepository
+from ql3_cluster_postgres import PostgresScheduleRepository, adopt_zone_rules
 from ql3_runtime_core import (
     ClaimClusterScheduleCommand,
     checked_commit,
     resolve_cluster_schedule_decision,
+    wheel_zone_data,
     zone_rules_version,
 )
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from ql3_testkit import Ql3Database
 
 BAD_ZONE = "Mars/Olympus"
+NEW_YORK = "America/New_York"
+MADE_UP = "2000a"
 
 
 def _ok(*args: str) -> str:
@@ -42,41 +45,63 @@ def _one_claim_round(db: Ql3Database) -> None:
     command = ClaimClusterScheduleCommand(owner_id="cli-test", claim_token=uuid.uuid4())
     with PostgresScheduleRepository(db.dsn("runtime")) as repo:
         claim_round = repo.claim_round(command, 16)
+        rules = claim_round.rules
         commits = [
-            checked_commit(claim, resolve_cluster_schedule_decision(claim, 256), 256)
+            checked_commit(
+                claim, resolve_cluster_schedule_decision(claim, 256, rules=rules), 256, rules=rules
+            )
             for claim in claim_round.claims
         ]
         repo.commit_decisions(commits)
 
 
 def test_zone_rules_show_and_adopt(ql3_db: Ql3Database) -> None:
-    """`zone-rules show` compares the recorded and this node's versions; `adopt` switches them."""
+    """`show` gives the recorded version and its history; `adopt --dry-run` lists, `adopt` moves."""
     admin, local = ql3_db.dsn("admin"), zone_rules_version()
     assert f"recorded: tzdata {local}" in _ok("zone-rules", "show", "--dsn", admin)
-    sql_rows(ql3_db.dsn("owner"), "UPDATE ql3.zone_rules SET version = '1999z'")
+    # A made-up version where New York is Tokyo, recorded as if adopted from another node.
+    made_up = wheel_zone_data()
+    made_up[NEW_YORK] = made_up["Asia/Tokyo"]
+    adopt_zone_rules(admin, version=MADE_UP, data=made_up)
     shown = _ok("zone-rules", "show", "--dsn", admin)
-    assert "recorded: tzdata 1999z" in shown
+    assert f"recorded: tzdata {MADE_UP}" in shown
+    assert "rule data stored" in shown
     assert f"this node: tzdata {local}" in shown
-    assert "DIFFER" in shown
+    assert f"tzdata {local}: in force from" in shown
+    assert f"tzdata {MADE_UP}: in force from" in shown
     as_json = json.loads(_ok("zone-rules", "show", "--json", "--dsn", admin))
-    assert (as_json["recorded"]["version"], as_json["this_node"], as_json["agree"]) == (
-        "1999z",
-        local,
-        False,
-    )
+    assert (as_json["recorded"]["version"], as_json["this_node"]) == (MADE_UP, local)
+    assert [entry["version"] for entry in as_json["history"]] == [local, MADE_UP]
+    # Placed with the recorded (made-up) rules: 09:00 in "New York" is 09:00 in Tokyo.
+    _ok("schedule", "add", "ny", "--cron", "0 9 * * *", "--tz", NEW_YORK, "--dsn", admin)
+    preview = json.loads(
+        _ok("schedule", "preview", "--cron", "0 9 * * *", "--tz", NEW_YORK, "--after-ms", "1",
+            "--count", "1", "--json", "--dsn", admin)
+    )  # fmt: skip
+    assert preview == [86_400_000]  # 1970-01-02T09:00+09:00; the real New York's is 14:00Z
+    dry = _ok("zone-rules", "adopt", "--dry-run", "--dsn", admin)
+    assert f"would switch tzdata {MADE_UP} -> {local}" in dry
+    assert f"zones whose rules changed: {NEW_YORK}; schedules moved: 1" in dry
+    assert f"ny ({NEW_YORK}): next due" in dry
+    assert f"recorded: tzdata {MADE_UP}" in _ok("zone-rules", "show", "--dsn", admin)
     # The runtime role may read the zone rules but never switch them.
     assert "permission denied" in _error(1, "zone-rules", "adopt", "--dsn", ql3_db.dsn("runtime"))
-    assert f"tzdata 1999z -> {local}" in _ok("zone-rules", "adopt", "--dsn", admin)
+    adopted = _ok("zone-rules", "adopt", "--dsn", admin)
+    assert f"switched tzdata {MADE_UP} -> {local}" in adopted
+    assert f"ny ({NEW_YORK}): next due" in adopted
     assert "nothing changed" in _ok("zone-rules", "adopt", "--dsn", admin)
-    assert "agree" in _ok("zone-rules", "show", "--dsn", admin)
+    assert f"recorded: tzdata {local}" in _ok("zone-rules", "show", "--dsn", admin)
+    assert _ok("verify", "--dsn", admin).startswith("ok:")
 
 
 def test_migrate_keeps_a_recorded_version_and_says_so(ql3_db: Ql3Database) -> None:
     """`ql3 migrate` never replaces a recorded zone rules version; it names both versions."""
     sql_rows(ql3_db.dsn("owner"), "UPDATE ql3.zone_rules SET version = '1999z'")
     out = _ok("migrate", "--dsn", ql3_db.dsn("owner"))
-    assert "database records tzdata 1999z" in out
+    assert "database records tzdata 1999z but holds no rule data for it" in out
     assert f"this node has {zone_rules_version()}" in out
+    assert "ql3 zone-rules adopt" in out
+    assert "NO RULE DATA STORED" in _ok("zone-rules", "show", "--dsn", ql3_db.dsn("admin"))
     sql_rows(ql3_db.dsn("owner"), "DELETE FROM ql3.zone_rules")
     out = _ok("migrate", "--dsn", ql3_db.dsn("owner"))
     assert f"recorded zone rules tzdata {zone_rules_version()} (this node's)" in out

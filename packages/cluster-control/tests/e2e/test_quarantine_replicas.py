@@ -1,9 +1,10 @@
-"""Real `ql3 run` replicas meeting rows no replica can read, and zone rules that differ (issue 10).
+"""Real `ql3 run` replicas meeting rows no replica can read, and recorded zone rules they lack.
 
 10.2: rows planted by SQL under two running replicas must be quarantined while every occurrence
-of the healthy schedules is admitted exactly once. 10.3: a replica whose zone rules differ from
-the recorded ones stays up, claims nothing and says so on /healthz and /metrics, until an
-operator adopts its version; then it claims again without a restart.
+of the healthy schedules is admitted exactly once. Zone rules: a replica decides with the
+recorded rules loaded from the database; while the database does not hold the recorded version's
+data, it stays up, claims nothing and says so on /healthz and /metrics, until the data is stored
+(`ql3 migrate` from a node with that version); then it claims again without a restart.
 """
 
 from __future__ import annotations
@@ -132,25 +133,25 @@ def _gauge(base: str, name: str) -> float | None:
     return None
 
 
-def test_a_replica_with_other_zone_rules_waits_for_adopt(
+def test_a_replica_without_the_recorded_rules_data_waits_for_it(
     ql3_db: Ql3Database, replicas: Replicas
 ) -> None:
-    """503 naming both versions and no claim while they differ; adopt resumes it, no restart."""
+    """503 naming the version and why, no claim; once its data is stored it claims, no restart."""
     local = zone_rules_version()
-    sql_rows(ql3_db.dsn("owner"), "UPDATE ql3.zone_rules SET version = '1999z'")
-    replicas.start("old-rules", ql3_db.dsn("runtime"), *LEASE, "--metrics-port", "0")
-    base = f"http://127.0.0.1:{_metrics_port(replicas, 'old-rules')}"
+    first = add_schedules(ql3_db.dsn("admin"), 2)
+    sql_rows(ql3_db.dsn("owner"), "DELETE FROM ql3.zone_rule_data WHERE version = %s", [local])
+    replicas.start("no-rules", ql3_db.dsn("runtime"), *LEASE, "--metrics-port", "0")
+    base = f"http://127.0.0.1:{_metrics_port(replicas, 'no-rules')}"
     # 503 comes first for "not connected yet"; wait for the zone rules to be the reason.
     wait_for(
-        lambda: "zone rules differ" in _get(f"{base}/healthz")[1],
+        lambda: "no rule data" in _get(f"{base}/healthz")[1],
         timeout_s=20,
         what="/healthz 503 naming the zone rules",
     )
     status, body = _get(f"{base}/healthz")
     assert status == 503
-    assert f"this replica has tzdata {local}" in body
-    assert "the database records 1999z" in body
-    first = add_schedules(ql3_db.dsn("admin"), 2)
+    assert f"the database records tzdata {local}" in body
+    assert f"no rule data for tzdata {local}" in body
     wait_for(lambda: _gauge(base, "ql3_zone_rules_mismatch") == 1, timeout_s=20, what="gauge 1")
     # Two seconds of due occurrences, and nothing claimed.
     until = max(first.values()) + 2_000
@@ -158,10 +159,10 @@ def test_a_replica_with_other_zone_rules_waits_for_adopt(
     assert _runs(ql3_db, list(first)) == 0
     claimed = "SELECT count(*) FROM ql3.trigger_schedules WHERE claim_token IS NOT NULL"
     assert sql_rows(ql3_db.superuser_dsn, claimed) == [(0,)]
-    assert replicas.logged("old-rules", "zone_rules.mismatch")
-    adopted = run_ql3("zone-rules", "adopt", "--dsn", ql3_db.dsn("admin"))
-    assert adopted.returncode == 0, adopted.stderr
-    assert f"tzdata 1999z -> {local}" in adopted.stdout
+    assert replicas.logged("no-rules", "zone_rules.mismatch")
+    migrated = run_ql3("migrate", "--dsn", ql3_db.dsn("owner"))
+    assert migrated.returncode == 0, migrated.stderr
+    assert f"stored the rule data of tzdata {local}" in migrated.stdout
     wait_for(lambda: _get(f"{base}/healthz") == (200, "ok\n"), timeout_s=20, what="/healthz 200")
     assert _gauge(base, "ql3_zone_rules_mismatch") == 0
     # The occurrences due while it waited were on time (grace 60 s) and are admitted now.
@@ -170,7 +171,7 @@ def test_a_replica_with_other_zone_rules_waits_for_adopt(
     wait_for(
         lambda: _runs(ql3_db, list(first)) >= len(expected), timeout_s=20, what="claiming resumes"
     )
-    assert replicas.terminate("old-rules") == 0
+    assert replicas.terminate("no-rules") == 0
     assert_exact_history(ql3_db.superuser_dsn, first, end_ms)
-    assert replicas.logged("old-rules", "zone_rules.agree")
+    assert replicas.logged("no-rules", "zone_rules.loaded")
     assert verify_history(ql3_db.dsn("admin")).ok

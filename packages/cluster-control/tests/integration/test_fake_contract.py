@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator  # noqa: TC003  # pytest resolves fixture annotations
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import pytest
@@ -22,7 +21,6 @@ from ql3_runtime_core import (
     ClaimClusterScheduleCommand,
     ClusterScheduleClaim,
     CommitStatus,
-    ScheduleRepository,
     ServiceRepository,
     checked_commit,
     resolve_cluster_schedule_decision,
@@ -56,8 +54,8 @@ class Harness(Protocol):
         """Add a due schedule whose stored definition no replica can read; return its id."""
         ...
 
-    def replica_with_zone_rules(self, version: str) -> AbstractContextManager[ScheduleRepository]:
-        """Open another repository on the same store whose zone rules version is `version`."""
+    def record_zone_rules(self, version: str) -> None:
+        """Record `version` as the store's zone rules, without storing its rule data."""
         ...
 
 
@@ -83,10 +81,9 @@ class FakeHarness:
         """Plant a row with an out-of-range minute, due now."""
         return self.repo.plant(cron="61 * * * *").schedule_id
 
-    @contextmanager
-    def replica_with_zone_rules(self, version: str) -> Iterator[ScheduleRepository]:
-        """Yield a view of the same rows (shared dict) with another local zone rules version."""
-        yield replace(self.repo, zone_rules_local=version)
+    def record_zone_rules(self, version: str) -> None:
+        """Record `version`; the fake stores data only for the versions in `zone_rules_stored`."""
+        self.repo.zone_rules_recorded = version
 
 
 @dataclass
@@ -122,11 +119,9 @@ class PostgresHarness:
         self.pass_time_until(first[schedule_id])
         return schedule_id
 
-    @contextmanager
-    def replica_with_zone_rules(self, version: str) -> Iterator[ScheduleRepository]:
-        """Yield a second repository on the same database claiming with `version`."""
-        with PostgresScheduleRepository(self.db.dsn("runtime"), zone_rules_version=version) as repo:
-            yield repo
+    def record_zone_rules(self, version: str) -> None:
+        """Record `version` as the owner would, without storing its rule data."""
+        sql_rows(self.db.dsn("owner"), "UPDATE ql3.zone_rules SET version = %s", [version])
 
 
 @pytest.fixture(params=["fake", "postgres"])
@@ -222,16 +217,23 @@ def test_quarantine_needs_the_exact_claim(harness: Harness) -> None:
     assert harness.repo.next_due_in_ms() is None
 
 
-def test_a_replica_with_other_zone_rules_claims_nothing(harness: Harness) -> None:
-    """While its zone rules differ from the recorded ones a repository claims nothing at all."""
+def test_a_replica_that_cannot_load_the_recorded_rules_claims_nothing(harness: Harness) -> None:
+    """Recorded rules whose data the store lacks: nothing claimed, the check says why."""
     harness.add_due(1)
+    loaded = harness.repo.read_cluster_state().zone_rules
+    assert loaded.agrees
+    assert loaded.recorded_version is not None
     command = ClaimClusterScheduleCommand(owner_id="x", claim_token=uuid.uuid4(), lease_ms=5_000)
-    with harness.replica_with_zone_rules("1999z") as other:
-        refused = other.claim_round(command, 16)
+    harness.record_zone_rules("1999z")
+    refused = harness.repo.claim_round(command, 16)
     assert refused.claims == ()
-    assert refused.zone_rules.local_version == "1999z"
-    assert refused.zone_rules.recorded_version is not None
+    assert (refused.zone_rules.local_version, refused.zone_rules.recorded_version) == (
+        loaded.local_version,
+        "1999z",
+    )
     assert not refused.zone_rules.agrees
+    assert "no rule data for tzdata 1999z" in (refused.zone_rules.problem or "")
+    harness.record_zone_rules(loaded.recorded_version)
     assert len(_claim(harness, "same-rules")) == 1
 
 

@@ -13,6 +13,7 @@ from pathlib import Path  # noqa: TC003  # pytest resolves fixture annotations
 import pytest
 from ql3_cluster_control import cli_app as app
 from ql3_cluster_control import main
+from ql3_runtime_core import zone_rules_version
 from typer.testing import CliRunner
 
 
@@ -58,6 +59,16 @@ def test_preview_interval_follows_absolute_time_through_the_fold(cli: CliRunner)
         "--after", "2026-11-01T00:50:00-04:00", "--count", "4",
     )  # fmt: skip
     assert [b - a for a, b in itertools.pairwise(values)] == [1_800_000] * 3
+
+
+def test_offline_preview_names_the_nodes_zone_rules(cli: CliRunner) -> None:
+    """Without a database, preview says (on stderr) that this node's tzdata computed it."""
+    result = cli.invoke(
+        app, ["schedule", "preview", "--cron", "0 9 * * *", "--after-ms", "0", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"this node's zone rules, tzdata {zone_rules_version()}" in result.stderr
+    assert json.loads(result.stdout)[0] == 32_400_000
 
 
 def test_preview_text_shows_iso_in_the_zone(cli: CliRunner) -> None:

@@ -157,8 +157,8 @@ def test_a_quarantine_whose_claim_moved_on_is_logged_not_raised(
     assert any(getattr(r, "event", "") == "schedule.quarantine_raced" for r in caplog.records)
 
 
-def test_differing_zone_rules_claim_nothing_and_say_so() -> None:
-    """While the recorded zone rules differ, a cycle claims nothing and reports the comparison."""
+def test_unloadable_zone_rules_claim_nothing_and_say_so() -> None:
+    """While the recorded rules cannot be loaded, a cycle claims nothing and reports why."""
     repo = FakeRepository(zone_rules_recorded="1999z")
     repo.add(first_due_ms=repo.now_ms)
     coordinator = _coordinator(repo)
@@ -166,11 +166,11 @@ def test_differing_zone_rules_claim_nothing_and_say_so() -> None:
     assert refused.summary.claims == 0
     assert refused.zone_rules is not None
     assert (refused.zone_rules.local_version, refused.zone_rules.recorded_version) == (
-        repo.zone_rules_local,
+        None,
         "1999z",
     )
     assert repo.runs == []
-    repo.zone_rules_recorded = repo.zone_rules_local  # an operator adopted this version
+    repo.zone_rules_stored.add("1999z")  # its data was stored (`ql3 migrate` from such a node)
     resumed = coordinator.run_cycle()
     assert resumed.zone_rules is not None
     assert resumed.zone_rules.agrees

@@ -1,4 +1,4 @@
-"""The service under zone rules that differ, and its health and gauges (fake store, no sockets)."""
+"""The service while it cannot load the recorded zone rules: health, gauges (fake store)."""
 
 from __future__ import annotations
 
@@ -28,17 +28,22 @@ def _healthz(app: _App) -> tuple[str, str]:
     return seen[0], body.decode()
 
 
-def test_healthz_names_both_versions_while_zone_rules_differ() -> None:
-    """A connected replica with other zone rules answers 503 naming its and the recorded version."""
+def test_healthz_names_both_versions_while_the_recorded_rules_cannot_be_loaded() -> None:
+    """A replica that cannot load the recorded rules answers 503 naming both versions and why."""
     health = HealthState(connected=True, schema_ok=True)
     app = metrics_wsgi_app(CoordinatorMetrics(), health)
-    health.zone_rules = ZoneRulesCheck(local_version="2026.1", recorded_version="1999z")
+    health.zone_rules = ZoneRulesCheck(
+        local_version="2026.1",
+        recorded_version="1999z",
+        problem="the database holds no rule data for tzdata 1999z",
+    )
     status, body = _healthz(app)
     assert status.startswith("503")
-    assert "this replica has tzdata 2026.1" in body
-    assert "the database records 1999z" in body
+    assert "this replica decides with 2026.1" in body
+    assert "the database records tzdata 1999z" in body
+    assert "no rule data for tzdata 1999z" in body
     health.zone_rules = ZoneRulesCheck(local_version="2026.1", recorded_version=None)
-    assert "records none" in _healthz(app)[1]
+    assert "records tzdata none" in _healthz(app)[1]
     health.zone_rules = ZoneRulesCheck(local_version="2026.1", recorded_version="2026.1")
     assert _healthz(app) == ("200 OK", "ok\n")
 
@@ -74,10 +79,10 @@ def running() -> Iterator[Callable[[FakeRepository], _Running]]:
         assert not item.thread.is_alive()
 
 
-def test_a_replica_with_other_zone_rules_stays_up_and_resumes_after_adopt(
+def test_a_replica_without_the_recorded_rules_stays_up_and_resumes_once_it_loads_them(
     running: Callable[[FakeRepository], _Running], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Claims nothing, 503 and gauge 1, one WARNING; after adopt it claims again, no restart."""
+    """Claims nothing, 503 and gauge 1, one WARNING; once the data is there it claims again."""
     repo = FakeRepository(zone_rules_recorded="1999z")
     repo.add(first_due_ms=repo.now_ms)
     with caplog.at_level(logging.INFO, logger="ql3_cluster_control"):
@@ -91,13 +96,13 @@ def test_a_replica_with_other_zone_rules_stays_up_and_resumes_after_adopt(
         assert not replica.service.health.healthy
         assert "1999z" in replica.service.health.describe()
         assert repo.runs == []
-        repo.zone_rules_recorded = repo.zone_rules_local  # `ql3 zone-rules adopt`
+        repo.zone_rules_stored.add("1999z")  # `ql3 migrate` from a node with 1999z
         wait_for(lambda: bool(repo.runs), timeout_s=10, what="an admission after adopt")
         wait_for(lambda: replica.service.health.healthy, timeout_s=10, what="healthy again")
         assert replica.sample("ql3_zone_rules_mismatch") == 0
     events = [getattr(record, "event", "") for record in caplog.records]
     assert events.count("zone_rules.mismatch") == 1
-    assert events.count("zone_rules.agree") == 1
+    assert events.count("zone_rules.loaded") == 1
     (warning,) = [r for r in caplog.records if getattr(r, "event", "") == "zone_rules.mismatch"]
     assert warning.levelno == logging.WARNING
 

@@ -26,6 +26,7 @@ from ._errors import (
     ScheduleStateError,
     SchemaMismatchError,
     UnknownRoleError,
+    ZoneRulesUnavailableError,
 )
 from ._history import AttemptCounts, AttemptRecord, HistoryReader, RunRecord, RunSummary
 from ._ingress import WorkerIngress
@@ -49,10 +50,14 @@ from ._verify import (
     Violation,
     verify_history,
 )
+from ._zone_adopt import adopt_zone_rules
+from ._zone_moves import ZoneMove
 from ._zone_rules import (
     ZoneRulesChange,
     ZoneRulesRecord,
-    adopt_zone_rules,
+    ZoneRuleVersion,
+    load_recorded_zone_rules,
+    read_zone_rule_history,
     read_zone_rules,
     record_zone_rules,
 )
@@ -96,8 +101,11 @@ __all__ = [
     "VerifyReport",
     "Violation",
     "WorkerIngress",
+    "ZoneMove",
+    "ZoneRuleVersion",
     "ZoneRulesChange",
     "ZoneRulesRecord",
+    "ZoneRulesUnavailableError",
     "__version__",
     "adopt_zone_rules",
     "check_conninfo",
@@ -105,9 +113,11 @@ __all__ = [
     "create_login_user",
     "find_postgres_bin_dir",
     "group_role_name",
+    "load_recorded_zone_rules",
     "migrate",
     "provision_roles",
     "provision_roles_if_missing",
+    "read_zone_rule_history",
     "read_zone_rules",
     "record_zone_rules",
     "verify_history",

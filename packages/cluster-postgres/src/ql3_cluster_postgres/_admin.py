@@ -10,6 +10,10 @@ placed anew and every definition change opens a schedule revision in the same tr
 `ql3 verify` can account for each definition's occurrences. Every change notifies
 `ql3_schedule_changed` inside its transaction. What a schedule's runs execute (command,
 attempts, timeout, backoff; issue 13) lives on its task and is written in the same transaction.
+Occurrences are computed with the zone rules the database records, held FOR SHARE from the start
+of each placing transaction (before any schedule row is locked, the order an adopt takes them
+too), so an adopt either waits for the placement or the placement waits for it and then uses the
+new rules; when the database holds no rule data for the recorded version the change is refused.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from ql3_runtime_core import (
     ScheduleDefinition,
     ScheduleState,
     TaskExecution,
+    ZoneRules,
     payload_text,
+    zone_rules_version,
 )
 
 from ._admin_models import (
@@ -53,11 +59,13 @@ from ._errors import (
     DuplicateScheduleError,
     ScheduleNotFoundError,
     ScheduleStateError,
+    ZoneRulesUnavailableError,
 )
 from ._lifecycle import Closing
 from ._replication import read_replication_state
 from ._retry import TRANSACTION_RETRY
 from ._sql import query
+from ._zone_rules import connection_zone_rules, stored_zone_count
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -123,6 +131,9 @@ class ScheduleAdmin(Closing):
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.RLock()
         self._step_hook = step_hook
+        # The stored rules of each recorded version seen, zones read on first use (a version's
+        # data never changes once stored).
+        self._rules: dict[str, ZoneRules] = {}
 
     def _step(self, name: str) -> None:
         if self._step_hook is not None:
@@ -223,6 +234,31 @@ class ScheduleAdmin(Closing):
         """Return the database clock in epoch milliseconds."""
         return self._in_transaction("admin: read database clock", _database_now)
 
+    def _zone_rules(self, conn: psycopg.Connection[Any], action: str) -> ZoneRules:
+        """Hold the recorded zone rules version FOR SHARE and return its stored rules.
+
+        Raises:
+            ZoneRulesUnavailableError: no version is recorded, or its rule data is not stored.
+
+        """
+        rows = self._rows(conn, "share_zone_rules", {})
+        version = rows[0]["version"] if rows else None
+        if version is None:
+            raise ZoneRulesUnavailableError(None, zone_rules_version(), action)
+        rules = self._rules.get(version)
+        if rules is None:
+            if stored_zone_count(conn, version) == 0:
+                raise ZoneRulesUnavailableError(version, zone_rules_version(), action)
+            rules = self._rules[version] = connection_zone_rules(self._current_conn, version)
+        return rules
+
+    def _current_conn(self) -> psycopg.Connection[Any]:
+        # Zones are read inside the transaction that computes with them (the lock is held).
+        if self._conn is None:  # pragma: no cover - only called inside a transaction
+            msg = "admin: zone rules read outside a transaction"
+            raise DatabaseError(msg)
+        return self._conn
+
     # -- create and reconcile -------------------------------------------------------------------
 
     def add_schedule(
@@ -248,9 +284,12 @@ class ScheduleAdmin(Closing):
         # fail every attempt of every run with E2BIG.
         payload_text(payload, field="payload_template")
 
+        action = f"admin: add schedule {name!r}"
+
         def add(conn: psycopg.Connection[Any]) -> ScheduleRecord:
+            rules = self._zone_rules(conn, action)
             # A new row has no lock to wait for and no decided occurrence.
-            created = self._create(conn, [spec], _placement_now(conn), [payload])
+            created = self._create(conn, [spec], _placement_now(conn), [payload], rules)
             if not created:
                 raise DuplicateScheduleError(name)
             self._set_executions(conn, [(created[0].task_id, spec.execution)])
@@ -264,7 +303,7 @@ class ScheduleAdmin(Closing):
                 return found[0]
             return None
 
-        return self._in_transaction(f"admin: add schedule {name!r}", add, landed=added)
+        return self._in_transaction(action, add, landed=added)
 
     def apply_schedules(self, specs: Sequence[ScheduleSpec], *, prune: bool = False) -> ApplyReport:
         """Reconcile the stored schedules with `specs` in ONE transaction.
@@ -284,6 +323,7 @@ class ScheduleAdmin(Closing):
         lock_names = None if prune else names
 
         def apply(conn: psycopg.Connection[Any]) -> ApplyReport:
+            rules = self._zone_rules(conn, "admin: apply schedules")
             stored = {
                 record.name: record
                 for record in self._records(conn, "lock_schedules", {"names": lock_names})
@@ -295,10 +335,16 @@ class ScheduleAdmin(Closing):
             decided = self._latest_decided(conn, [r.schedule_id for r in stored.values()])
             executions = self._executions(conn, [r.task_id for r in stored.values()])
             plan = reconcile(
-                checked, stored, now, decided, prune=prune, stored_executions=executions
+                checked,
+                stored,
+                now,
+                decided,
+                prune=prune,
+                stored_executions=executions,
+                rules=rules,
             )
             # Specs applied from a file carry no payload template (only add_schedule takes one).
-            created = self._create(conn, plan.creates, now, [{} for _ in plan.creates])
+            created = self._create(conn, plan.creates, now, [{} for _ in plan.creates], rules)
             if len(created) != len(plan.creates):  # a concurrent admin created one of them
                 taken = {spec.name for spec in plan.creates} - {r.name for r in created}
                 raise DuplicateScheduleError(min(taken))
@@ -322,10 +368,12 @@ class ScheduleAdmin(Closing):
         specs: Sequence[ScheduleSpec],
         now: int,
         payloads: Sequence[dict[str, Any]],
+        rules: ZoneRules,
     ) -> list[ScheduleRecord]:
         if not specs:
             return []
-        cursors = [initial_cursor(spec.definition, now) for spec in specs]  # cached per definition
+        # Cached per definition and rules: a bulk apply asks the same question many times.
+        cursors = [initial_cursor(spec.definition, now, rules=rules) for spec in specs]
         definitions = [spec.definition for spec in specs]
         params = {
             "names": [spec.name for spec in specs],
@@ -479,6 +527,10 @@ class ScheduleAdmin(Closing):
         self, name: str, action: str, target: ScheduleState, allowed: set[ScheduleState]
     ) -> ScheduleRecord:
         def change(conn: psycopg.Connection[Any]) -> ScheduleRecord:
+            # Resuming may place a cursor: the rules are held before the row (an adopt's order).
+            rules = None
+            if target is ScheduleState.ACTIVE:
+                rules = self._zone_rules(conn, f"admin: {action} schedule {name!r}")
             locked = self._records(conn, "lock_schedules", {"names": [name]})
             if not locked:
                 raise ScheduleNotFoundError(name)
@@ -488,7 +540,7 @@ class ScheduleAdmin(Closing):
                 return record
             if record.state not in allowed:
                 raise ScheduleStateError(name, record.state.value, action)
-            if target is ScheduleState.ACTIVE:
+            if rules is not None:
                 if record.definition is None:
                     detail = (
                         f"its stored definition still cannot be read ({record.definition_error});"
@@ -499,7 +551,8 @@ class ScheduleAdmin(Closing):
                 self._step("locked")
                 now = _placement_now(conn)
                 decided = self._latest_decided(conn, [record.schedule_id])
-                update = resumed(record, record.definition, now, decided.get(record.schedule_id))
+                decided_ms = decided.get(record.schedule_id)
+                update = resumed(record, record.definition, now, decided_ms, rules)
             else:
                 # Pause and retire keep the definition (None) and the cursor as they are.
                 update = Update(record.schedule_id, None, record.next_due_at_ms, target)

@@ -5,7 +5,9 @@ decided occurrence (both read by the caller in the same transaction after lockin
 zero and issue 10.4), so `_admin` stays about transactions and statements.
 
 A cursor placed anew is the first occurrence strictly after max(now, start_at_ms - 1, latest
-decided occurrence): never at or before an occurrence a replica already admitted or skipped.
+decided occurrence): never at or before an occurrence a replica already admitted or skipped. Every
+occurrence is computed with `rules`, the zone rules the database records (loaded by the caller in
+the same transaction), never with this node's tzdata.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from ._admin_models import (
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+
+    from ql3_runtime_core import ZoneRules
 
 __all__ = [
     "REDEFINED",
@@ -126,6 +130,7 @@ def reconcile(
     *,
     prune: bool,
     stored_executions: Mapping[str, TaskExecution],
+    rules: ZoneRules,
 ) -> Plan:
     """Plan `apply_schedules`; `decided` maps schedule ids to their latest decided occurrence.
 
@@ -149,7 +154,8 @@ def reconcile(
             # Same timing: the row is not written (no version bump, so a held claim commits).
             (updated if execution_changed else unchanged).append(spec.name)
         else:
-            updates.append(_changed(record, spec.definition, now, decided.get(record.schedule_id)))
+            decided_ms = decided.get(record.schedule_id)
+            updates.append(_changed(record, spec.definition, now, decided_ms, rules))
             updated.append(spec.name)
     wanted = {spec.name for spec in specs}
     retired = sorted(
@@ -172,7 +178,11 @@ def reconcile(
 
 
 def _changed(
-    record: ScheduleRecord, definition: ScheduleDefinition, now: int, decided_ms: int | None
+    record: ScheduleRecord,
+    definition: ScheduleDefinition,
+    now: int,
+    decided_ms: int | None,
+    rules: ZoneRules,
 ) -> Update:
     """Build the row update for a changed (or retired or quarantined, now wanted) schedule.
 
@@ -191,10 +201,10 @@ def _changed(
     if (
         reborn
         or old is None
-        or not _keepable(record, definition, decided_ms)
+        or not _keepable(record, definition, decided_ms, rules)
         or timing != (old.cron, old.timezone, old.start_at_ms)
     ):
-        cursor, state = initial_cursor(definition, now, decided_ms)
+        cursor, state = initial_cursor(definition, now, decided_ms, rules=rules)
         revision, first_cursor = REPLACED, cursor
     else:
         cursor = record.next_due_at_ms
@@ -220,7 +230,10 @@ def _changed(
 
 
 def _keepable(
-    record: ScheduleRecord, definition: ScheduleDefinition, decided_ms: int | None
+    record: ScheduleRecord,
+    definition: ScheduleDefinition,
+    decided_ms: int | None,
+    rules: ZoneRules,
 ) -> bool:
     """Whether the stored cursor may be kept: it exists and lies after every decided occurrence.
 
@@ -232,11 +245,15 @@ def _keepable(
     cursor = record.next_due_at_ms
     if cursor is None or (decided_ms is not None and cursor <= decided_ms):
         return False
-    return record.state is not ScheduleState.INVALID or _is_occurrence(definition, cursor)
+    return record.state is not ScheduleState.INVALID or _is_occurrence(definition, cursor, rules)
 
 
 def resumed(
-    record: ScheduleRecord, definition: ScheduleDefinition, now: int, decided_ms: int | None
+    record: ScheduleRecord,
+    definition: ScheduleDefinition,
+    now: int,
+    decided_ms: int | None,
+    rules: ZoneRules,
 ) -> Update:
     """Build the update that makes a paused or quarantined schedule active again.
 
@@ -251,10 +268,10 @@ def resumed(
     cursor placed anew.
     """
     kept = record.next_due_at_ms
-    placed = not _keepable(record, definition, decided_ms)
+    placed = not _keepable(record, definition, decided_ms, rules)
     cursor: int | None = kept
     if placed:
-        cursor, state = initial_cursor(definition, now, decided_ms)
+        cursor, state = initial_cursor(definition, now, decided_ms, rules=rules)
     elif cursor is not None and definition.end_at_ms is not None and cursor > definition.end_at_ms:
         cursor, state = None, ScheduleState.EXHAUSTED
     else:
@@ -270,9 +287,9 @@ def resumed(
     return Update(record.schedule_id, None, cursor, state)
 
 
-def _is_occurrence(definition: ScheduleDefinition, at_ms: int) -> bool:
+def _is_occurrence(definition: ScheduleDefinition, at_ms: int, rules: ZoneRules) -> bool:
     # An instant is an occurrence exactly when the search from just before it lands on it.
-    return _next_after(definition.cron, definition.timezone, at_ms - 1) == at_ms
+    return _next_after(definition.cron, definition.timezone, at_ms - 1, rules) == at_ms
 
 
 def readable_definition(
@@ -286,27 +303,32 @@ def readable_definition(
 
 
 def initial_cursor(
-    definition: ScheduleDefinition, now: int, decided_ms: int | None = None
+    definition: ScheduleDefinition,
+    now: int,
+    decided_ms: int | None = None,
+    *,
+    rules: ZoneRules,
 ) -> tuple[int | None, ScheduleState]:
     """First occurrence strictly after max(now, start_at_ms - 1, decided_ms); exhausted past end.
 
     `decided_ms` is the schedule's latest admitted or skipped occurrence (None for a new one): a
     cursor at or before it would hand a replica an occurrence already decided (issue 10.4).
+    `rules` are the recorded zone rules.
     """
     # `start_at_ms - 1`: the search is strictly after, and start_at_ms itself may be the first.
     after = now if definition.start_at_ms is None else max(now, definition.start_at_ms - 1)
     if decided_ms is not None:
         after = max(after, decided_ms)
-    cursor = _next_after(definition.cron, definition.timezone, after)
+    cursor = _next_after(definition.cron, definition.timezone, after, rules)
     if definition.end_at_ms is not None and cursor > definition.end_at_ms:
         return None, ScheduleState.EXHAUSTED
     return cursor, ScheduleState.ACTIVE
 
 
 @functools.lru_cache(maxsize=4096)
-def _next_after(cron: str, timezone: str, after_ms: int) -> int:
+def _next_after(cron: str, timezone: str, after_ms: int, rules: ZoneRules) -> int:
     """Memoised `next_occurrence_ms`: a bulk apply asks it for the same (cron, now) many times."""
-    return next_occurrence_ms(cron, timezone, after_ms)
+    return next_occurrence_ms(cron, timezone, after_ms, rules=rules)
 
 
 def validated(spec: ScheduleSpec) -> ScheduleSpec:

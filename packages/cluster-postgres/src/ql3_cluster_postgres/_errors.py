@@ -3,6 +3,7 @@
 ```
 QL3Error (ql3_runtime_core)
 ├── DatabaseError                     a PostgreSQL operation failed; wraps the psycopg error
+│   └── ZoneRulesUnavailableError     the database holds no rule data for the zone rules needed
 ├── SchemaMismatchError               the schema is older or newer than this build expects
 ├── MigrationTamperedError            an already-applied migration file was changed
 ├── PrivateServerError                the demo's private PostgreSQL could not be found or run
@@ -34,6 +35,7 @@ __all__ = [
     "ScheduleStateError",
     "SchemaMismatchError",
     "UnknownRoleError",
+    "ZoneRulesUnavailableError",
 ]
 
 
@@ -150,3 +152,25 @@ class NoWritableServerError(RepositoryUnavailableError):
     """
 
     __module__ = "ql3_cluster_postgres"
+
+
+class ZoneRulesUnavailableError(DatabaseError):
+    """Raised when a computation needs zone rules whose data the database does not hold.
+
+    The message is one line naming the version needed and this node's, and what to run.
+    """
+
+    __module__ = "ql3_cluster_postgres"
+
+    def __init__(self, needed: str | None, node: str, action: str) -> None:
+        self.needed = needed
+        self.node = node
+        if needed is None:
+            detail = "the database records no zone rules version (run `ql3 migrate`)"
+        else:
+            detail = (
+                f"the database records tzdata {needed} but holds no rule data for it (this node"
+                f" has tzdata {node}); run `ql3 zone-rules adopt` from a node with tzdata"
+                f" {needed} (stores its rules) or with the version to switch to"
+            )
+        super().__init__(f"{action}: zone rules: {detail}")

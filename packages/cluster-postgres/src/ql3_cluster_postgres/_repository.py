@@ -7,8 +7,10 @@ waits.
 
 A claimed row whose definition this replica cannot read is quarantined (state `invalid`, with its
 reason, claim released) by a second fenced statement, and reported in the claim round instead of
-raised, so one bad row never stops the claim of the others (issue 10.2). The claim statement
-itself refuses to claim while this replica's zone rules differ from the recorded ones (10.3).
+raised, so one bad row never stops the claim of the others (issue 10.2). Zone rules come from the
+database (`_zone_cache`): the claim statement refuses to claim while the version this replica has
+loaded is not the recorded one, the replica then loads the recorded one and claims again, and
+every commit is fenced on the version its decisions were made with.
 
 One repository holds one working connection (autocommit for single statements, an explicit
 SERIALIZABLE transaction for commits) and, when `wait_for_wakeup` is used, one LISTEN
@@ -39,9 +41,7 @@ from ql3_runtime_core import (
     QuarantinedSchedule,
     RepositoryUnavailableError,
     ScheduleDefinition,
-    ZoneRulesCheck,
     quarantine_reason,
-    zone_rules_version,
 )
 
 from ._admin_models import definition_from_columns
@@ -81,11 +81,12 @@ from ._rows import (
     named_row,
 )
 from ._sql import query
+from ._zone_cache import ReplicaZoneRules
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ql3_runtime_core import ClaimClusterScheduleCommand, ReplicationState
+    from ql3_runtime_core import ClaimClusterScheduleCommand, ReplicationState, ZoneRulesCheck
 
 __all__ = ["PostgresScheduleRepository"]
 
@@ -161,11 +162,6 @@ def _row_fence(row: ClaimedRow) -> _Fence:
     )
 
 
-def _node_zone_rules_version() -> str:
-    # A module-level call: inside __init__ the parameter of the same name hides the function.
-    return zone_rules_version()
-
-
 def _claim_params(claims: Sequence[ClusterScheduleClaim]) -> dict[str, Any]:
     """Return the exact-claim fence columns as arrays (commit and release both fence on them)."""
     return {
@@ -198,10 +194,6 @@ class PostgresScheduleRepository(Closing):
         durability_timeout_ms: how long the durability barrier that settles an uncertain commit
             may wait for the synchronous standby before it is cancelled (the commit then stays
             uncertain and is settled later).
-        zone_rules_version: the zone rules version this replica decides with; default
-            `ql3_runtime_core.zone_rules_version()`. Claims are refused while it differs from
-            the version recorded in the database (tests pass another one to play a replica
-            whose rules differ).
 
     """
 
@@ -215,7 +207,6 @@ class PostgresScheduleRepository(Closing):
         idle_in_transaction_timeout_ms: int = 10_000,
         statement_observer: StatementObserver | None = None,
         durability_timeout_ms: int = 2_000,
-        zone_rules_version: str | None = None,
     ) -> None:
         if max_serialization_retries < 0:
             msg = f"max_serialization_retries: must be >= 0, got {max_serialization_retries}"
@@ -236,8 +227,8 @@ class PostgresScheduleRepository(Closing):
         # The package's one transaction retry policy, with this repository's bound.
         self._commit_retry = TRANSACTION_RETRY.with_retries(max_serialization_retries)
         self._observer = statement_observer
-        self._zone_rules_version = zone_rules_version or _node_zone_rules_version()
         self._lock = threading.RLock()
+        self._zones = ReplicaZoneRules(self._run)
         self._conn: psycopg.Connection[Any] | None = None
         self._listen_conn: psycopg.Connection[Any] | None = None
         self._ctids: OrderedDict[_ClaimKey, str] = OrderedDict()
@@ -335,21 +326,21 @@ class PostgresScheduleRepository(Closing):
     # -- claim (D2) -----------------------------------------------------------------------------
 
     @property
-    def zone_rules_version(self) -> str:
-        """The zone rules version this repository claims with."""
-        return self._zone_rules_version
+    def zone_rules_version(self) -> str | None:
+        """The zone rules version this repository claims with (loaded from the database)."""
+        return self._zones.loaded
 
     def read_cluster_state(self) -> ClusterState:
-        """Read the recorded zone rules version and the number of quarantined schedules."""
+        """Read the recorded zone rules version and the number of quarantined schedules.
+
+        A recorded version other than the loaded one is loaded here (when its data is stored).
+        """
         (row,) = self._run(
             "read_cluster_state", {}, _CLUSTER_STATE, "repository: read cluster state"
         )
-        return ClusterState(
-            zone_rules=self._zone_rules(row.zone_rules_version), invalid_schedules=row.invalid
-        )
-
-    def _zone_rules(self, recorded: str | None) -> ZoneRulesCheck:
-        return ZoneRulesCheck(local_version=self._zone_rules_version, recorded_version=recorded)
+        with self._lock:
+            zone_rules = self._zones.check(row.zone_rules_version)
+        return ClusterState(zone_rules=zone_rules, invalid_schedules=row.invalid)
 
     def claim_due_schedules(
         self,
@@ -363,23 +354,17 @@ class PostgresScheduleRepository(Closing):
         """Claim up to `limit` due schedules in one READ COMMITTED statement (D2).
 
         The statement observes `clock_timestamp()` once; its parameters are the owner, token,
-        lease, limit and this replica's zone rules version, never a time. It claims nothing
-        when that version is not the recorded one. Claimed rows whose definition cannot be read
-        are quarantined at once (their claim released) and reported, not raised.
+        lease, limit and the zone rules version this replica has loaded, never a time. It claims
+        nothing when that version is not the recorded one; the recorded one is then loaded and
+        the statement sent again. Claimed rows whose definition cannot be read are quarantined
+        at once (their claim released) and reported, not raised. The round's `rules` (the
+        loaded version, with every claimed zone read) decide the claims.
         """
         check_limit(limit)
-        params = {
-            "owner_id": command.owner_id,
-            "claim_token": command.claim_token,
-            "lease_ms": command.lease_ms,
-            "batch_limit": limit,
-            "zone_rules_version": self._zone_rules_version,
-        }
-        rows = self._run("claim_due_schedules", params, _CLAIMED, "repository: claim due schedules")
-        # Every row carries the recorded version; the first one exists even when none is claimed.
-        recorded = next((row.recorded_zone_rules_version for row in rows), None)
-        zone_rules = self._zone_rules(recorded)
-        claimed = [row for row in rows if row.claimed]
+        with self._lock:
+            rows, zone_rules = self._claim_rows(command, limit)
+            claimed = [row for row in rows if row.claimed]
+            self._zones.preload(row.timezone for row in claimed)
         claims: list[ClusterScheduleClaim] = []
         unreadable: list[tuple[_Fence, str]] = []
         for row in claimed:
@@ -397,6 +382,7 @@ class PostgresScheduleRepository(Closing):
             claims=tuple(claims),
             quarantined=self._quarantine_unreadable(unreadable),
             zone_rules=zone_rules,
+            rules=self._zones.rules if zone_rules.agrees else None,
         )
 
     def _quarantine_unreadable(
@@ -423,6 +409,31 @@ class PostgresScheduleRepository(Closing):
                 },
             )
             return ()
+
+    def _claim_rows(
+        self, command: ClaimClusterScheduleCommand, limit: int
+    ) -> tuple[list[ClaimedRow], ZoneRulesCheck]:
+        """Send the claim statement; when it refused another version, follow it and claim again."""
+        params = {
+            "owner_id": command.owner_id,
+            "claim_token": command.claim_token,
+            "lease_ms": command.lease_ms,
+            "batch_limit": limit,
+            "zone_rules_version": self._zones.loaded,
+        }
+        action = "repository: claim due schedules"
+        rows = self._run("claim_due_schedules", params, _CLAIMED, action)
+        # Every row carries the recorded version; the first one exists even when none is claimed.
+        recorded = next((row.recorded_zone_rules_version for row in rows), None)
+        if recorded is not None and recorded != self._zones.loaded:
+            check = self._zones.check(recorded)
+            if not check.agrees:
+                return rows, check
+            # An adopt switched the rules: claim with the recorded ones, loaded just now.
+            params["zone_rules_version"] = self._zones.loaded
+            rows = self._run("claim_due_schedules", params, _CLAIMED, action)
+            recorded = next((row.recorded_zone_rules_version for row in rows), None)
+        return rows, self._zones.check(recorded)
 
     def _claim_from_row(self, row: ClaimedRow) -> ClusterScheduleClaim:
         return ClusterScheduleClaim(
@@ -516,6 +527,10 @@ class PostgresScheduleRepository(Closing):
         if len(set(ids)) != len(ids):
             msg = f"commits: a schedule appears twice in one batch: {sorted(ids)}"
             raise ValueError(msg)
+        versions = sorted({commit.zone_rules_version for commit in commits})
+        if len(versions) > 1:
+            msg = f"commits: one batch decided under several zone rules versions: {versions}"
+            raise ValueError(msg)
         with self._lock:
             params = self._commit_params(commits)
             try:
@@ -537,6 +552,9 @@ class PostgresScheduleRepository(Closing):
         skipping = [commit for commit in commits if commit.decision.skipped > 0]
         return {
             **_claim_params(claims),
+            # The version the decisions were made with: the statement writes nothing when it is
+            # no longer the recorded one (an adopt came first).
+            "zone_rules_version": commits[0].zone_rules_version,
             "row_ctids": [ctids.get(claim.schedule_id, "(0,0)") for claim in claims],
             "next_due_ms": [commit.decision.next_due_at_ms for commit in commits],
             "states": [commit.decision.state.value for commit in commits],

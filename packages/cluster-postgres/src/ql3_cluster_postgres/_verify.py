@@ -57,7 +57,9 @@ whole verdict is about one snapshot) and reports one `Violation` per finding (th
 
 `expected` per schedule is the occurrences of its ranges minus those inside skip records (each
 needs a run); `missing` counts the occurrences with neither. Cron math comes from
-`ql3_runtime_core` only, never from here.
+`ql3_runtime_core` only, never from here, with the zone rules each revision was computed with,
+loaded from the database (`_verify_zones`): a skip record of reason `zone_rules_changed` (written
+by an adopt) is judged against the old rules and the version history.
 
 How it reads (issue 12.6: ten million runs in under two minutes, memory bounded by the number of
 schedules, not of runs). The work is split by what each access path does cheaply:
@@ -105,6 +107,7 @@ from ._verify_rules import (
     schedule_from_row,
     schedule_verdict,
 )
+from ._verify_zones import VerifyZones
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
@@ -271,6 +274,7 @@ class _Check:
         self.grace_ms = grace_ms
         self.now_ms = 0
         self.schedule_rows = 0
+        self.zones: VerifyZones | None = None
 
     def run(self) -> tuple[list[ScheduleVerdict], int]:
         """Check everything; return the verdict of each schedule and the runs in scope."""
@@ -278,7 +282,10 @@ class _Check:
         # Before any cursor is declared: the setting applies to cursors planned after it.
         reader.execute("verify_plan_whole_results")
         # The snapshot's one clock reading: every "now" of every rule is this one.
-        self.now_ms = int(reader.rows("verify_now")[0]["now_ms"])
+        now = reader.rows("verify_now")[0]
+        self.now_ms = int(now["now_ms"])
+        # Refuses (one line) when the recorded rules' data is not stored: nothing to judge with.
+        self.zones = VerifyZones(lambda: reader.conn, now["zone_rules_version"])
         schedule_rows = reader.rows("verify_schedules")
         self.schedule_rows = len(schedule_rows)
         # Quarantined schedules are reported once here and judged by no other rule.
@@ -300,13 +307,20 @@ class _Check:
     ) -> dict[int, list[Revision]]:
         """Read every revision, grouped by schedule (a handful each); report those of none."""
         grouped: dict[int, list[Revision]] = {}
+        zones = self._zones()
         for row in self.reader.rows("verify_revisions"):
             if row["schedule_id"] not in skipped:
-                grouped.setdefault(row["schedule_id"], []).append(revision_from_row(row))
+                grouped.setdefault(row["schedule_id"], []).append(revision_from_row(row, zones))
         known = {schedule.id for schedule in schedules}
         for schedule_id in sorted(set(grouped) - known):
             self.findings.add("revision", schedule_id, "revisions belong to no schedule")
         return grouped
+
+    def _zones(self) -> VerifyZones:
+        if self.zones is None:  # pragma: no cover - set first thing in run()
+            msg = "verify_history: zone rules read before the clock"
+            raise DatabaseError(msg)
+        return self.zones
 
     def _strays(self, stored: set[int], skipped: set[int]) -> None:
         """Report runs and skip records of no schedule, and runs of another task."""
@@ -368,12 +382,20 @@ class _Check:
         check_claim(findings, schedule, now_ms=self.now_ms, grace_ms=self.grace_ms)
         run_id = _RunIds(self.reader, schedule.id)
         walk = None
+        zones = self._zones()
         if check_revisions(findings, schedule, revisions):
             walk = AccountingWalk(
-                findings, schedule, revisions, since_ms=self.reader.since_ms, run_id=run_id
+                findings,
+                schedule,
+                revisions,
+                since_ms=self.reader.since_ms,
+                run_id=run_id,
+                switches=zones.switches,
             )
         _Stream(self.reader, findings, schedule, counts=counts, walk=walk, run_id=run_id).run()
-        check_schedule_row(findings, schedule, counts)
+        # The cursor was placed with the live revision's rules.
+        live = revisions[-1].rules if revisions else None
+        check_schedule_row(findings, schedule, counts, live or zones.recorded_rules())
         accounting = walk.finish() if walk is not None else Accounting()
         return schedule_verdict(schedule, counts, accounting)
 

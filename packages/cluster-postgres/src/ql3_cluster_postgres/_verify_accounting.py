@@ -17,7 +17,7 @@ whichever is earlier: every occurrence it decided lies before the next first cur
 admin places a cursor after the latest decided occurrence (issue 10.4). First cursors are checked
 exactly against the database time recorded with them (`placed_after_ms`), so no slack is needed
 for the moment between the admin's clock read and its insert. Cron math comes from
-`ql3_runtime_core`.
+`ql3_runtime_core`, with the zone rules each revision was computed with (`_verify_zones`).
 """
 
 from __future__ import annotations
@@ -35,14 +35,16 @@ from ql3_runtime_core import (
 )
 
 from ._admin_models import DefinitionColumns, definition_from_columns
+from ._verify_zones import ZONE_RULES_CHANGED, version_for, zone_skip_problems
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
-    from ql3_runtime_core import ScheduleDefinition
+    from ql3_runtime_core import ScheduleDefinition, ZoneRules
 
     from ._verify_report import Findings
     from ._verify_rules import Schedule
+    from ._verify_zones import VerifyZones
 
     # Names the `nth` run (0: the first) of an occurrence: (occurrence ms, nth) -> run id.
     RunNamer = Callable[[int, int], int]
@@ -57,8 +59,9 @@ __all__ = [
 ]
 
 MIGRATED = "migrated"
-# Revisions whose first cursor the admin placed from its clock (the others keep a cursor).
-_PLACED = frozenset({"created", "replaced"})
+# Revisions whose first cursor was placed from a database clock reading (the admin's, or the
+# instant adopted zone rules took effect); the others keep a cursor.
+_PLACED = frozenset({"created", "replaced", "zone_rules"})
 # Above every epoch-ms instant: "nothing awaited", "no window left".
 _NEVER: Final = 2**63
 
@@ -75,19 +78,27 @@ class Revision:
     created_at_ms: int
     ended_at_ms: int | None
     decided_before_ms: int | None
+    zone_rules_version: str
+    rules: ZoneRules | None  # None: that version's rule data is not stored
 
 
 @dataclass(frozen=True)
 class Skip:
-    """One skip record, read by name (`verify_schedule_skips.sql` selects these columns)."""
+    """One skip record, read by name (`verify_schedule_skips.sql` selects these columns).
+
+    A `misfire` record has a policy and a claim; a `zone_rules_changed` one names both versions.
+    """
 
     id: int
     schedule_id: int
     first_skipped_ms: int
     last_skipped_ms: int
     skipped_count: int
-    misfire_policy: str
-    claim_acquired_at_ms: int
+    reason: str
+    misfire_policy: str | None
+    claim_acquired_at_ms: int | None
+    zone_rules_from: str | None
+    zone_rules_to: str | None
     created_at_ms: int
 
 
@@ -106,20 +117,28 @@ class Accounting:
 class _Window:
     revision: Revision
     definition: ScheduleDefinition
+    rules: ZoneRules
     low: int
     # Exclusive, because a revision ends at a cursor: the cursor itself is still undecided and
     # belongs to whichever revision comes next.
     high: int
 
 
-def revision_from_row(row: dict[str, Any]) -> Revision:
+def revision_from_row(row: dict[str, Any], zones: VerifyZones) -> Revision:
     try:
         definition = definition_from_columns(DefinitionColumns.of(row))
     except Exception:  # noqa: BLE001  # any unreadable revision is a finding, not a crash
         definition = None
+    version = version_for(zones, row["zone_rules_version"], row["created_at_ms"])
     # The row's columns are named as Revision's fields (verify_revisions.sql), read by name.
-    fields = {name: row[name] for name in Revision.__dataclass_fields__ if name != "definition"}
-    return Revision(definition=definition, **fields)
+    computed = {"definition", "zone_rules_version", "rules"}
+    fields = {name: row[name] for name in Revision.__dataclass_fields__ if name not in computed}
+    return Revision(
+        definition=definition,
+        zone_rules_version=version,
+        rules=zones.rules(version),
+        **fields,
+    )
 
 
 def check_revisions(findings: Findings, schedule: Schedule, revisions: Sequence[Revision]) -> bool:
@@ -153,7 +172,17 @@ def _revisions_readable(
     if unreadable:
         findings.add("revision", schedule.id, f"revisions {unreadable} have unreadable definitions")
         return False
-    return True
+    unjudged = [rev for rev in revisions if rev.rules is None and _covers(rev)]
+    for rev in unjudged:
+        findings.add(
+            "revision",
+            schedule.id,
+            f"revision {rev.revision} was computed with zone rules tzdata"
+            f" {rev.zone_rules_version}, whose rule data the database does not hold: its"
+            " occurrences cannot be judged (store it with `ql3 migrate` from a node with that"
+            " tzdata)",
+        )
+    return not unjudged
 
 
 def _covers(revision: Revision) -> bool:
@@ -197,29 +226,41 @@ def _cursor_problems(revisions: Sequence[Revision]) -> list[str]:
         # A redefinition keeps the cursor: its range must continue exactly where the last ended.
         if rev.reason == "redefined" and rev.first_cursor_ms != before.end_cursor_ms
     ]
-    problems.extend(
-        f"revision {rev.revision} ({rev.reason}) starts at {rev.first_cursor_ms}, but the first"
-        f" occurrence after its placement at {rev.placed_after_ms} and after every decided"
-        f" occurrence ({rev.decided_before_ms}) is {_placed_cursor(rev)}"
-        for rev in revisions
-        if rev.reason in _PLACED and rev.first_cursor_ms != _placed_cursor(rev)
-    )
+    previous: list[Revision | None] = [None, *revisions[:-1]]
+    for before, rev in zip(previous, revisions, strict=True):
+        if rev.reason not in _PLACED:
+            continue
+        placed = _placed_cursor(rev, before)
+        if rev.first_cursor_ms != placed:
+            problems.append(
+                f"revision {rev.revision} ({rev.reason}) starts at {rev.first_cursor_ms}, but the"
+                f" first occurrence after its placement at {rev.placed_after_ms} and after every"
+                f" decided occurrence ({rev.decided_before_ms}) is {placed}"
+            )
     return problems
 
 
-def _placed_cursor(revision: Revision) -> int | None:
-    """Return the first cursor the admin had to place (see `_admin_plan.initial_cursor`)."""
-    definition = revision.definition
-    if definition is None or revision.placed_after_ms is None:
+def _placed_cursor(revision: Revision, before: Revision | None) -> int | None:
+    """Return the first cursor the admin had to place (see `_admin_plan.initial_cursor`).
+
+    A `zone_rules` revision whose predecessor's rules are not stored was opened by a switch that
+    could not count under the old rules: it kept the cursor as far as the new rules allow (the
+    first occurrence at or after where the predecessor ended), see `_zone_moves`.
+    """
+    definition, rules = revision.definition, revision.rules
+    if definition is None or rules is None or revision.placed_after_ms is None:
         return None
     # The same arithmetic as the admin's, redone here from what the revision recorded: the
     # checker must not trust the cursor the admin wrote, only recompute it.
     after = revision.placed_after_ms
+    kept = before is not None and before.rules is None and before.end_cursor_ms is not None
+    if revision.reason == "zone_rules" and kept and before is not None:
+        after = (before.end_cursor_ms or 0) - 1
     if definition.start_at_ms is not None:
         after = max(after, definition.start_at_ms - 1)
     if revision.decided_before_ms is not None:
         after = max(after, revision.decided_before_ms)
-    cursor = _next(definition, after)
+    cursor = _next(definition, after, rules)
     if definition.end_at_ms is not None and cursor > definition.end_at_ms:
         return None
     return cursor
@@ -234,8 +275,8 @@ def _windows(schedule: Schedule, revisions: Sequence[Revision]) -> list[_Window]
     """
     windows = []
     for index, rev in enumerate(revisions):
-        definition = rev.definition
-        if definition is None or rev.first_cursor_ms is None:
+        definition, rules = rev.definition, rev.rules
+        if definition is None or rules is None or rev.first_cursor_ms is None:
             continue
         low = rev.first_cursor_ms
         if definition.start_at_ms is not None:
@@ -252,12 +293,14 @@ def _windows(schedule: Schedule, revisions: Sequence[Revision]) -> list[_Window]
             high = min(high, later[0])
         if end_at is not None:
             high = min(high, end_at + 1)
-        windows.append(_Window(rev, definition, low, high))
+        windows.append(_Window(rev, definition, rules, low, high))
     ordered: list[_Window] = []
     for window in sorted(windows, key=lambda w: w.low):
         low = max(window.low, ordered[-1].high) if ordered else window.low
         if low < window.high:
-            ordered.append(_Window(window.revision, window.definition, low, window.high))
+            ordered.append(
+                _Window(window.revision, window.definition, window.rules, low, window.high)
+            )
     return ordered
 
 
@@ -279,8 +322,11 @@ class AccountingWalk:
         *,
         since_ms: int | None,
         run_id: RunNamer,
+        switches: dict[tuple[str, str], list[int]] | None = None,
     ) -> None:
         self.findings = findings
+        # Which zone rules version followed which, and when (`VerifyZones.switches`).
+        self.switches = switches or {}
         self.schedule = schedule
         self.revisions = revisions
         self.since_ms = since_ms
@@ -365,7 +411,12 @@ class AccountingWalk:
         )
         if nth is not None and legacy:
             # Admitted before accounting existed (schema 4): only its place on the cron is known.
-            if first.definition is not None and not _is_occurrence(first.definition, start):
+            definition, rules = first.definition, first.rules
+            if (
+                definition is not None
+                and rules is not None
+                and not _is_occurrence(definition, start, rules)
+            ):
                 findings.add(
                     "not_occurrence",
                     schedule.id,
@@ -415,6 +466,7 @@ class _Walk:
         self.schedule = owner.schedule
         self.window = window
         self.definition = window.definition
+        self.rules = window.rules
         self.start = start
         self.previous_run: int | None = None
         self.expected = 0
@@ -424,7 +476,9 @@ class _Walk:
     def _seek(self, after_ms: int) -> None:
         """Expect the first occurrence after `after_ms` (and restart the stream there)."""
         definition = self.definition
-        self._stream = occurrences_after_ms(definition.cron, definition.timezone, after_ms)
+        self._stream = occurrences_after_ms(
+            definition.cron, definition.timezone, after_ms, rules=self.rules
+        )
         self.expected = next(self._stream)
 
     def _expect_after(self, end_ms: int) -> None:
@@ -449,7 +503,7 @@ class _Walk:
         if start < self.start:  # begins before since_ms: it covers what it covers
             self._expect_at_least_after(end)
             return
-        if nth is not None and not _is_occurrence(definition, start):
+        if nth is not None and not _is_occurrence(definition, start, self.rules):
             revision = self.window.revision.revision
             self.findings.add(
                 "not_occurrence",
@@ -486,7 +540,7 @@ class _Walk:
         self._expect_after(end)
 
     def _expect_at_least_after(self, end_ms: int) -> None:
-        if _next(self.definition, end_ms) > self.expected:
+        if _next(self.definition, end_ms, self.rules) > self.expected:
             self._seek(end_ms)
 
     def finish(self) -> None:
@@ -494,7 +548,7 @@ class _Walk:
         if self.expected < window.high:
             result.missing += _gap(self.findings, self.schedule, window, self.expected, window.high)
         result.occurrences += count_occurrences_ms(
-            definition.cron, definition.timezone, self.start, window.high - 1
+            definition.cron, definition.timezone, self.start, window.high - 1, rules=self.rules
         )
         if result.range_start_ms is None:
             result.range_start_ms = self.start
@@ -503,10 +557,14 @@ class _Walk:
 
 def _gap(findings: Findings, schedule: Schedule, window: _Window, expected: int, until: int) -> int:
     """Report the occurrences in `[expected, until)` (none accounted for); return how many."""
-    definition = window.definition
-    missing = count_occurrences_ms(definition.cron, definition.timezone, expected, until - 1)
+    definition, rules = window.definition, window.rules
+    missing = count_occurrences_ms(
+        definition.cron, definition.timezone, expected, until - 1, rules=rules
+    )
     if missing:
-        last = latest_occurrence_ms(definition.cron, definition.timezone, until - 1, expected)
+        last = latest_occurrence_ms(
+            definition.cron, definition.timezone, until - 1, expected, rules=rules
+        )
         findings.add(
             "missing",
             schedule.id,
@@ -519,7 +577,26 @@ def _gap(findings: Findings, schedule: Schedule, window: _Window, expected: int,
 
 def _check_skip(owner: AccountingWalk, window: _Window, skip: Skip) -> None:
     """Check that a skip record holds exactly the missed occurrences its policy had to skip."""
-    definition = window.definition
+    if skip.reason == ZONE_RULES_CHANGED:
+        what = owner.describe(skip.first_skipped_ms, skip.last_skipped_ms, None, skip)
+        revision = window.revision
+        for problem in zone_skip_problems(
+            skip,
+            window.definition,
+            window.rules,
+            revision_version=revision.zone_rules_version,
+            window_high=window.high,
+            switches=owner.switches,
+        ):
+            owner.findings.add("skip_record", owner.schedule.id, f"{what} {problem}")
+        return
+    _check_misfire_skip(owner, window, skip)
+
+
+def _check_misfire_skip(owner: AccountingWalk, window: _Window, skip: Skip) -> None:
+    """Check a misfire record: the missed occurrences its policy had to skip, exactly."""
+    definition, rules = window.definition, window.rules
+    acquired = skip.claim_acquired_at_ms if skip.claim_acquired_at_ms is not None else 0
     first, last = skip.first_skipped_ms, skip.last_skipped_ms
     grace = definition.misfire_grace_ms
     problems: list[str] = []
@@ -528,20 +605,18 @@ def _check_skip(owner: AccountingWalk, window: _Window, skip: Skip) -> None:
             f"records policy {skip.misfire_policy!r}, its revision has"
             f" {definition.misfire_policy.value!r}"
         )
-    if not (_is_occurrence(definition, first) and _is_occurrence(definition, last)):
+    if not (_is_occurrence(definition, first, rules) and _is_occurrence(definition, last, rules)):
         problems.append("does not begin and end on occurrences")
     else:
-        exact = count_occurrences_ms(definition.cron, definition.timezone, first, last)
+        exact = count_occurrences_ms(definition.cron, definition.timezone, first, last, rules=rules)
         if exact != skip.skipped_count:
             problems.append(f"counts {skip.skipped_count} occurrences, its range holds {exact}")
-    if skip.claim_acquired_at_ms - last <= grace:
-        problems.append(
-            f"skips {last}, on time at the claim {skip.claim_acquired_at_ms} (grace {grace} ms)"
-        )
+    if acquired - last <= grace:
+        problems.append(f"skips {last}, on time at the claim {acquired} (grace {grace} ms)")
     if last >= window.high:
         problems.append(f"reaches past the end of its revision's range ({window.high})")
-    following = _next(definition, last)
-    missed_too = skip.claim_acquired_at_ms - following > grace and (
+    following = _next(definition, last, rules)
+    missed_too = acquired - following > grace and (
         definition.end_at_ms is None or following <= definition.end_at_ms
     )
     if definition.misfire_policy is MisfirePolicy.SKIP and missed_too:
@@ -557,9 +632,9 @@ def _check_skip(owner: AccountingWalk, window: _Window, skip: Skip) -> None:
         )
 
 
-def _next(definition: ScheduleDefinition, after_ms: int) -> int:
-    return next_occurrence_ms(definition.cron, definition.timezone, after_ms)
+def _next(definition: ScheduleDefinition, after_ms: int, rules: ZoneRules) -> int:
+    return next_occurrence_ms(definition.cron, definition.timezone, after_ms, rules=rules)
 
 
-def _is_occurrence(definition: ScheduleDefinition, at_ms: int) -> bool:
-    return _next(definition, at_ms - 1) == at_ms
+def _is_occurrence(definition: ScheduleDefinition, at_ms: int, rules: ZoneRules) -> bool:
+    return _next(definition, at_ms - 1, rules) == at_ms

@@ -18,6 +18,8 @@ from ._verify_report import ScheduleVerdict
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ql3_runtime_core import ZoneRules
+
     from ._verify_accounting import Accounting
     from ._verify_report import Findings
 
@@ -215,8 +217,10 @@ class RunCounts:
     newest_created_ms: int = 0
 
 
-def check_schedule_row(findings: Findings, schedule: Schedule, counts: RunCounts) -> None:
-    """Check the schedule row against its runs: its commit time, then its cursor."""
+def check_schedule_row(
+    findings: Findings, schedule: Schedule, counts: RunCounts, rules: ZoneRules
+) -> None:
+    """Check the schedule row against its runs: its commit time, then its cursor (by `rules`)."""
     if counts.newest_id is not None and schedule.updated_at_ms < counts.newest_created_ms:
         findings.add(
             "time_backwards",
@@ -224,7 +228,7 @@ def check_schedule_row(findings: Findings, schedule: Schedule, counts: RunCounts
             f"schedule updated_at_ms {schedule.updated_at_ms} is before the commit time"
             f" {counts.newest_created_ms} of its latest run {counts.newest_id}",
         )
-    _check_cursor(findings, schedule, counts.latest_ms)
+    _check_cursor(findings, schedule, counts.latest_ms, rules)
 
 
 def schedule_verdict(
@@ -248,11 +252,13 @@ def schedule_verdict(
     )
 
 
-def _is_occurrence(definition: ScheduleDefinition, at_ms: int) -> bool:
-    return next_occurrence_ms(definition.cron, definition.timezone, at_ms - 1) == at_ms
+def _is_occurrence(definition: ScheduleDefinition, at_ms: int, rules: ZoneRules) -> bool:
+    return next_occurrence_ms(definition.cron, definition.timezone, at_ms - 1, rules=rules) == at_ms
 
 
-def _check_cursor(findings: Findings, schedule: Schedule, latest: int | None) -> None:
+def _check_cursor(
+    findings: Findings, schedule: Schedule, latest: int | None, rules: ZoneRules
+) -> None:
     """Check an active or paused schedule's cursor against its cron and its latest run."""
     cursor = schedule.next_due_at_ms
     if schedule.state not in ("active", "paused") or cursor is None:
@@ -261,7 +267,7 @@ def _check_cursor(findings: Findings, schedule: Schedule, latest: int | None) ->
     problems = []
     if latest is not None and cursor <= latest:
         problems.append(f"is not after the latest admitted occurrence {latest}")
-    if not _is_occurrence(definition, cursor):
+    if not _is_occurrence(definition, cursor, rules):
         problems.append(f"is not an occurrence of {definition.cron!r} in {definition.timezone}")
     if (
         schedule.state == "active"

@@ -1,35 +1,53 @@
-"""The zone rules version every replica must decide with, recorded in the database (issue 10.3).
+"""The database as the zone authority: the recorded version, its history and every version's data.
 
-Zone rules come from the pinned `tzdata` package (`ql3_runtime_core.zone_rules_version()`). The
-database records one version in `ql3.zone_rules`; a replica whose version differs claims nothing
-(the claim statement compares the two), so two sets of zone rules never decide at once. The
-record is written by `ql3 migrate` when none exists (`record_zone_rules`) and switched only by an
-explicit operator step, `ql3 zone-rules adopt` (`adopt_zone_rules`). Times are database times.
+Zone rules are versioned (`tzdata` releases). The database records one version in
+`ql3.zone_rules` (the one every decision uses), the history of the versions that were in force
+with the instant each one took effect (`ql3.zone_rule_versions`), and the rule data, every zone's
+TZif bytes, of each version it records (`ql3.zone_rule_data`). Replicas, admins and `ql3 verify`
+compute with rules loaded from there (`connection_zone_rules`, `load_recorded_zone_rules`), never
+with their node's tzdata: a node's version matters only when it uploads its data.
+
+`record_zone_rules` (`ql3 migrate`) records the node's version when none is recorded and uploads
+the node's data for a version the database knows without its data; switching the recorded version
+is `adopt_zone_rules` (`_zone_adopt`). Times are database times.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import psycopg
 from psycopg.rows import class_row
 from pydantic import BaseModel, ConfigDict
-from ql3_runtime_core import zone_rules_version
+from ql3_runtime_core import ZoneRules, wheel_zone_data, zone_rules_version
 
 from ._connect import ConnectionOptions, connect, wrap_error
-from ._errors import DatabaseError
+from ._errors import DatabaseError, ZoneRulesUnavailableError
+from ._rows import named_row
 from ._sql import query
+from ._zone_moves import ZoneMove
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
 
 __all__ = [
+    "ZoneRuleVersion",
     "ZoneRulesChange",
     "ZoneRulesRecord",
-    "adopt_zone_rules",
+    "append_zone_rule_version",
+    "connection_zone_rules",
+    "load_recorded_zone_rules",
+    "node_zone_data",
+    "read_zone_bytes",
+    "read_zone_rule_history",
     "read_zone_rules",
     "record_zone_rules",
+    "stored_zone_count",
+    "upload_zone_data",
 ]
 
 _MODEL = ConfigDict(frozen=True, extra="forbid")
-_APPLICATION_NAME: Final = "ql3-zone-rules"
+APPLICATION_NAME: Final = "ql3-zone-rules"
 
 
 class ZoneRulesRecord(BaseModel):
@@ -46,11 +64,31 @@ class ZoneRulesRecord(BaseModel):
     recorded_by: str
 
 
+class ZoneRuleVersion(BaseModel):
+    """One version in the history: when it took effect and was superseded (None: in force).
+
+    `zones` counts the zones whose rule data the database stores for it (0: not known).
+    """
+
+    model_config = _MODEL
+
+    seq: int
+    version: str
+    took_effect_at_ms: int
+    superseded_at_ms: int | None
+    recorded_by: str
+    zones: int
+
+
 class ZoneRulesChange(BaseModel):
-    """What `record_zone_rules` or `adopt_zone_rules` found and left.
+    """What `record_zone_rules` or `adopt_zone_rules` found, did (or, dry, would do) and left.
 
     `previous` is the version recorded before (None: none was); `fenced_claims` counts claims
-    taken under the previous rules whose commit will now fail its fence (raced).
+    taken under the previous rules whose commit will now fail its fence (raced). `stored_zones`
+    counts the zones whose data this call stored. `changed_zones` are the zones in use whose rule
+    data differs between the two versions, and `moves` what happened to each schedule in them;
+    `old_rules_known` is False when the previous version's data was not stored (then every zone
+    counts as changed and nothing could be counted under the old rules).
     """
 
     model_config = _MODEL
@@ -58,20 +96,54 @@ class ZoneRulesChange(BaseModel):
     previous: str | None
     current: ZoneRulesRecord
     fenced_claims: int = 0
+    stored_zones: int = 0
+    changed_zones: tuple[str, ...] = ()
+    moves: tuple[ZoneMove, ...] = ()
+    old_rules_known: bool = True
+    dry_run: bool = False
 
     @property
     def changed(self) -> bool:
-        """True when this call wrote a new recorded version."""
+        """True when this call wrote (or, dry, would write) a new recorded version."""
         return self.previous != self.current.version
+
+
+class _Upload(NamedTuple):
+    stored: int
+    differing: int
+
+
+class _Zones(NamedTuple):
+    zones: int
+
+
+class _ZoneBytes(NamedTuple):
+    zone: str
+    tzif: bytes
 
 
 # Rarely run, and the rows become public models anyway: class_row into the model itself.
 _RECORD = class_row(ZoneRulesRecord)
+_HISTORY = class_row(ZoneRuleVersion)
+_UPLOAD = named_row(_Upload)
+_ZONES = named_row(_Zones)
+_ZONE_BYTES = named_row(_ZoneBytes)
 
 
-def _connect(conninfo: str, action: str) -> psycopg.Connection[Any]:
-    """Open an autocommit connection through the package's factory (adopt opens a transaction)."""
-    return connect(ConnectionOptions(conninfo, application_name=_APPLICATION_NAME), action)
+def open_zone_connection(conninfo: str, action: str) -> psycopg.Connection[Any]:
+    """Open an autocommit connection through the package's factory (callers open transactions)."""
+    return connect(ConnectionOptions(conninfo, application_name=APPLICATION_NAME), action)
+
+
+def node_zone_data(
+    version: str | None, data: Mapping[str, bytes] | None
+) -> dict[str, bytes] | None:
+    """Return the rule data a node can give for `version`: `data`, or its wheel's for its own."""
+    if data is not None:
+        return dict(data)
+    if version is None or version == zone_rules_version():
+        return wheel_zone_data()
+    return None
 
 
 def read_zone_rules(conninfo: str) -> ZoneRulesRecord | None:
@@ -82,75 +154,155 @@ def read_zone_rules(conninfo: str) -> ZoneRulesRecord | None:
 
     """
     action = "zone rules: read"
-    with _connect(conninfo, action) as conn:
+    with open_zone_connection(conninfo, action) as conn:
         try:
             return conn.cursor(row_factory=_RECORD).execute(query("read_zone_rules")).fetchone()
         except psycopg.Error as exc:
             raise wrap_error(exc, action) from exc
 
 
-def record_zone_rules(conninfo: str, *, version: str | None = None) -> ZoneRulesChange:
-    """Record `version` (default: this node's) unless a version is recorded already.
-
-    `ql3 migrate` calls it after the migrations; an existing record is never replaced here.
-
-    Raises:
-        DatabaseError: the statement failed.
-
-    """
-    wanted = version or zone_rules_version()
-    action = "zone rules: record"
-    with _connect(conninfo, action) as conn:
+def read_zone_rule_history(conninfo: str) -> list[ZoneRuleVersion]:
+    """Return every version that was recorded, in the order they took effect (database times)."""
+    action = "zone rules: read history"
+    with open_zone_connection(conninfo, action) as conn:
         try:
-            records = conn.cursor(row_factory=_RECORD)
-            # INSERT ... ON CONFLICT DO NOTHING: no row back means a version was recorded already,
-            # which is then read (and kept: switching it is `adopt`'s job).
-            inserted = records.execute(query("record_zone_rules"), {"version": wanted}).fetchone()
-            if inserted is not None:
-                return ZoneRulesChange(previous=None, current=inserted)
-            current = records.execute(query("read_zone_rules")).fetchone()
+            return (
+                conn.cursor(row_factory=_HISTORY)
+                .execute(query("read_zone_rule_history"))
+                .fetchall()
+            )
         except psycopg.Error as exc:
             raise wrap_error(exc, action) from exc
-    if current is None:  # pragma: no cover - the conflicting row was deleted in between
-        raise DatabaseError(f"{action}: no record after a conflicting insert; run it again")
-    return ZoneRulesChange(previous=current.version, current=current)
 
 
-def adopt_zone_rules(conninfo: str, *, version: str | None = None) -> ZoneRulesChange:
-    """Switch the recorded zone rules to `version` (default: this node's), in one transaction.
+def record_zone_rules(
+    conninfo: str, *, version: str | None = None, data: Mapping[str, bytes] | None = None
+) -> ZoneRulesChange:
+    """Record `version` (default: this node's) unless one is recorded, and store known rule data.
 
-    Claims taken under the previous rules are fenced (their commit races), and idle replicas are
-    woken, so from the commit on only replicas with the new rules decide. Adopting the version
-    already recorded changes nothing. Needs role ql3_admin (or the owner).
+    `ql3 migrate` calls it after the migrations; an existing record is never replaced here. The
+    rule data of `version` (`data`, or this node's wheel for its own version) is stored when the
+    database has that version in its history but not its data: a database upgraded from a schema
+    without rule data gets the data of its recorded version from a node that has it.
 
     Raises:
-        DatabaseError: the transaction failed (nothing changed).
+        DatabaseError: a statement failed (nothing changed).
 
     """
     wanted = version or zone_rules_version()
-    action = "zone rules: adopt"
-    with _connect(conninfo, action) as conn:
+    offered = node_zone_data(wanted, data)
+    action = "zone rules: record"
+    with open_zone_connection(conninfo, action) as conn:
         try:
             with conn.transaction():
-                return _adopt(conn, wanted)
+                return _record(conn, wanted, offered)
         except psycopg.Error as exc:
             raise wrap_error(exc, action) from exc
 
 
-def _adopt(conn: psycopg.Connection[Any], wanted: str) -> ZoneRulesChange:
+def _record(
+    conn: psycopg.Connection[Any], wanted: str, offered: dict[str, bytes] | None
+) -> ZoneRulesChange:
     records = conn.cursor(row_factory=_RECORD)
-    previous = records.execute(query("lock_zone_rules")).fetchone()
-    if previous is not None and previous.version == wanted:
-        # Nothing to switch: fencing claims here would make replicas lose work for nothing.
-        return ZoneRulesChange(previous=wanted, current=previous)
-    adopted = records.execute(query("adopt_zone_rules"), {"version": wanted}).fetchone()
-    if adopted is None:  # pragma: no cover - an upsert always returns its row
-        raise DatabaseError("zone rules: adopt: the upsert returned no row")
-    # Only the count matters: one row per claim whose commit will now race.
-    fenced = conn.execute(query("fence_claims_for_zone_rules")).rowcount
-    conn.execute(query("notify_schedule_changed"), {"reason": "zone_rules"})
-    return ZoneRulesChange(
-        previous=None if previous is None else previous.version,
-        current=adopted,
-        fenced_claims=fenced,
+    # INSERT ... ON CONFLICT DO NOTHING: no row back means a version was recorded already, which
+    # is then read (and kept: switching it is `adopt`'s job).
+    inserted = records.execute(query("record_zone_rules"), {"version": wanted}).fetchone()
+    if inserted is not None:
+        append_zone_rule_version(conn)
+    current = inserted or records.execute(query("read_zone_rules")).fetchone()
+    if current is None:  # pragma: no cover - the conflicting row was deleted in between
+        raise DatabaseError("zone rules: record: no record after a conflicting insert; run again")
+    stored = 0
+    known = {
+        row.version
+        for row in conn.cursor(row_factory=_HISTORY).execute(query("read_zone_rule_history"))
+    }
+    if offered is not None and wanted in known and stored_zone_count(conn, wanted) == 0:
+        stored = upload_zone_data(conn, wanted, offered)
+        # A replica waiting for the recorded rules' data loads it at once.
+        conn.execute(query("notify_schedule_changed"), {"reason": "zone_rules"})
+    previous = None if inserted is not None else current.version
+    return ZoneRulesChange(previous=previous, current=current, stored_zones=stored)
+
+
+def append_zone_rule_version(conn: psycopg.Connection[Any]) -> None:
+    """After ql3.zone_rules was written in this transaction: close the old span, open the new."""
+    conn.execute(query("supersede_zone_rule_version"))
+    conn.execute(query("append_zone_rule_version"))
+
+
+def stored_zone_count(conn: psycopg.Connection[Any], version: str) -> int:
+    """Return how many zones the database stores for `version` (0: its rules are not known)."""
+    row = (
+        conn.cursor(row_factory=_ZONES)
+        .execute(query("count_zone_rule_data"), {"version": version})
+        .fetchone()
     )
+    return 0 if row is None else row.zones
+
+
+def upload_zone_data(conn: psycopg.Connection[Any], version: str, data: Mapping[str, bytes]) -> int:
+    """Store `version`'s rule data (zones already stored stay); return how many were stored.
+
+    Raises:
+        DatabaseError: the database stores other bytes for one of these zones under this version
+            (a version name must mean one set of rules).
+
+    """
+    zones = sorted(data)
+    params = {"version": version, "zones": zones, "tzifs": [data[zone] for zone in zones]}
+    row = (
+        conn.cursor(row_factory=_UPLOAD).execute(query("upload_zone_rule_data"), params).fetchone()
+    )
+    if row is None:  # pragma: no cover - the statement always returns one row
+        raise DatabaseError("zone rules: upload: the statement returned no row")
+    if row.differing:
+        msg = (
+            f"zone rules: the database stores other rule data for {row.differing} zone(s) of"
+            f" tzdata {version} than this node has; refusing to mix them"
+        )
+        raise DatabaseError(msg)
+    return row.stored
+
+
+def read_zone_bytes(
+    conn: psycopg.Connection[Any], version: str, zones: Iterable[str]
+) -> dict[str, bytes]:
+    """Return the stored TZif bytes of `zones` in `version` (a zone it lacks is absent)."""
+    params = {"version": version, "zones": sorted(set(zones))}
+    rows = conn.cursor(row_factory=_ZONE_BYTES).execute(query("read_zone_rule_data"), params)
+    return {row.zone: bytes(row.tzif) for row in rows}
+
+
+def connection_zone_rules(
+    connection: Callable[[], psycopg.Connection[Any]], version: str
+) -> ZoneRules:
+    """Return `version`'s stored rules, each zone read on first use through `connection()`.
+
+    For callers computing inside their own transaction (the admin, verify): the zone is read in
+    it. A driver error while reading propagates to that caller, which wraps it.
+    """
+
+    def read_zone(name: str) -> bytes | None:
+        return read_zone_bytes(connection(), version, [name]).get(name)
+
+    return ZoneRules(version, read_zone)
+
+
+def load_recorded_zone_rules(conninfo: str, zones: Iterable[str]) -> ZoneRules:
+    """Return the recorded rules holding `zones` (read now; other zones are unknown to them).
+
+    Raises:
+        ZoneRulesUnavailableError: no version is recorded, or its rule data is not stored.
+
+    """
+    action = "zone rules: load"
+    with open_zone_connection(conninfo, action) as conn:
+        try:
+            record = conn.cursor(row_factory=_RECORD).execute(query("read_zone_rules")).fetchone()
+            version = None if record is None else record.version
+            if version is None or stored_zone_count(conn, version) == 0:
+                raise ZoneRulesUnavailableError(version, zone_rules_version(), action)
+            return ZoneRules.from_data(version, read_zone_bytes(conn, version, zones))
+        except psycopg.Error as exc:
+            raise wrap_error(exc, action) from exc

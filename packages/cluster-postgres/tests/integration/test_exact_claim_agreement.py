@@ -23,6 +23,7 @@ from ql3_runtime_core import (
     CommitStatus,
     resolve_cluster_schedule_decision,
     same_claim,
+    zone_rules_version,
 )
 from repo_helpers import command, make_schedules
 
@@ -88,7 +89,9 @@ CASES: dict[str, tuple[_Change, bool]] = {
 def _commit(repo: PostgresScheduleRepository, claim: ClusterScheduleClaim) -> bool:
     decision = resolve_cluster_schedule_decision(claim, 256)
     # Built directly, not normalized: the claim is forged on purpose, the fence must judge it.
-    batch = repo.commit_decisions([ClaimCommit(claim=claim, decision=decision)])
+    batch = repo.commit_decisions(
+        [ClaimCommit(claim=claim, decision=decision, zone_rules_version=zone_rules_version())]
+    )
     return batch.outcomes[0].status is CommitStatus.COMMITTED
 
 

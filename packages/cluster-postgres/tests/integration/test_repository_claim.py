@@ -56,6 +56,8 @@ def test_claim_sends_one_clock_read_and_no_time_parameter(
     """The claim SQL on the wire reads clock_timestamp() once; its 5 parameters hold no time."""
     make_schedules(ql3_db, 2)
     with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        # The replica loads the recorded zone rules first; the traced claim then carries them.
+        assert repo.read_cluster_state().zone_rules.agrees
         conn = repo._connection()
         trace_path = tmp_path / "claim.trace"
         with trace_path.open("w") as trace_file:

@@ -16,6 +16,7 @@ from ql3_runtime_core import (
     RepositoryUnavailableError,
     ScheduleDecision,
     ScheduleState,
+    zone_rules_version,
 )
 from ql3_testkit import WireFaultProxy
 from repo_helpers import (
@@ -277,6 +278,7 @@ def test_resolve_a_decision_admitting_nothing(ql3_db: Ql3Database) -> None:
                 state=ScheduleState.ACTIVE,
                 observed_at_ms=claim.claim_acquired_at_ms,
             ),
+            zone_rules_version=zone_rules_version(),
         )
         assert repo.commit_decisions([empty]).outcomes[0].status is CommitStatus.COMMITTED
         resolved = repo.resolve_uncertain_commit(empty)

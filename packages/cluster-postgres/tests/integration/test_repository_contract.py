@@ -23,6 +23,7 @@ from ql3_runtime_core import (
     checked_commit,
     resolve_cluster_schedule_decision,
     same_claim,
+    zone_rules_version,
 )
 from repo_helpers import command, decide, fetch, history_counts, make_schedules
 
@@ -102,7 +103,9 @@ def test_commit_fences_on_the_exact_claim(
     shift = 1 if field == "version" else -1
     forged = claim.model_copy(update={field: getattr(claim, field) + shift})
     decision = resolve_cluster_schedule_decision(forged, 256)
-    outcome = repository.commit_decisions([ClaimCommit(claim=forged, decision=decision)])
+    outcome = repository.commit_decisions(
+        [ClaimCommit(claim=forged, decision=decision, zone_rules_version=zone_rules_version())]
+    )
     assert outcome.outcomes[0].status is CommitStatus.RACED
     assert history_counts(ql3_db) == (0, 0, 0)
     assert repository.commit_decisions([decide(claim)]).outcomes[0].status is (
@@ -183,9 +186,16 @@ def test_statement_observer_sees_each_statement_and_its_parameters(ql3_db: Ql3Da
         ql3_db.dsn("runtime"),
         statement_observer=lambda name, sql, params: seen.append((name, sql, dict(params))),
     ) as repo:
+        repo.read_cluster_state()  # loads the recorded zone rules version
+        seen.clear()
         (claim,) = repo.claim_due_schedules(command(), 1)
         repo.commit_decisions([decide(claim)])
-    assert [name for name, _, _ in seen] == ["claim_due_schedules", "commit_decisions"]
+    # The claimed schedule's zone is read once (per version and zone), before any decision.
+    assert [name for name, _, _ in seen] == [
+        "claim_due_schedules",
+        "read_zone_rule_data",
+        "commit_decisions",
+    ]
     claim_sql, claim_params = seen[0][1], seen[0][2]
     assert claim_sql.count("clock_timestamp()") == 1
     assert sorted(claim_params) == [
@@ -195,4 +205,4 @@ def test_statement_observer_sees_each_statement_and_its_parameters(ql3_db: Ql3Da
         "owner_id",
         "zone_rules_version",
     ]
-    assert seen[1][1].count("clock_timestamp()") == 1
+    assert seen[2][1].count("clock_timestamp()") == 1

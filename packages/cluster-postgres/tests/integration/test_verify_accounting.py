@@ -56,10 +56,12 @@ def test_an_outage_under_a_dropping_policy_is_fully_accounted_for(
     (skipped,) = _cycle(ql3_db)
     assert skipped >= 15 * 60 - 3
     _wait_a_second(ql3_db)
-    _cycle(ql3_db)
+    # The next cycle may come more than the 1 s grace after its occurrence (a loaded machine,
+    # a cursor just past a second boundary): then it skips that one too, in a record of its own.
+    (later,) = _cycle(ql3_db)
     report = _verify(ql3_db)
     assert report.ok, report.lines()
-    assert report.skipped == skipped
+    assert report.skipped == skipped + later
     assert report.missing == 0
     assert report.expected == report.admitted
 

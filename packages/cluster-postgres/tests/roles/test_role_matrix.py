@@ -124,8 +124,34 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         "update:rules": "UPDATE ql3.zone_rules SET version = version,"
         " recorded_at_ms = recorded_at_ms, recorded_by = recorded_by",
         "update:identity": "UPDATE ql3.zone_rules SET singleton = singleton",
+        # What a commit does to order itself with an adopt (migrations/0006).
+        "lock": "SELECT version FROM ql3.zone_rules FOR KEY SHARE",
         "delete": "DELETE FROM ql3.zone_rules",
         "truncate": "TRUNCATE ql3.zone_rules",
+    },
+    # The seed stores a version 'seed' (zone UTC) and supersedes every history row, so that a
+    # probe may insert the one current row.
+    "zone_rule_data": {
+        "select": "SELECT * FROM ql3.zone_rule_data",
+        "insert": "INSERT INTO ql3.zone_rule_data (version, zone, tzif)"
+        " SELECT 'seed', 'Etc/UTC', tzif FROM ql3.zone_rule_data"
+        " WHERE version = 'seed' AND zone = 'UTC'",
+        "update:all": "UPDATE ql3.zone_rule_data SET version = version, zone = zone, tzif = tzif"
+        " WHERE version = 'seed' AND zone = 'UTC'",
+        "delete": "DELETE FROM ql3.zone_rule_data WHERE version = 'seed' AND zone = 'UTC'",
+        "truncate": "TRUNCATE ql3.zone_rule_data",
+    },
+    "zone_rule_versions": {
+        "select": "SELECT * FROM ql3.zone_rule_versions",
+        "insert": "INSERT INTO ql3.zone_rule_versions (version, took_effect_at_ms, recorded_by)"
+        " VALUES ('probe', 5, 'probe')",
+        "update:superseded": "UPDATE ql3.zone_rule_versions SET superseded_at_ms ="
+        " superseded_at_ms WHERE seq = %(zone_version)s",
+        "update:identity": "UPDATE ql3.zone_rule_versions SET version = version,"
+        " took_effect_at_ms = took_effect_at_ms, recorded_by = recorded_by"
+        " WHERE seq = %(zone_version)s",
+        "delete": "DELETE FROM ql3.zone_rule_versions WHERE seq = %(zone_version)s",
+        "truncate": "TRUNCATE ql3.zone_rule_versions",
     },
     "skipped_occurrences": {
         "select": "SELECT * FROM ql3.skipped_occurrences",
@@ -133,6 +159,10 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         " last_skipped_ms, skipped_count, misfire_policy, claim_acquired_at_ms, owner_id,"
         " claim_token, created_at_ms)"
         " VALUES (%(schedule)s, 1, 1, 1, 'skip', 2, 'probe', gen_random_uuid(), 2)",
+        "insert:zone_rules": "INSERT INTO ql3.skipped_occurrences (schedule_id,"
+        " first_skipped_ms, last_skipped_ms, skipped_count, reason, zone_rules_from,"
+        " zone_rules_to, created_at_ms)"
+        " VALUES (%(schedule)s, 1, 1, 1, 'zone_rules_changed', 'old', 'new', 2)",
         "update:all": "UPDATE ql3.skipped_occurrences SET schedule_id = schedule_id,"
         " first_skipped_ms = first_skipped_ms, last_skipped_ms = last_skipped_ms,"
         " skipped_count = skipped_count, misfire_policy = misfire_policy,"
@@ -169,7 +199,7 @@ PROBES: Final[dict[str, dict[str, str]]] = {
 }
 
 _READERS = frozenset({"owner", "admin", "runtime", "worker_ingress"})
-# The design (SPEC §5, migrations 0002 to 0005): (table, probe) -> roles allowed.
+# The design (SPEC §5, migrations 0002 to 0006): (table, probe) -> roles allowed.
 # Anything absent is allowed to the owner only.
 ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("tasks", "select"): _READERS,
@@ -196,6 +226,8 @@ ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("events", "insert"): frozenset({"owner", "runtime", "worker_ingress"}),
     ("skipped_occurrences", "select"): frozenset({"owner", "admin", "runtime"}),
     ("skipped_occurrences", "insert"): frozenset({"owner", "runtime"}),
+    # An adopt's records of what the old zone rules had due; the runtime may not name versions.
+    ("skipped_occurrences", "insert:zone_rules"): frozenset({"owner", "admin"}),
     ("schedule_revisions", "select"): frozenset({"owner", "admin"}),
     ("schedule_revisions", "insert"): frozenset({"owner", "admin"}),
     ("schedule_revisions", "update:end"): frozenset({"owner", "admin"}),
@@ -203,6 +235,15 @@ ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("zone_rules", "select"): frozenset({"owner", "admin", "runtime"}),
     ("zone_rules", "upsert"): frozenset({"owner", "admin"}),
     ("zone_rules", "update:rules"): frozenset({"owner", "admin"}),
+    # The runtime's only write privilege here (`singleton`, whose one allowed value it holds) is
+    # what PostgreSQL asks for the FOR KEY SHARE lock a commit takes.
+    ("zone_rules", "update:identity"): frozenset({"owner", "runtime"}),
+    ("zone_rules", "lock"): frozenset({"owner", "admin", "runtime"}),
+    ("zone_rule_data", "select"): frozenset({"owner", "admin", "runtime"}),
+    ("zone_rule_data", "insert"): frozenset({"owner", "admin"}),
+    ("zone_rule_versions", "select"): frozenset({"owner", "admin", "runtime"}),
+    ("zone_rule_versions", "insert"): frozenset({"owner", "admin"}),
+    ("zone_rule_versions", "update:superseded"): frozenset({"owner", "admin"}),
 }
 
 
@@ -267,6 +308,15 @@ def _seed(conn: psycopg.Connection[Any]) -> dict[str, int]:
         " gen_random_uuid(), 1) RETURNING id",
         ids,
     )
+    conn.execute(
+        "INSERT INTO ql3.zone_rule_data (version, zone, tzif) SELECT 'seed', zone, tzif"
+        " FROM ql3.zone_rule_data WHERE zone = 'UTC' LIMIT 1"
+    )
+    conn.execute(
+        "UPDATE ql3.zone_rule_versions SET superseded_at_ms = took_effect_at_ms"
+        " WHERE superseded_at_ms IS NULL"
+    )
+    ids["zone_version"] = one("SELECT max(seq) FROM ql3.zone_rule_versions")
     # An ended revision 1, so that a probe may insert a live revision 2.
     one(
         "INSERT INTO ql3.schedule_revisions (schedule_id, revision, reason, cron, timezone,"
@@ -360,6 +410,8 @@ def test_matrix_covers_every_table_and_role() -> None:
         "schedule_revisions",
         "schema_migrations",
         "zone_rules",
+        "zone_rule_data",
+        "zone_rule_versions",
     }
     for table, probe in ALLOWED:
         assert probe in PROBES[table]

@@ -83,7 +83,13 @@ from ._repository import (
     quarantine_reason,
 )
 from ._summary import CycleSummary, summarize_cycle
-from ._zones import load_timezone, zone_rules_version
+from ._zones import (
+    ZoneRules,
+    load_timezone,
+    wheel_zone_data,
+    wheel_zone_rules,
+    zone_rules_version,
+)
 
 __version__ = _version("ql3-runtime-core")
 
@@ -143,6 +149,7 @@ __all__ = [
     "TaskExecution",
     "UnknownTimezoneError",
     "WorkerRepository",
+    "ZoneRules",
     "ZoneRulesCheck",
     "__version__",
     "checked_commit",
@@ -159,5 +166,7 @@ __all__ = [
     "same_claim",
     "summarize_cycle",
     "validate_cron_expression",
+    "wheel_zone_data",
+    "wheel_zone_rules",
     "zone_rules_version",
 ]

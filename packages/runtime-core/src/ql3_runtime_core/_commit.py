@@ -3,10 +3,14 @@
 A decision reaches the repository only as a `ClaimCommit`, and the only way to build one is
 `checked_commit`, which refuses anything a correct decision could not have produced. It changes
 nothing it is given (the name it had, `normalize_commit`, promised otherwise): it checks, then
-pairs the claim with its decision.
+pairs the claim with its decision and names the zone rules version the decision was made with,
+which the commit compares with the recorded one: a decision made under rules that are no longer
+recorded is never written.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
@@ -14,25 +18,39 @@ from ._contracts import ClusterScheduleClaim, MisfirePolicy, ScheduleState
 from ._cron import count_occurrences_ms, next_occurrence_ms
 from ._decision import ScheduleDecision
 from ._errors import InvalidDecisionError
+from ._zones import wheel_zone_rules
+
+if TYPE_CHECKING:
+    from ._zones import ZoneRules
 
 __all__ = ["ClaimCommit", "checked_commit"]
 
 
 class ClaimCommit(BaseModel):
-    """A claim paired with the decision made from it, checked by `checked_commit`."""
+    """A claim paired with the decision made from it, checked by `checked_commit`.
+
+    `zone_rules_version` names the zone rules the decision was computed with; the commit writes
+    nothing unless it is still the recorded version.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     claim: ClusterScheduleClaim
     decision: ScheduleDecision
+    zone_rules_version: str
 
 
 def checked_commit(
     claim: ClusterScheduleClaim,
     decision: ScheduleDecision,
     budget: int,
+    *,
+    rules: ZoneRules | None = None,
 ) -> ClaimCommit:
     """Check `decision` against `claim` and return the pair ready to commit.
+
+    `rules` must be the zone rules the decision was made with (default: this node's tzdata
+    wheel): the checks compute with them and the commit is fenced on their version.
 
     Raises:
         InvalidDecisionError: the decision observed another time than the claim's acquired time,
@@ -54,10 +72,11 @@ def checked_commit(
             "schedule_id",
             f"decision is for schedule {decision.schedule_id}, claim for {claim.schedule_id}",
         )
+    rules = rules or wheel_zone_rules()
     _check_occurrences(claim, decision, budget)
     _check_cursor(claim, decision)
-    _check_skipped(claim, decision)
-    return ClaimCommit(claim=claim, decision=decision)
+    _check_skipped(claim, decision, rules)
+    return ClaimCommit(claim=claim, decision=decision, zone_rules_version=rules.version)
 
 
 def _check_occurrences(
@@ -111,7 +130,9 @@ def _check_cursor(claim: ClusterScheduleClaim, decision: ScheduleDecision) -> No
         )
 
 
-def _check_skipped(claim: ClusterScheduleClaim, decision: ScheduleDecision) -> None:
+def _check_skipped(
+    claim: ClusterScheduleClaim, decision: ScheduleDecision, rules: ZoneRules
+) -> None:
     """Refuse a skipped range the commit could not record as the exact truth (SPEC §6).
 
     The commit writes the range as the durable record of what the cursor passed without
@@ -130,8 +151,8 @@ def _check_skipped(claim: ClusterScheduleClaim, decision: ScheduleDecision) -> N
     definition = claim.definition
     if definition.misfire_policy is MisfirePolicy.CATCH_UP:
         raise InvalidDecisionError("skipped", f"catch_up admits every occurrence, {count} skipped")
-    _check_skipped_bounds(claim, decision, first, last)
-    exact = count_occurrences_ms(definition.cron, definition.timezone, first, last)
+    _check_skipped_bounds(claim, decision, first, last, rules)
+    exact = count_occurrences_ms(definition.cron, definition.timezone, first, last, rules=rules)
     if exact != count:
         raise InvalidDecisionError(
             "skipped", f"{count} skipped, but {exact} occurrences lie in [{first}, {last}]"
@@ -139,16 +160,22 @@ def _check_skipped(claim: ClusterScheduleClaim, decision: ScheduleDecision) -> N
 
 
 def _check_skipped_bounds(
-    claim: ClusterScheduleClaim, decision: ScheduleDecision, first: int, last: int
+    claim: ClusterScheduleClaim,
+    decision: ScheduleDecision,
+    first: int,
+    last: int,
+    rules: ZoneRules,
 ) -> None:
     definition = claim.definition
     cursor = claim.next_due_at_ms
     low = cursor if definition.start_at_ms is None else max(cursor, definition.start_at_ms)
-    if next_occurrence_ms(definition.cron, definition.timezone, low - 1) != first:
+    if next_occurrence_ms(definition.cron, definition.timezone, low - 1, rules=rules) != first:
         raise InvalidDecisionError(
             "skipped_first_ms", f"{first} is not the first due occurrence at or after {low}"
         )
-    if last < first or next_occurrence_ms(definition.cron, definition.timezone, last - 1) != last:
+    if last < first or (
+        next_occurrence_ms(definition.cron, definition.timezone, last - 1, rules=rules) != last
+    ):
         raise InvalidDecisionError(
             "skipped_last_ms", f"{last} is not an occurrence at or after the first skipped {first}"
         )

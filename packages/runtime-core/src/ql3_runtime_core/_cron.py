@@ -18,8 +18,9 @@ behaviour):
 
 Occurrences are whole seconds; the public functions speak epoch milliseconds. The engine assumes a
 zone changes its UTC offset at most once within any 24 hours, true of every IANA zone in use.
-Zones come from `load_timezone` (the pinned tzdata wheel only). Nothing here reads a clock (rule
-zero): every instant comes from the caller.
+Zones come from the `rules` argument of each function (a `ZoneRules`: the rules a database
+recorded), or from this node's pinned tzdata wheel when none is given; never from the node's zone
+files. Nothing here reads a clock (rule zero): every instant comes from the caller.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Final
 from ._cron_fields import CronFields, normalize_expression, parse_expression
 from ._errors import InvalidArgumentError, InvalidCronError
 from ._limits import EPOCH_MS_MAX, EPOCH_MS_MIN, PREVIEW_COUNT_MAX
-from ._zones import load_timezone
+from ._zones import ZoneRules, wheel_zone_rules
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -75,17 +76,23 @@ def _parse_once(normalized: str, expression: str) -> CronFields:
     return parse_expression(normalized, expression)
 
 
-def next_occurrence_ms(expression: str, timezone: str, after_ms: int) -> int:
-    """Return the first occurrence strictly after `after_ms` (epoch ms), by the DST rules above."""
-    return _next_occurrence_ms(expression, timezone, after_ms)
+def next_occurrence_ms(
+    expression: str, timezone: str, after_ms: int, *, rules: ZoneRules | None = None
+) -> int:
+    """Return the first occurrence strictly after `after_ms` (epoch ms), by the DST rules above.
+
+    `rules` are the zone rules to compute with (default: this node's tzdata wheel), as for every
+    function of this module.
+    """
+    return _next_occurrence_ms(expression, timezone, after_ms, rules or wheel_zone_rules())
 
 
 # Schedules sharing an expression ask the very same question every cycle (all every-second
 # schedules step from the same instant): the answer is pure, so remember recent ones. It was a
 # third of a replica's CPU in the lateness benchmark.
 @functools.lru_cache(maxsize=65_536)
-def _next_occurrence_ms(expression: str, timezone: str, after_ms: int) -> int:
-    schedule = _compile(expression, timezone)
+def _next_occurrence_ms(expression: str, timezone: str, after_ms: int, rules: ZoneRules) -> int:
+    schedule = _compile(expression, timezone, rules)
     # Occurrences are whole seconds: the first second strictly after `after_ms` is floor + 1
     # (for 1500 ms it is second 2; for 2000 ms, second 3).
     return schedule.next_at_or_after(after_ms // _MS + 1) * _MS
@@ -96,6 +103,8 @@ def latest_occurrence_ms(
     timezone: str,
     at_or_before_ms: int,
     not_before_ms: int,
+    *,
+    rules: ZoneRules | None = None,
 ) -> int | None:
     """Return the latest occurrence in `[not_before_ms, at_or_before_ms]` (epoch ms), or None.
 
@@ -103,13 +112,20 @@ def latest_occurrence_ms(
     and it never enumerates the occurrences in between (an every-second schedule after a week
     of outage costs a few dozen steps).
     """
-    schedule = _compile(expression, timezone)
+    schedule = _compile(expression, timezone, rules or wheel_zone_rules())
     low_s = -(-not_before_ms // _MS)  # ceil: occurrences are whole seconds
     found = schedule.latest_at_or_before(at_or_before_ms // _MS, low_s)
     return None if found is None else found * _MS
 
 
-def count_occurrences_ms(expression: str, timezone: str, first_ms: int, last_ms: int) -> int:
+def count_occurrences_ms(
+    expression: str,
+    timezone: str,
+    first_ms: int,
+    last_ms: int,
+    *,
+    rules: ZoneRules | None = None,
+) -> int:
     """Return how many occurrences lie in `[first_ms, last_ms]`, without enumerating them.
 
     Within a stretch of constant UTC offset, occurrences and matching wall times correspond one to
@@ -117,11 +133,13 @@ def count_occurrences_ms(expression: str, timezone: str, first_ms: int, last_ms:
     time-of-day combinations, with partial days at the edges. DST changes split
     the range (interval-like) or merge the wall times of a gap into one instant (fixed-time).
     """
-    schedule = _compile(expression, timezone)
+    schedule = _compile(expression, timezone, rules or wheel_zone_rules())
     return schedule.count_between(-(-first_ms // _MS), last_ms // _MS)
 
 
-def occurrences_after_ms(expression: str, timezone: str, after_ms: int) -> Iterator[int]:
+def occurrences_after_ms(
+    expression: str, timezone: str, after_ms: int, *, rules: ZoneRules | None = None
+) -> Iterator[int]:
     """Yield the occurrences strictly after `after_ms` (epoch ms), oldest first, one at a time.
 
     The same instants as asking `next_occurrence_ms` again from each one (a property test pins
@@ -131,10 +149,18 @@ def occurrences_after_ms(expression: str, timezone: str, after_ms: int) -> Itera
     occurrence (`ql3 verify`: ten million runs). Like `next_occurrence_ms`, it raises
     `InvalidCronError` when no occurrence is left before 9999-12-30.
     """
-    return _compile(expression, timezone).occurrences_ms(after_ms // _MS + 1)
+    schedule = _compile(expression, timezone, rules or wheel_zone_rules())
+    return schedule.occurrences_ms(after_ms // _MS + 1)
 
 
-def preview_occurrences(expression: str, timezone: str, after_ms: int, count: int) -> list[int]:
+def preview_occurrences(
+    expression: str,
+    timezone: str,
+    after_ms: int,
+    count: int,
+    *,
+    rules: ZoneRules | None = None,
+) -> list[int]:
     """Return the next `count` occurrences strictly after `after_ms`, as epoch ms, oldest first.
 
     Raises:
@@ -150,7 +176,7 @@ def preview_occurrences(expression: str, timezone: str, after_ms: int, count: in
         raise InvalidArgumentError(
             "after_ms", after_ms, f"must be within {EPOCH_MS_MIN}..{EPOCH_MS_MAX} (epoch ms)"
         )
-    schedule = _compile(expression, timezone)
+    schedule = _compile(expression, timezone, rules or wheel_zone_rules())
     result: list[int] = []
     current_s = after_ms // _MS
     for _ in range(count):
@@ -165,9 +191,9 @@ def is_interval_like(expression: str) -> bool:
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
-def _compile(expression: str, timezone: str) -> _Schedule:
+def _compile(expression: str, timezone: str, rules: ZoneRules) -> _Schedule:
     normalized = normalize_expression(expression)
-    return _Schedule(expression, _parse_once(normalized, expression), load_timezone(timezone))
+    return _Schedule(expression, _parse_once(normalized, expression), rules.timezone(timezone))
 
 
 class _Schedule:

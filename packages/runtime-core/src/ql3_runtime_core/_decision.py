@@ -1,7 +1,9 @@
 """The cron and misfire decision (SPEC §6, D4): what a claim admits, and where its cursor goes.
 
 The only observation is the claim's `claim_acquired_at_ms`, written by the database's
-`clock_timestamp()`; `resolve_cluster_schedule_decision` takes no time argument (rule zero).
+`clock_timestamp()`; `resolve_cluster_schedule_decision` takes no time argument (rule zero). Its
+zone rules are an argument too: the ones the database recorded, which the repository loads, so
+that a node's own tzdata never decides (the wheel's rules are only the default).
 
 Terms, with `obs = claim_acquired_at_ms` and the cursor `next_due_at_ms` (the first undecided
 occurrence): an occurrence `t` is *due* when `cursor <= t <= obs` (and `t <= end_at_ms`, and
@@ -20,6 +22,7 @@ from ._errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from ._contracts import ClusterScheduleClaim, ScheduleDefinition
+    from ._zones import ZoneRules
 
 __all__ = ["ScheduleDecision", "resolve_cluster_schedule_decision"]
 
@@ -52,8 +55,12 @@ class ScheduleDecision(BaseModel):
 def resolve_cluster_schedule_decision(
     claim: ClusterScheduleClaim,
     budget: int,
+    *,
+    rules: ZoneRules | None = None,
 ) -> ScheduleDecision:
     """Decide what `claim` admits with at most `budget` occurrences; it reads no clock.
+
+    Occurrences are computed with `rules` (default: this node's tzdata wheel).
 
     fire_once admits the latest missed occurrence and every on-time one; skip admits only the
     on-time ones; catch_up admits every due one. Admissions are oldest first and at most
@@ -66,12 +73,13 @@ def resolve_cluster_schedule_decision(
     """
     if budget < 0:
         raise InvalidArgumentError("budget", budget, "must be >= 0")
+    zone = _Zone(claim.definition, rules)
     definition = claim.definition
     observed = claim.claim_acquired_at_ms
     cursor = claim.next_due_at_ms
     low = cursor if definition.start_at_ms is None else max(cursor, definition.start_at_ms)
     # next_occurrence_ms is strictly after its argument: `- 1` lets `low` itself be the first.
-    first = _next(definition, low - 1)
+    first = zone.next(low - 1)
     if budget == 0:
         # Nothing decided: the cursor stays, unless no occurrence is left inside the window.
         if _past_end(definition, first):
@@ -80,13 +88,36 @@ def resolve_cluster_schedule_decision(
     # Inclusive: an occurrence at exactly the observation is due, as the claim's `<=` found it.
     high = observed if definition.end_at_ms is None else min(observed, definition.end_at_ms)
     if definition.misfire_policy is MisfirePolicy.CATCH_UP:
-        admitted, following = _take(definition, first, high, budget, [])
+        admitted, following = _take(zone, first, high, budget, [])
         return _decision(claim, admitted, following)
-    return _resolve_dropping(claim, budget, first, high)
+    return _resolve_dropping(claim, zone, budget, first, high)
+
+
+class _Zone:
+    """A definition's cron with the zone rules it is decided by."""
+
+    __slots__ = ("cron", "rules", "timezone")
+
+    def __init__(self, definition: ScheduleDefinition, rules: ZoneRules | None) -> None:
+        self.cron = definition.cron
+        self.timezone = definition.timezone
+        self.rules = rules
+
+    def next(self, after_ms: int) -> int:
+        return next_occurrence_ms(self.cron, self.timezone, after_ms, rules=self.rules)
+
+    def latest(self, at_or_before_ms: int, not_before_ms: int) -> int | None:
+        return latest_occurrence_ms(
+            self.cron, self.timezone, at_or_before_ms, not_before_ms, rules=self.rules
+        )
+
+    def count(self, first_ms: int, last_ms: int) -> int:
+        return count_occurrences_ms(self.cron, self.timezone, first_ms, last_ms, rules=self.rules)
 
 
 def _resolve_dropping(
     claim: ClusterScheduleClaim,
+    zone: _Zone,
     budget: int,
     first: int,
     high: int,
@@ -98,9 +129,7 @@ def _resolve_dropping(
     missed_high = min(high, claim.claim_acquired_at_ms - definition.misfire_grace_ms - 1)
     latest_missed = None
     if first <= missed_high:
-        latest_missed = latest_occurrence_ms(
-            definition.cron, definition.timezone, missed_high, first
-        )
+        latest_missed = zone.latest(missed_high, first)
     admitted: list[int] = []
     skipped: tuple[int, int, int] | None = None
     on_time_from = first
@@ -110,20 +139,18 @@ def _resolve_dropping(
             # fire_once runs the latest missed one, so the skipped range ends just before it
             # (None when it was the only one missed: nothing skipped).
             admitted.append(latest_missed)
-            last_skipped = latest_occurrence_ms(
-                definition.cron, definition.timezone, latest_missed - 1, first
-            )
+            last_skipped = zone.latest(latest_missed - 1, first)
         if last_skipped is not None:
-            count = count_occurrences_ms(definition.cron, definition.timezone, first, last_skipped)
+            count = zone.count(first, last_skipped)
             skipped = (count, first, last_skipped)
         # Whatever follows the latest missed occurrence is still within its grace: on time.
-        on_time_from = _next(definition, latest_missed)
-    occurrences, following = _take(definition, on_time_from, high, budget, admitted)
+        on_time_from = zone.next(latest_missed)
+    occurrences, following = _take(zone, on_time_from, high, budget, admitted)
     return _decision(claim, occurrences, following, skipped=skipped)
 
 
 def _take(
-    definition: ScheduleDefinition,
+    zone: _Zone,
     start: int,
     high: int,
     budget: int,
@@ -136,12 +163,8 @@ def _take(
     current = start
     while current <= high and len(admitted) < budget:
         admitted.append(current)
-        current = _next(definition, current)
+        current = zone.next(current)
     return tuple(admitted), current
-
-
-def _next(definition: ScheduleDefinition, after_ms: int) -> int:
-    return next_occurrence_ms(definition.cron, definition.timezone, after_ms)
 
 
 def _past_end(definition: ScheduleDefinition, occurrence: int) -> bool:

@@ -44,13 +44,15 @@ class InvalidCronError(QL3Error, ValueError):
 
 
 class UnknownTimezoneError(QL3Error, ValueError):
-    """Raised when a timezone is not a known IANA zone; the message quotes the name."""
+    """Raised when a timezone is not a zone of the rules asked; quotes the name (and version)."""
 
     __module__ = "ql3_runtime_core"
 
-    def __init__(self, timezone: str) -> None:
+    def __init__(self, timezone: str, zone_rules_version: str | None = None) -> None:
         self.timezone = timezone
-        super().__init__(f"timezone: unknown IANA timezone {timezone!r}")
+        self.zone_rules_version = zone_rules_version
+        within = "" if zone_rules_version is None else f" in zone rules tzdata {zone_rules_version}"
+        super().__init__(f"timezone: unknown IANA timezone {timezone!r}{within}")
 
 
 class InvalidDecisionError(QL3Error, ValueError):

@@ -22,6 +22,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._contracts import ClusterScheduleClaim  # pydantic resolves it at runtime
+from ._zones import ZoneRules  # pydantic resolves it at runtime
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -126,20 +127,37 @@ class QuarantinedSchedule(BaseModel):
 
 
 class ZoneRulesCheck(BaseModel):
-    """The zone rules version of a replica against the one recorded in the store (SPEC §6).
+    """The zone rules a replica decides with against the version recorded in the store.
 
-    A replica claims only while they agree; `recorded_version` is None when none is recorded.
+    The store is the zone authority: it records one version and keeps the rule data of every
+    version it recorded, and a replica decides with the recorded rules loaded from it, never
+    with its node's tzdata. `local_version` is the version this replica has loaded (None before
+    it loaded any); `recorded_version` is None when none is recorded. They differ only while the
+    replica cannot load the recorded version (`problem` says why, e.g. the store holds no rule
+    data for it), and meanwhile it claims nothing.
     """
 
     model_config = _OUTCOME
 
-    local_version: str
+    local_version: str | None
     recorded_version: str | None
+    problem: str | None = None
 
     @property
     def agrees(self) -> bool:
         """True when this replica decides with the recorded zone rules."""
-        return self.recorded_version == self.local_version
+        return self.recorded_version is not None and self.recorded_version == self.local_version
+
+    def describe(self) -> str:
+        """One line: the versions, and why this replica cannot decide with the recorded one."""
+        if self.agrees:
+            return f"zone rules tzdata {self.recorded_version} (recorded, loaded)"
+        recorded = self.recorded_version or "none"
+        why = f": {self.problem}" if self.problem else ""
+        return (
+            f"zone rules: the database records tzdata {recorded}, this replica decides with"
+            f" {self.local_version or 'none'}{why}"
+        )
 
 
 class ClusterState(BaseModel):
@@ -158,14 +176,17 @@ class ClaimRound(BaseModel):
     """What one claim statement did: readable claims, quarantined rows, the zone rules seen.
 
     When the zone rules disagree the statement claimed nothing (the check is part of it), so
-    `claims` and `quarantined` are empty.
+    `claims` and `quarantined` are empty. `rules` are the zone rules the claims must be decided
+    with (the recorded ones, loaded from the store); None only from a store that does not
+    provide them, in which case this node's tzdata wheel decides.
     """
 
-    model_config = _OUTCOME
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     claims: tuple[ClusterScheduleClaim, ...] = ()
     quarantined: tuple[QuarantinedSchedule, ...] = ()
     zone_rules: ZoneRulesCheck
+    rules: ZoneRules | None = None
 
 
 def quarantine_reason(error: BaseException, context: str = "") -> str:
@@ -198,8 +219,9 @@ class ScheduleRepository(Protocol):
         """Claim up to `limit` due schedules in one statement observing the database clock once.
 
         The statement claims nothing while this replica's zone rules differ from the recorded
-        ones. A claimed row that cannot be read is quarantined (its claim released) and reported
-        in `quarantined`, never raised.
+        ones (a store that keeps the rule data loads the recorded version and claims with it).
+        A claimed row that cannot be read is quarantined (its claim released) and reported in
+        `quarantined`, never raised; the round's `rules` decide the claims.
         """
         ...
 

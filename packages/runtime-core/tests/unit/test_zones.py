@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path  # noqa: TC003  # pytest resolves fixture annotations
@@ -14,10 +15,20 @@ from pathlib import Path  # noqa: TC003  # pytest resolves fixture annotations
 import pytest
 from cron_cases import wheel_zone
 from ql3_runtime_core import (
+    ClusterScheduleClaim,
+    ScheduleDefinition,
     UnknownTimezoneError,
+    ZoneRules,
+    checked_commit,
+    count_occurrences_ms,
+    latest_occurrence_ms,
     load_timezone,
     next_occurrence_ms,
+    occurrences_after_ms,
     preview_occurrences,
+    resolve_cluster_schedule_decision,
+    wheel_zone_data,
+    wheel_zone_rules,
     zone_rules_version,
 )
 
@@ -117,3 +128,65 @@ def test_zone_list_names_load_with_the_wheels_rules(name: str) -> None:
 def test_zone_rules_version_names_the_tzdata_wheel() -> None:
     """zone_rules_version() is the installed tzdata wheel's version (what the database records)."""
     assert zone_rules_version() == importlib.import_module("tzdata").__version__
+
+
+def _made_up(version: str = "2000a") -> ZoneRules:
+    """Rules where New York is Tokyo (the way a test plays a second tzdata version)."""
+    data = wheel_zone_data()
+    data[NEW_YORK] = data["Asia/Tokyo"]
+    return ZoneRules.from_data(version, data)
+
+
+def test_every_cron_function_computes_with_the_rules_it_is_given() -> None:
+    """With rules= the engine uses those zones; without, this node's wheel."""
+    made_up = _made_up()
+    tokyo_9 = int(datetime(2026, 1, 5, 0, tzinfo=UTC).timestamp()) * 1000  # 09:00 in Tokyo
+    real_9 = int(datetime(2026, 1, 5, 14, tzinfo=UTC).timestamp()) * 1000  # 09:00 EST
+    assert next_occurrence_ms("0 9 * * *", NEW_YORK, AFTER_MS - 1, rules=made_up) == tokyo_9
+    assert next_occurrence_ms("0 9 * * *", NEW_YORK, AFTER_MS - 1) == real_9
+    assert preview_occurrences("0 9 * * *", NEW_YORK, AFTER_MS - 1, 1, rules=made_up) == [tokyo_9]
+    assert count_occurrences_ms("0 9 * * *", NEW_YORK, tokyo_9, tokyo_9, rules=made_up) == 1
+    assert count_occurrences_ms("0 9 * * *", NEW_YORK, tokyo_9, tokyo_9) == 0
+    assert latest_occurrence_ms("0 9 * * *", NEW_YORK, real_9, 0, rules=made_up) == tokyo_9
+    assert next(occurrences_after_ms("0 9 * * *", NEW_YORK, AFTER_MS - 1, rules=made_up)) == (
+        tokyo_9
+    )
+
+
+def test_rules_of_one_version_name_never_share_cached_answers() -> None:
+    """Two rules objects named alike but holding other data answer each by its own data."""
+    real_named_alike = ZoneRules.from_data("2000a", wheel_zone_data())
+    made_up = _made_up("2000a")
+    one = next_occurrence_ms("0 9 * * *", NEW_YORK, AFTER_MS, rules=real_named_alike)
+    other = next_occurrence_ms("0 9 * * *", NEW_YORK, AFTER_MS, rules=made_up)
+    assert one == next_occurrence_ms("0 9 * * *", NEW_YORK, AFTER_MS)
+    assert other == next_occurrence_ms("0 9 * * *", "Asia/Tokyo", AFTER_MS) != one
+
+
+def test_a_zone_the_rules_lack_is_unknown_naming_the_version() -> None:
+    """Rules without a zone refuse it by name and version; the wheel's rules are the default."""
+    rules = ZoneRules.from_data("2000a", {"UTC": wheel_zone_data()["UTC"]})
+    with pytest.raises(UnknownTimezoneError, match=r"'Europe/Paris' in zone rules tzdata 2000a"):
+        next_occurrence_ms("0 9 * * *", "Europe/Paris", 0, rules=rules)
+    assert not rules.knows("Europe/Paris")
+    assert rules.knows("UTC")
+    assert wheel_zone_rules().version == zone_rules_version()
+
+
+def test_checked_commit_names_the_rules_version_it_was_decided_with() -> None:
+    """The ClaimCommit carries the rules' version (the commit is fenced on it)."""
+    made_up = _made_up()
+    claim = ClusterScheduleClaim(
+        schedule_id=1,
+        task_id=1,
+        version=1,
+        owner_id="o",
+        claim_token=uuid.uuid4(),
+        claim_acquired_at_ms=AFTER_MS,
+        claim_expires_at_ms=AFTER_MS + 30_000,
+        next_due_at_ms=AFTER_MS - 1_000,
+        definition=ScheduleDefinition(cron="* * * * * *", timezone=NEW_YORK),
+    )
+    decision = resolve_cluster_schedule_decision(claim, 8, rules=made_up)
+    assert checked_commit(claim, decision, 8, rules=made_up).zone_rules_version == "2000a"
+    assert checked_commit(claim, decision, 8).zone_rules_version == zone_rules_version()

@@ -2,6 +2,12 @@
 -- once (`obs`) and locks each schedule by its exact claim (the UPDATE below), so the fence and
 -- the time are the same observation.
 -- * obs >= claim_expires_at_ms: that claim is raced, nothing written for it.
+-- * the zone rules version a claim was decided with is not the recorded one: raced, nothing
+--   written. The recorded row is read FOR KEY SHARE, which an adopt's FOR UPDATE excludes: a
+--   commit either locks it before the adopt (and the adopt waits for this COMMIT) or waits for
+--   the adopt to commit and then fails with 40001 (the row changed after this snapshot), and its
+--   retry reads the new version. So a decision made under the old rules never commits after the
+--   new ones are recorded.
 -- * obs < claim_acquired_at_ms for any claim: the clock went back; `regressed` blocks every write
 --   and the caller rolls back and raises.
 -- * otherwise obs is created_at_ms/updated_at_ms of the Run, Attempt, both Events and schedule,
@@ -58,6 +64,8 @@ fenced AS (
       AND s.updated_at_ms = c.acquired_ms
       AND s.claim_expires_at_ms = c.expires_ms
       AND obs.now_ms < c.expires_ms
+      -- The batch's decisions were made with this zone rules version (see the header).
+      AND %(zone_rules_version)s::text = (SELECT version FROM ql3.zone_rules FOR KEY SHARE)
       AND NOT EXISTS (SELECT FROM regressed)
     RETURNING s.id, s.task_id
 ),
@@ -91,6 +99,7 @@ new_skips AS (
         schedule_id, first_skipped_ms, last_skipped_ms, skipped_count, misfire_policy,
         claim_acquired_at_ms, owner_id, claim_token, created_at_ms
     )
+    -- reason: the column's default, `misfire` (migrations/0006).
     SELECT k.schedule_id, k.first_ms, k.last_ms, k.skipped, k.policy, c.acquired_ms, c.owner_id,
            c.claim_token, obs.now_ms
     FROM skips AS k

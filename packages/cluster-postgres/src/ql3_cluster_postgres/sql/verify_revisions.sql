@@ -1,6 +1,7 @@
 -- verify_history: every schedule revision (migrations/0004), with the latest occurrence already
 -- decided (a run, or the end of a skip record) before its first cursor: what the admin had to
--- place that cursor after (issue 10.4). NULL first cursor: every decided occurrence counts.
+-- place that cursor after (issue 10.4). NULL first cursor: every decided occurrence counts. Each
+-- revision names the zone rules version its occurrences are computed with.
 SELECT v.schedule_id,
        v.revision,
        v.reason,
@@ -15,6 +16,7 @@ SELECT v.schedule_id,
        v.placed_after_ms,
        v.created_at_ms,
        v.ended_at_ms,
+       v.zone_rules_version,
        greatest(
            -- One bound instead of "first cursor IS NULL OR below it" keeps this a backward
            -- index scan that stops at its first row, not a walk of the schedule's runs.

@@ -1,12 +1,16 @@
 -- verify_history: one schedule's skip records in scope (ranges ending at or after since_ms), in
--- occurrence order, read by name into `Skip` (_verify_accounting.py).
+-- occurrence order, read by name into `Skip` (_verify_accounting.py), with their reason (misfire,
+-- or zone_rules_changed naming both versions).
 SELECT k.id,
        k.schedule_id,
        k.first_skipped_ms,
        k.last_skipped_ms,
        k.skipped_count,
+       k.reason,
        k.misfire_policy,
        k.claim_acquired_at_ms,
+       k.zone_rules_from,
+       k.zone_rules_to,
        k.created_at_ms
 FROM ql3.skipped_occurrences AS k
 WHERE k.schedule_id = %(schedule_id)s
