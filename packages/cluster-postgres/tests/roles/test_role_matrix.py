@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 PUBLIC: Final = "public"
+_PROBE_TOKEN: Final = "'00000000-0000-4000-8000-000000000001'::uuid"
 ROLES: Final = (*ROLE_NAMES, PUBLIC)
 NOGROUP_USER: Final = "ql3_login_nogroup"
 NOGROUP_PASSWORD: Final = uuid.uuid4().hex
@@ -95,10 +96,13 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         " lease_token, started_at_ms, lease_expires_at_ms, created_at_ms, updated_at_ms)"
         " VALUES (%(run)s, 3, 'failed', 'probe', NULL, 0, NULL, 0, 0)",
         "update:state": "UPDATE ql3.attempts SET state = 'running', updated_at_ms = updated_at_ms,"
-        " worker_id = 'probe', lease_token = gen_random_uuid(), started_at_ms = 1,"
-        " lease_expires_at_ms = 2 WHERE id = %(attempt)s",
+        " worker_id = 'probe', worker_login = 'probe', lease_token = " + _PROBE_TOKEN + ","
+        " taken_lease_token = " + _PROBE_TOKEN + ", started_at_ms = 1, lease_expires_at_ms = 2"
+        " WHERE id = %(attempt)s",
         "update:outcome": "UPDATE ql3.attempts SET exit_code = exit_code,"
         " output_tail = output_tail, finished_at_ms = finished_at_ms WHERE id = %(attempt)s",
+        "update:holder": "UPDATE ql3.attempts SET worker_login = worker_login,"
+        " taken_lease_token = taken_lease_token WHERE id = %(attempt)s",
         "update:identity": "UPDATE ql3.attempts SET run_id = run_id,"
         " attempt_number = attempt_number, created_at_ms = created_at_ms,"
         " not_before_ms = not_before_ms WHERE id = %(attempt)s",
@@ -169,8 +173,9 @@ PROBES: Final[dict[str, dict[str, str]]] = {
 }
 
 _READERS = frozenset({"owner", "admin", "runtime", "worker_ingress"})
-# The design (SPEC §5, migrations 0002 to 0005): (table, probe) -> roles allowed.
-# Anything absent is allowed to the owner only.
+# The design (SPEC §5, migrations 0002 to 0007): (table, probe) -> roles allowed.
+# Anything absent is allowed to the owner only. ql3_worker_ingress reads attempts and events but
+# writes them only through its functions (test_worker_fences.py probes those).
 ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("tasks", "select"): _READERS,
     ("tasks", "insert"): frozenset({"owner", "admin"}),
@@ -188,12 +193,10 @@ ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("runs", "select"): _READERS,
     ("runs", "insert"): frozenset({"owner", "runtime"}),
     ("attempts", "select"): _READERS,
-    ("attempts", "insert"): frozenset({"owner", "runtime", "worker_ingress"}),
+    ("attempts", "insert"): frozenset({"owner", "runtime"}),
     ("attempts", "insert:lease"): frozenset({"owner", "runtime"}),
-    ("attempts", "update:state"): frozenset({"owner", "worker_ingress"}),
-    ("attempts", "update:outcome"): frozenset({"owner", "worker_ingress"}),
     ("events", "select"): _READERS,
-    ("events", "insert"): frozenset({"owner", "runtime", "worker_ingress"}),
+    ("events", "insert"): frozenset({"owner", "runtime"}),
     ("skipped_occurrences", "select"): frozenset({"owner", "admin", "runtime"}),
     ("skipped_occurrences", "insert"): frozenset({"owner", "runtime"}),
     ("schedule_revisions", "select"): frozenset({"owner", "admin"}),
