@@ -175,7 +175,7 @@ class WorkerIngress(Closing):
 
     @contextlib.contextmanager
     def _fresh_connection(self, action: str) -> Iterator[psycopg.Connection[Any]]:
-        """A new connection (not pooled): it reaches whichever server leads now."""
+        """Open a new connection (not pooled): it reaches whichever server leads now."""
         conn = connect(self._options, action)
         try:
             yield conn

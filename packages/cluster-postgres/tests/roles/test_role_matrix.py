@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 PUBLIC: Final = "public"
-_PROBE_TOKEN: Final = "'00000000-0000-4000-8000-000000000001'::uuid"
 ROLES: Final = (*ROLE_NAMES, PUBLIC)
 NOGROUP_USER: Final = "ql3_login_nogroup"
 NOGROUP_PASSWORD: Final = uuid.uuid4().hex
@@ -96,8 +95,8 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         " lease_token, started_at_ms, lease_expires_at_ms, created_at_ms, updated_at_ms)"
         " VALUES (%(run)s, 3, 'failed', 'probe', NULL, 0, NULL, 0, 0)",
         "update:state": "UPDATE ql3.attempts SET state = 'running', updated_at_ms = updated_at_ms,"
-        " worker_id = 'probe', worker_login = 'probe', lease_token = " + _PROBE_TOKEN + ","
-        " taken_lease_token = " + _PROBE_TOKEN + ", started_at_ms = 1, lease_expires_at_ms = 2"
+        " worker_id = 'probe', worker_login = 'probe', lease_token = %(probe_token)s,"
+        " taken_lease_token = %(probe_token)s, started_at_ms = 1, lease_expires_at_ms = 2"
         " WHERE id = %(attempt)s",
         "update:outcome": "UPDATE ql3.attempts SET exit_code = exit_code,"
         " output_tail = output_tail, finished_at_ms = finished_at_ms WHERE id = %(attempt)s",
@@ -221,7 +220,7 @@ CASES: Final = [
 ]
 
 
-def _seed(conn: psycopg.Connection[Any]) -> dict[str, int]:
+def _seed(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     """Write one row per table (claimed schedule included) and return their ids."""
 
     def one(query: str, params: dict[str, Any] | None = None) -> int:
@@ -229,7 +228,7 @@ def _seed(conn: psycopg.Connection[Any]) -> dict[str, int]:
         assert row is not None
         return int(row[0])
 
-    ids: dict[str, int] = {}
+    ids: dict[str, Any] = {"probe_token": uuid.uuid4()}
     ids["task"] = one("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('seed', 0) RETURNING id")
     ids["lonely_task"] = one(
         "INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('lonely', 0) RETURNING id"
@@ -298,7 +297,7 @@ def matrix_db(pg_cluster: ThrowawayCluster, ql3_template: str) -> Iterator[Ql3Da
 
 
 @pytest.fixture(scope="module")
-def seed_ids(matrix_db: Ql3Database) -> dict[str, int]:
+def seed_ids(matrix_db: Ql3Database) -> dict[str, Any]:
     """Return the ids of the rows seeded as the owner's login user."""
     with psycopg.connect(matrix_db.dsn("owner")) as conn:
         return _seed(conn)
@@ -306,7 +305,7 @@ def seed_ids(matrix_db: Ql3Database) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def connections(
-    matrix_db: Ql3Database, seed_ids: dict[str, int]
+    matrix_db: Ql3Database, seed_ids: dict[str, Any]
 ) -> Iterator[dict[str, psycopg.Connection[Any]]]:
     """Yield one autocommit connection per role, each as that role's login user over TCP."""
     assert seed_ids
@@ -326,7 +325,7 @@ def connections(
 @pytest.mark.parametrize(("role", "table", "probe"), CASES)
 def test_role_matrix(
     connections: dict[str, psycopg.Connection[Any]],
-    seed_ids: dict[str, int],
+    seed_ids: dict[str, Any],
     role: str,
     table: str,
     probe: str,
