@@ -253,6 +253,8 @@ class CommandRunner(AttemptRunner):
         _signal_group(process.pid, signal.SIGKILL)
         code = process.wait()
         reader.join(_READER_JOIN_S)
+        if not reader.is_alive():  # never under a reader: its descriptor could be reused
+            process.stdout.close()
         self._settle(ended_by, code, tail.text())
 
     def _settle(self, ended_by: str | None, code: int, tail: str) -> None:

@@ -215,3 +215,39 @@ def test_a_worker_cut_off_from_the_database_stops_its_command(
         "no heartbeat confirmed its lease for 2000 ms (lease 5000 ms, kill margin 3000 ms)"
     )
     assert verify_history(ql3_db.dsn("admin")).ok
+
+
+def test_sigterm_is_honoured_while_the_database_is_silent(
+    ql3_db: Ql3Database, pg_cluster: ThrowawayCluster, workers: Workers, tmp_path: Path
+) -> None:
+    """Bytes stop flowing (no reset): calls are cut at their deadline, SIGTERM still stops it."""
+    pid_file = tmp_path / "silent.pid"
+    command = f"echo $$ > {pid_file}; exec sleep 300"
+    execution = TaskExecution(command=command, max_attempts=2)
+    run_id = admit_runs(ql3_db, {"silent": execution})["silent"]
+    with WireFaultProxy(pg_cluster.host, pg_cluster.port) as proxy:
+        through_proxy = ql3_db.dsn("worker_ingress", port=str(proxy.port))
+        args = ("--grace-ms", "500", "--statement-timeout-ms", "300")
+        workers.start("silent", ql3_db, *args, dsn=through_proxy)
+        try:
+            wait_for_states(ql3_db, run_id, ["running"])
+            wait_for(pid_file.exists, timeout_s=10, what="command started")
+            proxy.partition()
+            wait_for(
+                lambda: bool(workers.logged("silent", "worker.fault")),
+                timeout_s=30,
+                what="the worker reports the silent database",
+            )
+            workers.signal("silent", signal.SIGTERM)
+            assert workers.wait_exit("silent", timeout=30) == 0
+            assert process_gone(int(pid_file.read_text()))
+        finally:
+            proxy.heal()
+            kill_group_of(pid_file)
+    assert workers.logged("silent", "worker.stopping")
+    assert any(
+        "cut the connection" in r["message"] for r in workers.logged("silent", "worker.fault")
+    )
+    # The release could not reach the database: the attempt waits for its lease to expire.
+    assert workers.logged("silent", "worker.stopped")[0]["released_attempt_ids"] == []
+    assert [a["state"] for a in attempts_of(ql3_db, run_id)] == ["running"]
