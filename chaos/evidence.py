@@ -124,6 +124,8 @@ ORDER = (
     "worker-retry-after-failure",
     "worker-timeout",
     "worker-db-restart",
+    "worker-lost-connection",
+    "worker-transactional-sigkill",
 )
 
 

@@ -68,7 +68,7 @@ def attempt_ids(attempt: TakenAttempt) -> dict[str, object]:
 
 _FOUND: Final = {
     AttemptState.ABANDONED: "recorded abandoned: its lease expired before its end was recorded",
-    AttemptState.QUEUED: "queued again: it was handed back",
+    AttemptState.QUEUED: "queued: no longer held by this worker (handed back, or its take lost)",
     AttemptState.RUNNING: "running under another lease",
 }
 

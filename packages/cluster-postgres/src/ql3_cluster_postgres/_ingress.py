@@ -144,10 +144,15 @@ class WorkerIngress(Closing):
         self._statement_timeout_ms = statement_timeout_ms
         self._deadline_s = statement_timeout_ms / 1000 + _CLIENT_MARGIN_S
         self._durability_timeout_s = durability_timeout_ms / 1000
-        # A worker process usually runs several executor threads; a small pool lets them take
-        # and report attempts concurrently, and replaces connections that broke.
-        self._pool = self._options.pool(max_size=max_connections, timeout_s=connect_timeout_s)
         self._watchdog = Watchdog(f"{application_name}-deadlines")
+        # A worker process usually runs several executor threads; a small pool lets them take
+        # and report attempts concurrently. Each connection is checked (an empty query, under
+        # the deadline) before it is handed out: after a server restart every pooled connection
+        # is dead, and failing one call per dead connection would keep heartbeats from
+        # confirming leases for seconds.
+        self._pool = self._options.pool(
+            max_size=max_connections, timeout_s=connect_timeout_s, check=self._check_connection
+        )
         self._lock = threading.Lock()
         self._opened = False
 
@@ -160,6 +165,10 @@ class WorkerIngress(Closing):
         self._watchdog.close()
 
     # -- sending ----------------------------------------------------------------------------
+
+    def _check_connection(self, conn: psycopg.Connection[Any]) -> None:
+        with self._watchdog.deadline(conn, self._deadline_s):
+            conn.execute("")
 
     @contextlib.contextmanager
     def _connection(self, action: str) -> Iterator[psycopg.Connection[Any]]:

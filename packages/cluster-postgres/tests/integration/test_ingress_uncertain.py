@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from uuid import uuid4
 
 import pytest
-from ingress_helpers import admit, attempts_of, events_of, take
+from ingress_helpers import admit, attempts_of, events_of, rows, take
 from ql3_cluster_postgres import WorkerIngress, verify_history
 from ql3_runtime_core import (
     AttemptOutcome,
@@ -25,7 +25,7 @@ from ql3_runtime_core import (
     TaskExecution,
 )
 from ql3_testkit import WireFaultProxy
-from repo_helpers import wait_until
+from repo_helpers import owner_conn, wait_until
 from sync_helpers import cancel_sync_waits, drop_standby_requirement, retry_until, sync_primary
 
 if TYPE_CHECKING:
@@ -101,9 +101,9 @@ def test_a_finish_whose_answer_is_lost_is_found_recorded_by_its_worker(
     assert [a["state"] for a in attempts_of(ql3_db, run_id)] == ["succeeded"]
 
 
-def _in_thread(call: Callable[[], object]) -> list[BaseException | object]:
-    """Run `call` on a thread; return what it returned or raised (empty if it never ended)."""
-    ended: list[BaseException | object] = []
+def _started(call: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    """Start `call` on a thread; the thread, and the list that gets what it returned or raised."""
+    ended: list[object] = []
 
     def run() -> None:
         try:
@@ -113,23 +113,43 @@ def _in_thread(call: Callable[[], object]) -> list[BaseException | object]:
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    thread.join(30)  # a stop for a hung test, not a measurement
-    return ended
+    return thread, ended
 
 
 def test_a_silent_server_cannot_hold_a_call(ql3_db: Ql3Database, proxy: WireFaultProxy) -> None:
-    """Bytes stop flowing (no reset): the client cuts the call at its deadline; uncertain."""
-    admit(ql3_db, execution=ONCE)
+    """Bytes stop flowing mid-call (no reset): the client cuts the call at its deadline."""
+    (run_id,) = admit(ql3_db, execution=ONCE)
     token = uuid4()
-    with WorkerIngress(_through(ql3_db, proxy), statement_timeout_ms=500) as ingress:
-        assert ingress.check_schema()  # the pool holds a connection through the proxy
-        proxy.partition()
-        try:
-            (ended,) = _in_thread(lambda: take(ingress, token))
-        finally:
-            proxy.heal()
-    assert isinstance(ended, RepositoryUnavailableError), ended
-    assert "no answer within 1.5 s; the client cut the connection" in str(ended)
+    with WorkerIngress(_through(ql3_db, proxy), statement_timeout_ms=1_000) as ingress:
+        (attempt,) = take(ingress, token)
+        with owner_conn(ql3_db) as holder, holder.transaction():
+            # The renewal waits for this row lock; the server ends it after its statement
+            # timeout, and that answer is held by the partition like every other byte.
+            locked = "SELECT id FROM ql3.attempts WHERE id = %s FOR UPDATE"
+            holder.execute(locked, (attempt.attempt_id,))
+            renewal, ended = _started(
+                lambda: ingress.renew_leases(token, [attempt.attempt_id], 30_000)
+            )
+            wait_until(lambda: _waits_for_a_lock(ql3_db), what="the renewal waits for the lock")
+            proxy.partition()
+            try:
+                renewal.join(30)  # a stop for a hung test, not a measurement
+            finally:
+                proxy.heal()
+    (error,) = ended
+    assert isinstance(error, RepositoryUnavailableError), error
+    assert "no answer within 2 s; the client cut the connection" in str(error)
+    assert [a["state"] for a in attempts_of(ql3_db, run_id)] == ["running"]
+
+
+def _waits_for_a_lock(db: Ql3Database) -> bool:
+    found = rows(
+        db.superuser_dsn,
+        "SELECT count(*) AS waiting FROM pg_stat_activity"
+        " WHERE usename = %s AND wait_event_type = 'Lock'",
+        (WORKER_USER,),
+    )
+    return bool(found[0]["waiting"])
 
 
 def test_a_take_kept_only_by_the_primary_is_not_run_until_durable() -> None:
@@ -184,10 +204,8 @@ def test_a_finish_kept_only_by_the_primary_is_confirmed_once_durable() -> None:
 
 def _in_background(call: Callable[[], object], primary: ThrowawayCluster) -> object:
     """Run `call` while its COMMIT waits for the stopped standby; cancel that wait; its end."""
-    ended: list[BaseException | object] = []
-    thread = threading.Thread(target=lambda: ended.extend(_in_thread(call)), daemon=True)
-    thread.start()
+    thread, ended = _started(call)
     wait_until(lambda: cancel_sync_waits(primary, WORKER_USER) > 0, what="a COMMIT waits")
-    thread.join(30)
+    thread.join(30)  # a stop for a hung test, not a measurement
     (result,) = ended
     return result
