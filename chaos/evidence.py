@@ -97,6 +97,25 @@ RECORD_ITEMS: tuple[tuple[str, str, str], ...] = (
             " `worker-db-restart`; cluster-control worker tests"
         ),
     ),
+    (
+        "9",
+        (
+            "Beyond the record, execution exact after admission: a worker cut off mid-command"
+            " kills it before its lease can end and the retry starts no earlier than the lease's"
+            " expiry + the 5 s grace (the commands' own timestamps never overlap); a"
+            " transactional Python task's writes exist once per succeeded Run under SIGKILL at"
+            " random points; a take or finish whose answer was lost, or acknowledged only with"
+            " the sync-rep WARNING, is settled from durable facts without using up an attempt;"
+            " a silent database cannot hold a worker; 27 writes a worker login does not own are"
+            " refused"
+        ),
+        (
+            "chaos `worker-lost-connection`, `worker-transactional-sigkill`; cluster-postgres"
+            " `test_ingress_uncertain.py`, `test_ingress_transaction.py`,"
+            " `test_ingress_clock.py` (the grace), `roles/test_worker_fences.py`; cluster-control"
+            " `test_worker_faults.py`, `e2e/test_worker.py`"
+        ),
+    ),
 )
 
 
@@ -184,7 +203,9 @@ def render(rows: Sequence[Evidence]) -> str:
         "",
         (
             "The `worker-*` scenarios also run real `ql3 worker` processes executing each Run's"
-            " shell command; there a Run may have several attempts, and the verdict reads them"
+            " shell command (`worker-transactional-sigkill`: a service running a transactional"
+            " Python task with `Worker`); there a Run may have several attempts, and the verdict"
+            " reads them"
             " back once none is queued or running: attempts numbered 1..n, exactly one"
             " succeeded and last (or all `max_attempts` failed, for a command that always"
             " fails), every attempt that did not succeed followed by a successor created no"
