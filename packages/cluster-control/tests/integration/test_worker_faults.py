@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import psycopg
 import pytest
@@ -60,11 +60,14 @@ class LosingIngress(WorkerIngress):
 class Running:
     """A worker on a thread of the test, stopped (gracefully) at the end."""
 
+    started: ClassVar[list[Running]] = []
+
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
         self.code: int | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
+        Running.started.append(self)
 
     def _run(self) -> None:
         self.code = self.worker.run()
@@ -77,11 +80,28 @@ class Running:
         return self.code
 
 
+def _stop_workers() -> None:
+    """Stop the workers a test started, also when it failed."""
+    while Running.started:
+        running = Running.started.pop()
+        if running.thread.is_alive():
+            running.stop()
+
+
+@pytest.fixture(autouse=True)
+def _workers_stopped() -> Iterator[None]:
+    """Leave no worker running after a test."""
+    yield
+    _stop_workers()
+
+
 @pytest.fixture
 def proxy(pg_cluster: ThrowawayCluster) -> Iterator[WireFaultProxy]:
-    """Yield a wire fault proxy in front of the session's cluster."""
+    """Yield a wire fault proxy in front of the session's cluster (workers stop before it)."""
     with WireFaultProxy(pg_cluster.host, pg_cluster.port) as started:
         yield started
+        started.heal()
+        _stop_workers()
 
 
 def _worker(

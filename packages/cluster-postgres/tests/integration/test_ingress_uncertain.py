@@ -134,6 +134,7 @@ def test_a_silent_server_cannot_hold_a_call(ql3_db: Ql3Database, proxy: WireFaul
             proxy.partition()
             try:
                 renewal.join(30)  # a stop for a hung test, not a measurement
+                assert not renewal.is_alive(), "the call still waits for the silent server"
             finally:
                 proxy.heal()
     (error,) = ended
