@@ -26,8 +26,8 @@ from ._logs import configure_logging
 from ._metrics import CoordinatorMetrics, HealthState, MetricsServer, metrics_wsgi_app
 from ._python_runner import TaskContext, TaskFunction
 from ._service import CoordinatorService, postgres_repository_factory
-from ._worker import Worker, postgres_ingress_factory
-from ._worker_config import WorkerSettings, load_worker_settings
+from ._worker import Worker
+from ._worker_config import WorkerSettings, load_worker_settings, postgres_ingress_factory
 from ._worker_metrics import WorkerMetrics
 
 __version__ = _version("ql3-cluster-control")

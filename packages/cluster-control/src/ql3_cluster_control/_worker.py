@@ -39,27 +39,29 @@ import time
 from typing import TYPE_CHECKING, Final
 from uuid import uuid4
 
-from ql3_cluster_postgres import SCHEDULE_NAME_MAX_LENGTH, SchemaMismatchError, WorkerIngress
+from ql3_cluster_postgres import SchemaMismatchError
 from ql3_runtime_core import QL3Error, RepositoryUnavailableError
 
-from ._attempt_runner import KILL_GRACE_S, KILL_MARGIN_S, AttemptRunner, CommandRunner
+from ._attempt_runner import KILL_MARGIN_S, AttemptRunner, CommandRunner
 from ._backoff import Backoff
 from ._config import ConfigurationError
 from ._metrics import HealthState, MetricsServer
 from ._python_runner import PythonRunner
 from ._stop_signals import install_stop_signals
-from ._worker_config import WorkerSettings
+from ._worker_config import WorkerSettings, postgres_ingress_factory
 from ._worker_metrics import WorkerMetrics
-from ._worker_recorder import AttemptRecorder, attempt_ids
+from ._worker_recorder import AttemptRecorder, attempt_ids, report_abandoned
+from ._worker_release import release_runners
+from ._worker_tasks import TaskRegistry
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
 
     from ql3_runtime_core import TakenAttempt, WorkerRepository
 
     from ._python_runner import TaskFunction
 
-__all__ = ["Worker", "postgres_ingress_factory"]
+__all__ = ["Worker"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,36 +71,6 @@ _TICK_S: Final = 0.1
 _ABANDON_BATCH: Final = 100
 # Heartbeats before a runner's kill point: a renewal may fail twice before a command is ended.
 _BEATS_PER_LEASE: Final = 3
-
-
-def postgres_ingress_factory(settings: WorkerSettings) -> Callable[[], WorkerRepository]:
-    """Return a factory of the PostgreSQL ingress for `settings` (a pooled connection per slot)."""
-    dsn = settings.dsn_value()
-    if dsn is None:
-        msg = "dsn: no database given; pass --dsn or set QL3_WORKER_DSN or QL3_DSN"
-        raise ConfigurationError(msg)
-
-    def build() -> WorkerRepository:
-        return WorkerIngress(
-            dsn,
-            application_name=settings.application_name,
-            # The loop, one per running attempt, and one more while a transactional task holds
-            # its own for its whole run.
-            max_connections=settings.concurrency + 2,
-            connect_timeout_s=settings.connect_timeout_s,
-            statement_timeout_ms=settings.statement_timeout_ms,
-        )
-
-    return build
-
-
-def _check_task_name(name: str) -> None:
-    if not 1 <= len(name) <= SCHEDULE_NAME_MAX_LENGTH:
-        msg = f"task name: 1..{SCHEDULE_NAME_MAX_LENGTH} characters, got {len(name)}"
-        raise ConfigurationError(msg)
-    if name != name.strip() or not name.isprintable():
-        msg = f"task name: printable, without outer whitespace, got {name!r}"
-        raise ConfigurationError(msg)
 
 
 class Worker:
@@ -139,8 +111,7 @@ class Worker:
             initial_s=self.settings.retry_initial_ms / 1000,
             maximum_s=self.settings.retry_max_ms / 1000,
         )
-        # Python tasks by name: the callable, and whether it runs in the finishing transaction.
-        self._tasks: dict[str, tuple[TaskFunction, bool]] = {}
+        self._tasks = TaskRegistry()
         self._runners: dict[int, AttemptRunner] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -179,15 +150,7 @@ class Worker:
                 `function` that is not callable.
 
         """
-        _check_task_name(name)
-        if not callable(function):
-            msg = f"task {name!r}: {function!r} is not callable"
-            raise ConfigurationError(msg)
-        with self._lock:
-            if name in self._tasks:
-                msg = f"task {name!r}: a callable is registered already"
-                raise ConfigurationError(msg)
-            self._tasks[name] = (function, transactional)
+        self._tasks.register(name, function, transactional=transactional)
 
     def task(
         self, name: str, *, transactional: bool = False
@@ -203,8 +166,7 @@ class Worker:
     @property
     def task_names(self) -> tuple[str, ...]:
         """The Python tasks this worker runs, sorted."""
-        with self._lock:
-            return tuple(sorted(self._tasks))
+        return self._tasks.names
 
     # -- stopping -------------------------------------------------------------------------------
 
@@ -355,22 +317,7 @@ class Worker:
     def _poll(self, repository: WorkerRepository) -> None:
         for abandoned in repository.abandon_expired_attempts(_ABANDON_BATCH):
             self.metrics.abandoned.inc()
-            logger.info(
-                "attempt %d of worker %s abandoned: its lease expired",
-                abandoned.attempt_id,
-                abandoned.worker_id,
-                extra={
-                    "event": "attempt.abandoned",
-                    "attempt_id": abandoned.attempt_id,
-                    "run_id": abandoned.run_id,
-                    "attempt": abandoned.attempt_number,
-                    "holder": abandoned.worker_id,
-                    "lease_expired_at_ms": abandoned.lease_expired_at_ms,
-                    "abandoned_at_ms": abandoned.abandoned_at_ms,
-                    "next_attempt_id": abandoned.next_attempt_id,
-                    "next_not_before_ms": abandoned.next_not_before_ms,
-                },
-            )
+            report_abandoned(abandoned)
         self._settle_takes(repository)
         free = self.settings.concurrency - self._busy()
         if free <= 0:
@@ -437,7 +384,7 @@ class Worker:
                 lease_s=self.settings.lease_ms / 1000,
             )
         else:
-            function, transactional = self._function(attempt.task_name)
+            function, transactional = self._tasks.lookup(attempt.task_name, self.worker_id)
             runner = PythonRunner(
                 attempt,
                 function,
@@ -452,18 +399,6 @@ class Worker:
             self._runners[attempt.attempt_id] = runner
             self.metrics.running.set(len(self._runners))
         runner.start()
-
-    def _function(self, name: str) -> tuple[TaskFunction, bool]:
-        with self._lock:
-            registered = self._tasks.get(name)
-        if registered is not None:
-            return registered
-
-        def unregistered(_context: object) -> None:  # pragma: no cover - take filters by name
-            msg = f"no callable registered for task {name!r} on worker {self.worker_id!r}"
-            raise LookupError(msg)
-
-        return unregistered, False
 
     def _reap(self) -> None:
         """Forget runners that ended (their slot is free again)."""
@@ -490,7 +425,7 @@ class Worker:
         while self._live() and time.monotonic() < deadline and not self._grace_over.is_set():
             self._safe_tick()
             self._wait()
-        released = self._release(self._live())
+        released = release_runners(self._repository, self.worker_id, self.lease_token, self._live())
         if self._take_unsettled and self._repository is not None:
             try:
                 self._settle_takes(self._repository)
@@ -513,34 +448,6 @@ class Worker:
             self._tick(taking=False)
         except SchemaMismatchError:
             self._grace_over.set()
-
-    def _release(self, runners: Sequence[AttemptRunner]) -> list[int]:
-        """Stop what still runs, wait until it is stopped, and hand its attempts back."""
-        for runner in runners:
-            runner.request_release()
-        deadline = time.monotonic() + KILL_GRACE_S + 1
-        for runner in runners:
-            runner.settled.wait(max(deadline - time.monotonic(), 0))
-        ids = [r.attempt.attempt_id for r in runners if r.needs_release]
-        if not ids or self._repository is None:
-            return []
-        try:
-            released = self._repository.release_attempts(self.worker_id, self.lease_token, ids)
-        except QL3Error as exc:
-            logger.warning(
-                "could not release attempts %s; their leases expire by database time: %s",
-                ids,
-                exc,
-                extra={"event": "attempts.release_failed", "attempt_ids": ids},
-            )
-            return []
-        for attempt_id in released:
-            logger.info(
-                "attempt %d released: queued again",
-                attempt_id,
-                extra={"event": "attempt.released", "attempt_id": attempt_id},
-            )
-        return released
 
     def _close(self) -> None:
         self._reap()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import SettingsConfigDict
+from ql3_cluster_postgres import WorkerIngress
 from ql3_runtime_core import ATTEMPT_KILL_MARGIN_MS, LEASE_MS_DEFAULT, LEASE_MS_MAX
 
 from ._config import (
@@ -28,7 +29,9 @@ from ._config import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
+
+    from ql3_runtime_core import WorkerRepository
 
 __all__ = [
     "TASK_ENVIRONMENT",
@@ -36,6 +39,7 @@ __all__ = [
     "WORKER_LEASE_MS_MIN",
     "WorkerSettings",
     "load_worker_settings",
+    "postgres_ingress_factory",
 ]
 
 WORKER_ENV_PREFIX = "QL3_WORKER_"
@@ -122,3 +126,24 @@ def load_worker_settings(
         return WorkerSettings(**given)
     except ValidationError as exc:
         raise ConfigurationError(describe_settings_error(exc)) from exc
+
+
+def postgres_ingress_factory(settings: WorkerSettings) -> Callable[[], WorkerRepository]:
+    """Return a factory of the PostgreSQL ingress for `settings` (a pooled connection per slot)."""
+    dsn = settings.dsn_value()
+    if dsn is None:
+        msg = "dsn: no database given; pass --dsn or set QL3_WORKER_DSN or QL3_DSN"
+        raise ConfigurationError(msg)
+
+    def build() -> WorkerRepository:
+        return WorkerIngress(
+            dsn,
+            application_name=settings.application_name,
+            # The loop, one per running attempt, and one more while a transactional task holds
+            # its own for its whole run.
+            max_connections=settings.concurrency + 2,
+            connect_timeout_s=settings.connect_timeout_s,
+            statement_timeout_ms=settings.statement_timeout_ms,
+        )
+
+    return build

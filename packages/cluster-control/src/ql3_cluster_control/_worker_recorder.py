@@ -35,12 +35,17 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from uuid import UUID
 
-    from ql3_runtime_core import FinishedAttempt, TakenAttempt, WorkerRepository
+    from ql3_runtime_core import (
+        AbandonedAttempt,
+        FinishedAttempt,
+        TakenAttempt,
+        WorkerRepository,
+    )
 
     from ._attempt_runner import AttemptRunner
     from ._backoff import Backoff
 
-__all__ = ["AttemptRecorder", "attempt_ids"]
+__all__ = ["AttemptRecorder", "attempt_ids", "report_abandoned"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +76,26 @@ _FOUND: Final = {
     AttemptState.QUEUED: "queued: no longer held by this worker (handed back, or its take lost)",
     AttemptState.RUNNING: "running under another lease",
 }
+
+
+def report_abandoned(abandoned: AbandonedAttempt) -> None:
+    """Log an attempt of another worker this one marked abandoned (its lease expired)."""
+    logger.info(
+        "attempt %d of worker %s abandoned: its lease expired",
+        abandoned.attempt_id,
+        abandoned.worker_id,
+        extra={
+            "event": "attempt.abandoned",
+            "attempt_id": abandoned.attempt_id,
+            "run_id": abandoned.run_id,
+            "attempt": abandoned.attempt_number,
+            "holder": abandoned.worker_id,
+            "lease_expired_at_ms": abandoned.lease_expired_at_ms,
+            "abandoned_at_ms": abandoned.abandoned_at_ms,
+            "next_attempt_id": abandoned.next_attempt_id,
+            "next_not_before_ms": abandoned.next_not_before_ms,
+        },
+    )
 
 
 def found_text(finished: FinishedAttempt | None) -> str:

@@ -8,29 +8,19 @@ appends their events. Leases are the database's: a take sets the expiry to the d
 the lease, a heartbeat (`renew_leases`) extends it while it has not expired by the database
 clock, and only `abandon_expired_attempts` acts on an expired one.
 
-Every write runs in its own transaction inside `acknowledged_write`: a COMMIT whose answer was
-lost, or acknowledged only with the synchronous-replication cancel WARNING, raises
-`UncertainWriteError` (a `RepositoryUnavailableError`), and its connection is dropped so the next
-call reaches whichever server leads now. Such a write is settled from durable facts after a
-durability barrier on a fresh connection: `settle_taken_attempts` for a take, `finish_attempt(...,
+Each write runs in its own transaction (`_ingress_sessions`): a COMMIT whose answer was lost, or
+acknowledged only with the synchronous-replication cancel WARNING, raises `UncertainWriteError`
+(a `RepositoryUnavailableError`). Such a write is settled from durable facts after a durability
+barrier on a fresh connection: `settle_taken_attempts` for a take, `finish_attempt(...,
 settle=True)` for a finish. A renewal needs no settling: an unconfirmed renewal only makes its
-worker kill the command earlier.
-
-Every call has a client-side deadline (`statement_timeout_ms` + 1 s, measured with
-`time.monotonic()` by `_deadlines.Watchdog`): a server gone silent cannot hold a worker's thread
-longer than that, and the sessions' own `statement_timeout` and
-`idle_in_transaction_session_timeout` end the server's side of such a call.
-
-Connections come from a small psycopg-pool pool so a worker's threads (the loop and each running
-attempt reporting its end) share it; rows are read by column name.
+worker kill the command earlier. Every call has a client-side deadline, so a server gone silent
+cannot hold a worker's thread. Rows are read by column name.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.pq import TransactionStatus
@@ -50,28 +40,22 @@ from ql3_runtime_core import (
 )
 
 from ._bounds import check_lease, check_limit
-from ._connect import ConnectionOptions, ConnectionSettings, close_quietly, connect, wrap_error
-from ._deadlines import Watchdog
-from ._durability import UncertainWriteError, acknowledged_write, settle_durably
-from ._lifecycle import Closing
+from ._connect import close_quietly
+from ._durability import UncertainWriteError, acknowledged_write
+from ._ingress_sessions import IngressSessions, Row
 from ._migrations import check_schema_version
 from ._sql import query
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from uuid import UUID
 
 __all__ = ["TaskConnection", "WorkerIngress"]
 
-_Row = dict[str, Any]
-_T = TypeVar("_T")
 # What a transactional Python task gets: the worker's connection, inside the transaction that
 # records its success (psycopg forbids commit() and rollback() on it there).
 TaskConnection = psycopg.Connection[Any]
 
-# The client waits this much longer than the server's statement_timeout before it cuts the
-# connection, so a reachable server ends a slow statement itself, with a clean error.
-_CLIENT_MARGIN_S: Final = 1.0
 # What a finish records for a transactional task when the work itself did not end the attempt.
 _SUCCEEDED = AttemptResult(outcome=AttemptOutcome.SUCCEEDED)
 
@@ -89,11 +73,11 @@ def _check_worker_id(worker_id: str) -> None:
 class _TaskTransaction:
     """How a transactional task's transaction ended: the finish row, or why it rolled back."""
 
-    row: _Row | None = None
+    row: Row | None = None
     raised: Exception | None = None
 
 
-class WorkerIngress(Closing):
+class WorkerIngress(IngressSessions):
     """Take, renew, finish, release and abandon attempts (role `ql3_worker_ingress`).
 
     Args:
@@ -108,138 +92,6 @@ class WorkerIngress(Closing):
             may wait for the synchronous standby.
 
     """
-
-    def __init__(
-        self,
-        conninfo: str,
-        *,
-        application_name: str = "ql3-worker",
-        max_connections: int = 4,
-        connect_timeout_s: float = 5.0,
-        statement_timeout_ms: int = 5_000,
-        durability_timeout_ms: int = 2_000,
-    ) -> None:
-        if max_connections < 1:
-            msg = f"max_connections: must be >= 1, got {max_connections}"
-            raise ValueError(msg)
-        for name, value in (
-            ("statement_timeout_ms", statement_timeout_ms),
-            ("durability_timeout_ms", durability_timeout_ms),
-        ):
-            if value <= 0:
-                msg = f"{name}: must be > 0, got {value}"
-                raise ValueError(msg)
-        self._options = ConnectionOptions(
-            conninfo,
-            ConnectionSettings(
-                application_name=application_name, connect_timeout_s=connect_timeout_s
-            ),
-            server_settings={
-                "jit": "off",
-                "statement_timeout": str(statement_timeout_ms),
-                "idle_in_transaction_session_timeout": str(statement_timeout_ms),
-                "lock_timeout": str(statement_timeout_ms),
-            },
-        )
-        self._statement_timeout_ms = statement_timeout_ms
-        self._deadline_s = statement_timeout_ms / 1000 + _CLIENT_MARGIN_S
-        self._durability_timeout_s = durability_timeout_ms / 1000
-        self._watchdog = Watchdog(f"{application_name}-deadlines")
-        # A worker process usually runs several executor threads; a small pool lets them take
-        # and report attempts concurrently. Each connection is checked (an empty query, under
-        # the deadline) before it is handed out: after a server restart every pooled connection
-        # is dead, and failing one call per dead connection would keep heartbeats from
-        # confirming leases for seconds.
-        self._pool = self._options.pool(
-            max_size=max_connections, timeout_s=connect_timeout_s, check=self._check_connection
-        )
-        self._lock = threading.Lock()
-        self._opened = False
-
-    def close(self) -> None:
-        """Close the pool and its connections."""
-        with self._lock:
-            if self._opened:
-                self._pool.close()
-                self._opened = False
-        self._watchdog.close()
-
-    # -- sending ----------------------------------------------------------------------------
-
-    def _check_connection(self, conn: psycopg.Connection[Any]) -> None:
-        with self._watchdog.deadline(conn, self._deadline_s):
-            conn.execute("")
-
-    @contextlib.contextmanager
-    def _connection(self, action: str) -> Iterator[psycopg.Connection[Any]]:
-        with self._lock:
-            if not self._opened:
-                self._pool.open(wait=False)
-                self._opened = True
-        try:
-            with self._pool.connection() as conn:
-                yield conn
-        except psycopg.Error as exc:
-            raise wrap_error(exc, action) from exc
-
-    @contextlib.contextmanager
-    def _fresh_connection(self, action: str) -> Iterator[psycopg.Connection[Any]]:
-        """Open a new connection (not pooled): it reaches whichever server leads now."""
-        conn = connect(self._options, action)
-        try:
-            yield conn
-        except psycopg.Error as exc:
-            raise wrap_error(exc, action) from exc
-        finally:
-            close_quietly(conn)
-
-    @contextlib.contextmanager
-    def _deadline(
-        self, conn: psycopg.Connection[Any], action: str, seconds: float | None = None
-    ) -> Iterator[None]:
-        """Cut `conn` when the block outlives the deadline, and say so in the error."""
-        with self._watchdog.deadline(conn, seconds or self._deadline_s) as deadline:
-            try:
-                yield
-            except (psycopg.Error, UncertainWriteError) as exc:
-                if not deadline.fired:
-                    raise
-                detail = f"no answer within {deadline.seconds:g} s; the client cut the connection"
-                if isinstance(exc, UncertainWriteError):
-                    raise UncertainWriteError(action, "reply_lost", detail) from exc
-                raise RepositoryUnavailableError(f"{action}: {detail}") from exc
-
-    def _write_on(
-        self, conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any], action: str
-    ) -> list[_Row]:
-        """Send `sql/<name>.sql` in its own transaction; its rows once the COMMIT is clean."""
-        with self._deadline(conn, action):
-            try:
-                with (
-                    acknowledged_write(conn, action),
-                    conn.transaction(),
-                    conn.cursor(row_factory=dict_row) as cur,
-                ):
-                    rows = cur.execute(query(name), params).fetchall()
-            except UncertainWriteError:
-                close_quietly(conn)  # the pool replaces it: the next call may reach a new primary
-                raise
-        return rows
-
-    def _write(self, name: str, params: Mapping[str, Any], action: str) -> list[_Row]:
-        with self._connection(action) as conn:
-            return self._write_on(conn, name, params, action)
-
-    def _read_on(
-        self, conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any], action: str
-    ) -> list[_Row]:
-        with self._deadline(conn, action), conn.cursor(row_factory=dict_row) as cur:
-            return cur.execute(query(name), params).fetchall()
-
-    def _settled(self, action: str, read: Callable[[psycopg.Connection[Any]], _T]) -> _T:
-        """Pass the durability barrier on a fresh connection, then `read` what is durable."""
-        with self._fresh_connection(action) as conn, self._deadline(conn, action):
-            return settle_durably(conn, self._durability_timeout_s, read)
 
     # -- the protocol -----------------------------------------------------------------------
 
@@ -379,7 +231,7 @@ class WorkerIngress(Closing):
         work: Callable[[TaskConnection], object],
         params: Mapping[str, Any],
         ended: _TaskTransaction,
-    ) -> _Row | None:
+    ) -> Row | None:
         """Run the task, then the finish; None when the task failed (it is rolled back)."""
         try:
             work(conn)
@@ -461,7 +313,7 @@ def _finish_params(attempt_id: int, lease_token: UUID, result: AttemptResult) ->
     }
 
 
-def _finished(attempt_id: int, row: _Row) -> FinishedAttempt:
+def _finished(attempt_id: int, row: Row) -> FinishedAttempt:
     """Build the answer to a finish from its row (read by name)."""
     found = row["state_found"]
     return FinishedAttempt(
@@ -475,7 +327,7 @@ def _finished(attempt_id: int, row: _Row) -> FinishedAttempt:
     )
 
 
-def _taken(row: _Row) -> TakenAttempt:
+def _taken(row: Row) -> TakenAttempt:
     """Build a taken attempt from its row (read by name); the task's columns make its execution."""
     execution = TaskExecution(
         command=row.pop("command"),
