@@ -258,7 +258,7 @@ class Worker:
         if self._schema_ok:
             return
         version = repository.check_schema()
-        self._schema_ok = self.health.schema_ok = True
+        self._schema_ok = self.health.schema_ok = self.health.connected = True
         logger.info(
             "connected; schema version %d",
             version,
