@@ -288,6 +288,9 @@ def _marks(folder: Path) -> dict[int, list[tuple[str, int, int]]]:
     return marks
 
 
+CLEANUP_S = 1.5
+
+
 def test_a_worker_cut_off_mid_command_never_overlaps_its_successor(
     scenario: Callable[[str, str], Scenario], tmp_path: Path
 ) -> None:
@@ -306,8 +309,10 @@ def test_a_worker_cut_off_mid_command_never_overlaps_its_successor(
     marks = tmp_path / "marks"
     marks.mkdir()
     mark = f'echo "$1 $QL3_ATTEMPT $(date +%s%N)" >> {marks}/$QL3_RUN_ID'
+    # On SIGTERM a command cleans up for CLEANUP_S before it ends (within the 2 s before SIGKILL),
+    # as a real one might: a worker that began killing only at the lease's end would overlap.
     command = (
-        f"mark() {{ {mark}; }}; mark start; trap 'mark end; exit 143' TERM;"
+        f"mark() {{ {mark}; }}; mark start; trap 'sleep {CLEANUP_S}; mark end; exit 143' TERM;"
         ' if [ "$QL3_ATTEMPT" = 1 ]; then sleep 60 & wait; else sleep 1; fi; mark end'
     )
     execution = TaskExecution(command=command, max_attempts=2, retry_backoff_ms=0)
@@ -342,7 +347,8 @@ def test_a_worker_cut_off_mid_command_never_overlaps_its_successor(
     assert retries == {rescuer.worker_id}
     run.note(
         f"each of {len(gaps)} runs: attempt 1 (killed by the cut-off worker) ended"
-        f" {min(gaps)}-{max(gaps)} ms before attempt 2 started, by the commands' own clock;"
+        f" {min(gaps)}-{max(gaps)} ms before attempt 2 started, by the commands' own clock"
+        f" (each took {CLEANUP_S:g} s to clean up after SIGTERM);"
         f" lease {WORKER_LEASE_MS} ms, kill margin {ATTEMPT_KILL_MARGIN_MS} ms before it,"
         f" successor grace {ATTEMPT_SUCCESSOR_GRACE_MS} ms after it"
     )
