@@ -172,7 +172,7 @@ PROBES: Final[dict[str, dict[str, str]]] = {
 }
 
 _READERS = frozenset({"owner", "admin", "runtime", "worker_ingress"})
-# The design (SPEC §5, migrations 0002 to 0007): (table, probe) -> roles allowed.
+# The design (migrations 0002 to 0007): (table, probe) -> roles allowed.
 # Anything absent is allowed to the owner only. ql3_worker_ingress reads attempts and events but
 # writes them only through its functions (test_worker_fences.py probes those).
 ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
