@@ -109,10 +109,29 @@ RECORD_ITEMS: tuple[tuple[str, str, str], ...] = (
             " cluster-postgres `test_zone_adopt.py`, `test_zone_rules.py`"
         ),
     ),
+    (
+        "10",
+        (
+            "Beyond the record, execution exact after admission: a worker cut off mid-command"
+            " kills it before its lease can end and the retry starts no earlier than the lease's"
+            " expiry + the 5 s grace (the commands' own timestamps never overlap); a"
+            " transactional Python task's writes exist once per succeeded Run under SIGKILL at"
+            " random points; a take or finish whose answer was lost, or acknowledged only with"
+            " the sync-rep WARNING, is settled from durable facts without using up an attempt;"
+            " a silent database cannot hold a worker; 27 writes a worker login does not own are"
+            " refused"
+        ),
+        (
+            "chaos `worker-lost-connection`, `worker-transactional-sigkill`; cluster-postgres"
+            " `test_ingress_uncertain.py`, `test_ingress_transaction.py`,"
+            " `test_ingress_clock.py` (the grace), `roles/test_worker_fences.py`; cluster-control"
+            " `test_worker_faults.py`, `e2e/test_worker.py`"
+        ),
+    ),
 )
 
-# Findings about switching zone rules (a reviewer's, reproduced against real PostgreSQL) and where
-# each is proven now: (finding and its fix, tests that fail without the fix).
+# The findings of the review "exact after admission" (each reproduced against real PostgreSQL),
+# by part, and where each fix is proven now: (finding and its fix, tests that fail without it).
 ZONE_FINDINGS: tuple[tuple[str, str], ...] = (
     (
         (
@@ -163,9 +182,155 @@ ZONE_FINDINGS: tuple[tuple[str, str], ...] = (
             " `zone_rules_changed` records against the old rules and the history."
         ),
         (
-            "`test_zone_adopt.py::test_adopt_skips_what_the_old_rules_had_due_and_verify_judges_both_spans`,"
+            "`test_zone_adopt.py"
+            "::test_adopt_skips_what_the_old_rules_had_due_and_verify_judges_both_spans`,"
             " `::test_verify_checks_zone_rules_changed_records`; mutant"
             " `verify-judges-with-the-node-rules`"
+        ),
+    ),
+)
+
+WORKER_FINDINGS: tuple[tuple[str, str], ...] = (
+    (
+        (
+            "A worker that lost its database connection while a command ran fenced itself only"
+            " when its lease expired, and the successor could start at that very instant: one"
+            " Run's command ran twice at once for ~1.9 s. A runner now starts killing an"
+            " unconfirmed command 3 s before its lease can end (monotonic, from the send time of"
+            " the last cleanly acknowledged renewal), and an abandoned attempt's successor waits"
+            " for the old lease's expiry + a 5 s grace (arithmetic in docs/OPERATIONS.md)."
+        ),
+        (
+            "chaos `worker-lost-connection` (the commands' own timestamps);"
+            " `test_ingress_clock.py::test_an_abandoned_attempts_successor_waits_out_the_grace`,"
+            " `::test_the_successor_grace_covers_the_kill_margin`;"
+            " `test_worker_parts.py"
+            "::test_the_kill_point_is_the_margin_before_the_lease_counted_from_the_send`"
+        ),
+    ),
+    (
+        (
+            "A lost reply to a take burned an attempt (with `max_attempts = 1` the Run never ran)."
+            " A take whose answer is lost is settled from durable facts before the next one: the"
+            " attempts it took unknowingly are handed back without using one up."
+        ),
+        (
+            "`test_ingress_uncertain.py::test_a_take_whose_answer_is_lost_burns_no_attempt`;"
+            " `test_worker_faults.py::test_a_lost_take_answer_burns_no_attempt`"
+        ),
+    ),
+    (
+        (
+            "Worker take, renew and finish ignored the sync-rep cancel WARNING, so a command whose"
+            " success was recorded only on the old primary could run again, and a worker could run"
+            " an attempt that existed only there. Every worker write goes through"
+            " `acknowledged_write` and is settled after the durability barrier."
+        ),
+        (
+            "`test_ingress_uncertain.py"
+            "::test_a_take_kept_only_by_the_primary_is_not_run_until_durable`,"
+            " `::test_a_finish_kept_only_by_the_primary_is_confirmed_once_durable`"
+        ),
+    ),
+    (
+        (
+            "A finish whose retry found the attempt already finished logged success as lost. The"
+            " worker now logs what the database holds (`attempt.already_recorded`, e.g. recorded"
+            " succeeded by this worker)."
+        ),
+        (
+            "`test_ingress_uncertain.py"
+            "::test_a_finish_whose_answer_is_lost_is_found_recorded_by_its_worker`;"
+            " `test_worker_faults.py::test_a_lost_finish_answer_is_found_recorded_by_this_worker`"
+        ),
+    ),
+    (
+        (
+            "A worker whose connection went silent (packets dropped, no RST) blocked for ever in"
+            " its heartbeat and ignored SIGTERM. Every worker statement has a statement timeout"
+            " and a client-side deadline that cuts the socket, and SIGTERM is honoured while a"
+            " call hangs."
+        ),
+        (
+            "`test_ingress_uncertain.py::test_a_silent_server_cannot_hold_a_call`;"
+            " `test_worker_faults.py"
+            "::test_a_silent_database_is_reported_and_the_stop_still_happens`;"
+            " `e2e/test_worker.py::test_sigterm_is_honoured_while_the_database_is_silent`"
+        ),
+    ),
+    (
+        (
+            "A `ql3_worker_ingress` login could insert attempts with any state and time, rewrite"
+            " outcomes, move times backwards, finish or take over another worker's attempt and"
+            " append any event (9 of 19 forbidden writes refused). Workers now write only through"
+            " SECURITY DEFINER functions that bind a lease to the login that took it, enforce the"
+            " state machine and take every time from the database clock; direct writes are"
+            " revoked."
+        ),
+        "`roles/test_worker_fences.py` (27 refused, 5 allowed, two worker logins, 0 skips)",
+    ),
+    (
+        (
+            "Execution is at least once per Run (a crash between a command's end and its finish"
+            " runs it again; `QL3_RUN_ID` is the idempotency key). A transactional Python task's"
+            " database writes commit in the transaction that records its success: exactly once,"
+            " even under SIGKILL at any point."
+        ),
+        (
+            "chaos `worker-transactional-sigkill` (counter = succeeded Runs);"
+            " `test_ingress_transaction.py` (6 tests);"
+            " `test_worker_faults.py"
+            "::test_a_transactional_task_writes_exactly_once_with_its_success`"
+        ),
+    ),
+)
+
+WRITE_PATH_FINDINGS: tuple[tuple[str, str], ...] = (
+    (
+        (
+            "Admin edits ignored the sync-rep cancel WARNING. An admin change whose COMMIT reply is"
+            " lost or carries it is settled on a fresh connection after the durability barrier (an"
+            " add is found by name and definition; any other change is reconciled again); until a"
+            " standby confirms, the call fails as uncertain."
+        ),
+        (
+            "`test_admin_sync_commit.py"
+            "::test_an_add_acknowledged_with_the_warning_is_not_reported_done`,"
+            " `::test_an_uncertain_add_settles_as_the_durable_schedule_once`"
+        ),
+    ),
+    (
+        (
+            "When the quarantine statement itself failed, the good claims of the same batch stayed"
+            " claimed for a whole lease. The claim round hands over its readable claims anyway,"
+            " and the Coordinator commits a round before quarantining its undecidable claims"
+            " (released next cycle if that fails)."
+        ),
+        (
+            "`test_quarantine.py::test_a_failed_quarantine_still_hands_over_the_readable_claims`;"
+            " `test_coordinator_quarantine_pg.py"
+            "::test_a_failed_quarantine_does_not_hold_back_the_rounds_admissions`"
+        ),
+    ),
+    (
+        (
+            "A payload above the kernel's environment limit failed every attempt with E2BIG. It is"
+            " refused when written (at most 64 KiB of compact JSON, naming the field)."
+        ),
+        (
+            "`test_input_bounds.py"
+            "::test_a_payload_every_command_can_receive_is_stored_and_a_larger_one_refused`"
+        ),
+    ),
+    (
+        (
+            "The README's `CREATE ROLE ... PASSWORD 'secret'` put a plaintext password into server"
+            " logs and shell history. `ql3 roles login` reads it from a prompt or stdin and, like"
+            " `create_login_user`, sends only the SCRAM-SHA-256 verifier."
+        ),
+        (
+            "`roles/test_provisioning.py::test_a_login_password_never_reaches_the_server_in_clear`;"
+            " `e2e/test_cli.py::test_roles_login_sends_only_a_verifier`"
         ),
     ),
 )
@@ -195,6 +360,8 @@ ORDER = (
     "worker-retry-after-failure",
     "worker-timeout",
     "worker-db-restart",
+    "worker-lost-connection",
+    "worker-transactional-sigkill",
     "zone-switch",
 )
 
@@ -254,7 +421,9 @@ def render(rows: Sequence[Evidence]) -> str:
         "",
         (
             "The `worker-*` scenarios also run real `ql3 worker` processes executing each Run's"
-            " shell command; there a Run may have several attempts, and the verdict reads them"
+            " shell command (`worker-transactional-sigkill`: a service running a transactional"
+            " Python task with `Worker`); there a Run may have several attempts, and the verdict"
+            " reads them"
             " back once none is queued or running: attempts numbered 1..n, exactly one"
             " succeeded and last (or all `max_attempts` failed, for a command that always"
             " fails), every attempt that did not succeed followed by a successor created no"
@@ -313,8 +482,16 @@ def render(rows: Sequence[Evidence]) -> str:
         "|---|---|---|",
     ]
     lines += [f"| {number} | {claim} | {where} |" for number, claim, where in RECORD_ITEMS]
-    lines += ["", "## Zone rules: the findings and where each is proven now", ""]
-    lines += [f"- {finding} Proven by {where}." for finding, where in ZONE_FINDINGS]
+    lines += ["", "## Exact after admission: the findings and where each is proven now", ""]
+    for part, findings in (
+        ("Switching zone rules", ZONE_FINDINGS),
+        ("Workers", WORKER_FINDINGS),
+        ("Other write paths and inputs", WRITE_PATH_FINDINGS),
+    ):
+        lines += [f"### {part}", ""]
+        lines += [f"- {finding} Proven by {where}." for finding, where in findings]
+        lines += [""]
+    lines.pop()
     lines += ["", "## Server settings the scenarios rely on", ""]
     lines += [f"- {setting}" for setting in SERVER_SETTINGS]
     lines += [

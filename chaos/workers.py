@@ -17,19 +17,22 @@ import contextlib
 import itertools
 import os
 import subprocess
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from harness import LoggedProcess, ql3_executable, wait_until
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from pathlib import Path
 
     from harness import Scenario
 
 WORKER_POLL_MS = 100
+# A worker process that runs one transactional Python task (chaos/transactional_worker.py).
+TRANSACTIONAL_WORKER = Path(__file__).resolve().parent / "transactional_worker.py"
 ATTEMPTS_SQL = (
     "SELECT a.id, a.run_id, a.attempt_number, a.state, a.worker_id, a.exit_code,"
     " a.created_at_ms, a.not_before_ms, a.started_at_ms, a.finished_at_ms,"
@@ -52,7 +55,11 @@ ENDED = ("failed", "timed_out", "abandoned")
 
 @dataclass
 class WorkerProcess(LoggedProcess):
-    """One `ql3 worker` process (login of ql3_worker_ingress) with JSON logs in a file."""
+    """One `ql3 worker` process (login of ql3_worker_ingress) with JSON logs in a file.
+
+    With `python_task`, the process is instead a service running that one transactional Python
+    task with `ql3_cluster_control.Worker` (chaos/transactional_worker.py), same settings.
+    """
 
     worker_id: str
     dsn: str
@@ -61,6 +68,7 @@ class WorkerProcess(LoggedProcess):
     lease_ms: int
     concurrency: int = 4
     grace_ms: int = 5_000
+    python_task: str | None = None
     process: subprocess.Popen[bytes] | None = None
     exit_code: int | None = None
     # Running attempts finish within the grace before the worker exits.
@@ -71,8 +79,11 @@ class WorkerProcess(LoggedProcess):
         env = {key: value for key, value in os.environ.items() if not key.startswith("QL3_")}
         env["QL3_WORKER_DSN"] = self.dsn
         env["QL3_WORKER_APPLICATION_NAME"] = self.worker_id[:63]
+        program = [str(ql3_executable()), "worker"]
+        if self.python_task is not None:
+            program = [sys.executable, str(TRANSACTIONAL_WORKER), self.python_task]
         argv = [
-            str(ql3_executable()), "worker",
+            *program,
             "--worker-id", self.worker_id,
             "--lease-ms", str(self.lease_ms),
             "--concurrency", str(self.concurrency),
@@ -111,16 +122,28 @@ class Workers:
     def __post_init__(self) -> None:
         self.run.on_close(self.kill_all)
 
-    def start(self, *, lease_ms: int, concurrency: int = 4) -> WorkerProcess:
-        """Start a worker named after the scenario; wait until it is connected."""
+    def start(
+        self,
+        *,
+        lease_ms: int,
+        concurrency: int = 4,
+        dsn: str | None = None,
+        python_task: str | None = None,
+    ) -> WorkerProcess:
+        """Start a worker named after the scenario; wait until it is connected.
+
+        `dsn` replaces the worker login's own (say, through a fault proxy); `python_task` makes
+        it a service running that transactional Python task instead of `ql3 worker`.
+        """
         name = f"{self.run.evidence.scenario}-w{len(self.started) + 1}"
         worker = WorkerProcess(
             worker_id=name,
-            dsn=self.run.dsn("worker_ingress"),
+            dsn=dsn or self.run.dsn("worker_ingress"),
             log_path=self.run.workdir / f"{name}.log",
             cwd=self.run.workdir,
             lease_ms=lease_ms,
             concurrency=concurrency,
+            python_task=python_task,
         )
         self.started.append(worker.start())
         try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from importlib.metadata import version as _version
 
-from ._attempt_runner import TaskContext, TaskFunction
 from ._cli import app as cli_app
 from ._cli import main
 from ._config import (
@@ -25,9 +24,10 @@ from ._demo import DemoOptions, run_demo
 from ._demo_verdict import DemoVerdict
 from ._logs import configure_logging
 from ._metrics import CoordinatorMetrics, HealthState, MetricsServer, metrics_wsgi_app
+from ._python_runner import TaskContext, TaskFunction
 from ._service import CoordinatorService, postgres_repository_factory
-from ._worker import Worker, postgres_ingress_factory
-from ._worker_config import WorkerSettings, load_worker_settings
+from ._worker import Worker
+from ._worker_config import WorkerSettings, load_worker_settings, postgres_ingress_factory
 from ._worker_metrics import WorkerMetrics
 
 __version__ = _version("ql3-cluster-control")

@@ -1,24 +1,26 @@
-"""Running one taken attempt: a shell command in its own process group, or a Python callable.
+"""Running one taken attempt: the runner every attempt gets, and the one for shell commands.
 
 Each runner has one control thread. A command runs as `/bin/sh -c COMMAND` in a new session
 (`start_new_session`), so its whole process group can be signalled: at the task's timeout, when
-its lease is lost, or when a stopping worker hands it back. A runner also gives its attempt up on
-its own once a whole lease has passed since the last statement that confirmed the lease was
-sent (the database unreachable, or the worker's loop stuck in a call): the database cannot have
-judged the lease expired before that, so another worker rarely runs the Run while this one does.
-Ending a group is SIGTERM, then SIGKILL after `KILL_GRACE_S`; and whatever a command left
-running in its group when its shell exits is killed too (the group is signalled before the shell
-is reaped, so its id cannot have been reused). A job that must outlive its attempt has to start
-its own session.
+its lease is lost, or when a stopping worker hands it back. Ending a group is SIGTERM, then
+SIGKILL after `KILL_GRACE_S`; and whatever a command left running in its group when its shell
+exits is killed too (the group is signalled before the shell is reaped, so its id cannot have
+been reused). A job that must outlive its attempt has to start its own session.
 
-A Python task runs in a thread of the worker. Python cannot kill a thread, so its timeout is
-cooperative: at the timeout the worker records `timed_out` (and the successor is queued) and
-sets `TaskContext.cancelled`; the callable should check it (or `remaining_s()`) and return. Its
-slot stays busy until it does, and what it returns then is ignored. A task that must be killed
-hard belongs in a command.
+One Run's command never runs in two places at once. A runner whose lease the database has not
+confirmed for a while (the database unreachable, or the worker's loop stuck in a call) starts
+ending its command `ATTEMPT_KILL_MARGIN_MS` before the lease can have expired, measured with
+`time.monotonic()` from when the last statement that confirmed the lease (the take, or a renewal
+whose commit was acknowledged cleanly) was sent. The database set that expiry from its own clock
+when it executed the statement, which is after the send, so SIGKILL reaches the group at least
+1 s (the margin minus `KILL_GRACE_S`) before the lease can end; and the database queues an
+abandoned attempt's successor no earlier than its expiry plus `ATTEMPT_SUCCESSOR_GRACE_MS`.
+What stays out of reach: a worker that is itself stopped (SIGSTOP, a frozen VM) kills nothing;
+its process group lives on (see the operations guide).
 
-Timeouts are measured with `time.monotonic()`; the time recorded for the end is the database's,
-taken by the statement that records it (rule zero).
+Python tasks run in a thread of the worker (`_python_runner`). Timeouts are measured with
+`time.monotonic()`; the time recorded for the end is the database's, taken by the statement that
+records it (rule zero).
 """
 
 from __future__ import annotations
@@ -31,27 +33,28 @@ import signal
 import subprocess
 import threading
 import time
-import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias
 
-from ql3_runtime_core import OUTPUT_TAIL_MAX_CHARS, AttemptOutcome, AttemptResult
+from ql3_runtime_core import (
+    ATTEMPT_KILL_MARGIN_MS,
+    OUTPUT_TAIL_MAX_CHARS,
+    AttemptOutcome,
+    AttemptResult,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
     from typing import IO
 
     from ql3_runtime_core import TakenAttempt
 
 __all__ = [
     "KILL_GRACE_S",
+    "KILL_MARGIN_S",
     "AttemptRunner",
     "CommandRunner",
-    "PythonRunner",
-    "TaskContext",
-    "TaskFunction",
+    "Recorder",
     "output_tail",
 ]
 
@@ -59,8 +62,10 @@ logger = logging.getLogger(__name__)
 
 # SIGTERM first, so a command may clean up; SIGKILL this long after, whatever it does.
 KILL_GRACE_S: Final = 2.0
+# A command whose lease is unconfirmed starts being ended this long before the lease can end.
+KILL_MARGIN_S: Final = ATTEMPT_KILL_MARGIN_MS / 1000
 # How often a running command or callable is looked at (timeout, kill requests).
-_POLL_S: Final = 0.05
+POLL_S: Final = 0.05
 # A grandchild that left the group may keep the output pipe open: read what came, then go.
 _READER_JOIN_S: Final = 1.0
 _SHELL: Final = "/bin/sh"
@@ -99,39 +104,9 @@ def _drain(stream: IO[bytes], tail: _Tail) -> None:
             tail.feed(chunk)
 
 
-@dataclass(frozen=True, slots=True)
-class TaskContext:
-    """What a Python task receives: the run it executes, and a way to notice its timeout.
-
-    `run_id` is the idempotency key: every attempt of one Run carries the same one, so a task
-    that writes somewhere keys its writes by it and a retry does no harm. `scheduled_for_ms` is
-    the occurrence (database epoch ms); `payload` the task's payload template. `cancelled` is
-    set when the attempt timed out, lost its lease or is being handed back by a stopping worker:
-    return soon after, the result no longer counts.
-    """
-
-    __module__ = "ql3_cluster_control"
-
-    run_id: int
-    attempt: int
-    attempt_id: int
-    scheduled_for_ms: int
-    task_name: str
-    payload: Mapping[str, Any]
-    worker_id: str
-    timeout_s: float
-    cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
-    _deadline: float = field(default=0.0, repr=False)
-
-    def remaining_s(self) -> float:
-        """Seconds left before the timeout (monotonic; 0 once passed)."""
-        return max(self._deadline - time.monotonic(), 0.0)
-
-
-# A Python task: called with its context; what it returns is ignored, what it raises fails it.
-TaskFunction: TypeAlias = Callable[[TaskContext], object]
-# The worker's way to record how a runner's attempt ended (with its retries).
-Recorder: TypeAlias = Callable[["AttemptRunner", AttemptResult], None]
+# The worker's way to record how a runner's attempt ended (with its retries); `settle` when
+# the end may already be recorded (a transaction whose commit answer was lost).
+Recorder: TypeAlias = Callable[["AttemptRunner", AttemptResult, bool], None]
 
 
 class AttemptRunner(ABC):
@@ -141,7 +116,8 @@ class AttemptRunner(ABC):
     its lease is lost, or it is ready to be released: `needs_release`); `done` once the runner
     no longer occupies a slot. `outcome` is how it ended for this worker (see `OUTCOMES`).
     `lease_confirmed_at` is the monotonic time the last take or heartbeat that confirmed its
-    lease was sent; `lease_s` the lease.
+    lease was sent; `lease_s` the lease; `kill_at` when, without a newer confirmation, the
+    command starts being ended.
     """
 
     def __init__(
@@ -199,15 +175,28 @@ class AttemptRunner(ABC):
             },
         )
 
+    def confirm(self, sent_at: float) -> None:
+        """Count the lease confirmed as of `sent_at` (monotonic send time); never move it back."""
+        self.lease_confirmed_at = max(self.lease_confirmed_at, sent_at)
+
+    @property
+    def kill_at(self) -> float:
+        """The monotonic time at which an unconfirmed lease makes the runner end its work."""
+        return self.lease_confirmed_at + self.lease_s - KILL_MARGIN_S
+
     def _lease_lost(self) -> bool:
-        """Whether the lease is lost: told so, or unconfirmed for a whole lease (monotonic)."""
-        if not self._lost.is_set() and time.monotonic() - self.lease_confirmed_at >= self.lease_s:
-            self.lose(f"no heartbeat confirmed its lease for {self.lease_s * 1000:.0f} ms")
+        """Whether the lease is lost: told so, or unconfirmed up to the kill margin (monotonic)."""
+        if not self._lost.is_set() and time.monotonic() >= self.kill_at:
+            unconfirmed_ms = (self.lease_s - KILL_MARGIN_S) * 1000
+            self.lose(
+                f"no heartbeat confirmed its lease for {unconfirmed_ms:.0f} ms"
+                f" (lease {self.lease_s * 1000:.0f} ms, kill margin {KILL_MARGIN_S * 1000:.0f} ms)"
+            )
         return self._lost.is_set()
 
-    def record(self, result: AttemptResult) -> None:
+    def record(self, result: AttemptResult, *, settle: bool = False) -> None:
         """Have the worker record `result`, then settle."""
-        self._record(self, result)
+        self._record(self, result, settle)
         self.settled.set()
 
     def _main(self) -> None:
@@ -264,6 +253,8 @@ class CommandRunner(AttemptRunner):
         _signal_group(process.pid, signal.SIGKILL)
         code = process.wait()
         reader.join(_READER_JOIN_S)
+        if not reader.is_alive():  # never under a reader: its descriptor could be reused
+            process.stdout.close()
         self._settle(ended_by, code, tail.text())
 
     def _settle(self, ended_by: str | None, code: int, tail: str) -> None:
@@ -293,7 +284,7 @@ class CommandRunner(AttemptRunner):
             if reason is not None:
                 _end_group(pid)
                 return reason
-            self._release.wait(_POLL_S)
+            self._release.wait(POLL_S)
         return None
 
     def environment(self) -> dict[str, str]:
@@ -332,93 +323,5 @@ def _end_group(pid: int) -> None:
     deadline = time.monotonic() + KILL_GRACE_S
     waited = threading.Event()
     while not _exited(pid) and time.monotonic() < deadline:
-        waited.wait(_POLL_S)
+        waited.wait(POLL_S)
     _signal_group(pid, signal.SIGKILL)
-
-
-class PythonRunner(AttemptRunner):
-    """Runs a Python task's callable in a thread (see the module docstring on timeouts)."""
-
-    def __init__(
-        self,
-        attempt: TakenAttempt,
-        function: TaskFunction,
-        *,
-        worker_id: str,
-        record: Recorder,
-        on_done: Callable[[], None],
-        confirmed_at: float,
-        lease_s: float,
-    ) -> None:
-        super().__init__(
-            attempt,
-            worker_id=worker_id,
-            record=record,
-            on_done=on_done,
-            confirmed_at=confirmed_at,
-            lease_s=lease_s,
-        )
-        self._function = function
-
-    def _execute(self) -> None:
-        timeout_s = self.attempt.execution.timeout_ms / 1000
-        context = TaskContext(
-            run_id=self.attempt.run_id,
-            attempt=self.attempt.attempt_number,
-            attempt_id=self.attempt.attempt_id,
-            scheduled_for_ms=self.attempt.scheduled_for_ms,
-            task_name=self.attempt.task_name,
-            payload=dict(self.attempt.payload),
-            worker_id=self.worker_id,
-            timeout_s=timeout_s,
-            _deadline=time.monotonic() + timeout_s,
-        )
-        results: list[AttemptResult] = []
-        finished = threading.Event()
-        call = threading.Thread(
-            target=self._call,
-            args=(context, results, finished),
-            name=f"ql3-task-{self.attempt.attempt_id}",
-            daemon=True,
-        )
-        call.start()
-        if self._await(context, finished):
-            self.record(results[0] if results else _crashed())
-        call.join()  # the slot stays busy until the callable returns
-
-    def _await(self, context: TaskContext, finished: threading.Event) -> bool:
-        """Wait for the callable; False when the attempt was settled without its result."""
-        while not finished.wait(_POLL_S):
-            if context.remaining_s() <= 0:
-                context.cancelled.set()
-                note = f"ql3: timed out after {context.timeout_s:g} s; context.cancelled was set"
-                self.record(AttemptResult(outcome=AttemptOutcome.TIMED_OUT, output_tail=note))
-                return False
-            if self._release.is_set():
-                context.cancelled.set()
-                self.needs_release, self.outcome = True, "released"
-                self.settled.set()
-                return False
-            if self._lease_lost():
-                # It cannot be killed: ask it to stop; its result is recorded only if the
-                # attempt is still ours by then.
-                context.cancelled.set()
-        return True
-
-    def _call(
-        self, context: TaskContext, results: list[AttemptResult], finished: threading.Event
-    ) -> None:
-        try:
-            self._function(context)
-            results.append(AttemptResult(outcome=AttemptOutcome.SUCCEEDED))
-        except BaseException as exc:  # noqa: BLE001  # whatever it raised, the attempt failed
-            text = "".join(traceback.format_exception(exc))
-            results.append(
-                AttemptResult(outcome=AttemptOutcome.FAILED, output_tail=output_tail(text.encode()))
-            )
-        finally:
-            finished.set()
-
-
-def _crashed() -> AttemptResult:  # pragma: no cover - _call always appends a result
-    return AttemptResult(outcome=AttemptOutcome.FAILED, output_tail="ql3: no result")

@@ -85,6 +85,13 @@ def worker_command(  # one flag per setting
         int | None,
         typer.Option("--grace-ms", help="On SIGTERM, how long running attempts may finish."),
     ] = None,
+    statement_timeout_ms: Annotated[
+        int | None,
+        typer.Option(
+            "--statement-timeout-ms",
+            help="Longest database call; the connection is cut 1 s later (default 5000).",
+        ),
+    ] = None,
     metrics_port: Annotated[int | None, typer.Option("--metrics-port")] = None,
     log_format: Annotated[LogFormat | None, typer.Option("--log-format")] = None,
     log_level: Annotated[str | None, typer.Option("--log-level")] = None,
@@ -104,6 +111,7 @@ def worker_command(  # one flag per setting
         lease_ms=lease_ms,
         poll_interval_ms=poll_interval_ms,
         grace_ms=grace_ms,
+        statement_timeout_ms=statement_timeout_ms,
         metrics_port=metrics_port,
         log_format=log_format,
         log_level=log_level,

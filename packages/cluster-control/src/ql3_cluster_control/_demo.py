@@ -46,6 +46,7 @@ from rich.table import Table
 
 from ._demo_verdict import ROWS_PER_RUN, DemoVerdict, count_history, show_verdict
 from ._schedule_file import schedule_definition
+from ._worker_config import WORKER_LEASE_MS_MIN
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -66,7 +67,8 @@ DEMO_EXECUTION = TaskExecution(
     command=DEMO_COMMAND, max_attempts=3, timeout_ms=10_000, retry_backoff_ms=1_000
 )
 DEMO_WORKER = "worker-1"
-DEMO_WORKER_LEASE_MS = 3_000
+# The shortest lease a worker accepts: a crashed worker's attempts come back soonest.
+DEMO_WORKER_LEASE_MS = WORKER_LEASE_MS_MIN
 DEMO_WORKER_POLL_MS = 200
 DEMO_WORKER_CONCURRENCY = 4
 # After the replicas stopped: how long the worker may take to finish what they admitted (it

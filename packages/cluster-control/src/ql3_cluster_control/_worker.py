@@ -1,24 +1,31 @@
-"""The worker (issue 13): executes admitted runs; leases, timeouts and retries by database time.
+"""The worker: executes admitted runs; leases, timeouts and retries by database time.
 
 One loop thread talks to storage only through `ql3_runtime_core.WorkerRepository` (the
 PostgreSQL `WorkerIngress` in production). On each tick, at most every `_TICK_S`:
 
-- every third of the lease it renews the leases of the attempts it runs, in one statement. An
-  attempt the database no longer renews (expired by the database clock, or abandoned) is lost:
-  its command is killed. A runner whose lease was not confirmed for a whole lease (the database
-  unreachable) gives up on its own, before the database can judge the lease expired (measured
-  from when the confirming statement was sent, with `time.monotonic()`; see `_attempt_runner`),
-  so another worker rarely runs a Run while this one still does;
+- every third of (lease - kill margin) it renews the leases of the attempts it runs, in one
+  statement, so two renewals may fail before a runner starts killing its command. An attempt
+  the database no longer renews (expired by the database clock, or abandoned) is lost: its
+  command is killed. A runner whose lease was not confirmed cleanly (a renewal whose answer was
+  lost, or acknowledged only with the synchronous-replication WARNING, confirms nothing) ends
+  its command on its own `ATTEMPT_KILL_MARGIN_MS` before the database can judge the lease
+  expired (measured from when the confirming statement was sent, with `time.monotonic()`; see
+  `_attempt_runner`);
 - every poll interval (at once when a slot frees up) it marks abandoned the attempts of other
   workers whose lease expired (queuing their successors) and takes as many eligible attempts
-  as it has free slots (`concurrency`), oldest eligible first, with SKIP LOCKED;
-- each taken attempt runs on its own runner thread (`_attempt_runner`), which records its end.
+  as it has free slots (`concurrency`), oldest eligible first, with SKIP LOCKED. A take that
+  failed may have landed unseen (its answer lost) or only on a server being replaced: before
+  taking again, the worker settles it from durable facts and hands back, unused, whatever it
+  holds without knowing (`settle_taken_attempts`), so a lost answer never burns an attempt;
+- each taken attempt runs on its own runner thread, which records its end (`_worker_recorder`).
 
 Stopping (SIGTERM / SIGINT, or `request_stop()`): take nothing more, let running attempts finish
 for up to `grace_ms` while their leases are still renewed, then kill what still runs and release
 it: the attempt goes back to `queued` with its number, eligible at once (being stopped is not the
 task's failure, so no attempt is used up). A second signal ends the grace at once. A worker that
-dies instead leaves its attempts to expire by their lease; another worker abandons them.
+dies instead leaves its attempts to expire by their lease; another worker abandons them. Every
+call has a client-side deadline (the ingress's statement timeout + 1 s), so a database gone
+silent delays the stop by at most that, never indefinitely.
 
 Database faults never end the loop: log a WARNING, back off with jitter, go on (runners keep
 running; leases are kept alive once the database answers again). A schema mismatch stops it.
@@ -32,25 +39,29 @@ import time
 from typing import TYPE_CHECKING, Final
 from uuid import uuid4
 
-from ql3_cluster_postgres import SCHEDULE_NAME_MAX_LENGTH, SchemaMismatchError, WorkerIngress
-from ql3_runtime_core import AttemptResult, QL3Error, RepositoryUnavailableError
+from ql3_cluster_postgres import SchemaMismatchError
+from ql3_runtime_core import QL3Error, RepositoryUnavailableError
 
-from ._attempt_runner import KILL_GRACE_S, AttemptRunner, CommandRunner, PythonRunner
+from ._attempt_runner import KILL_MARGIN_S, AttemptRunner, CommandRunner
 from ._backoff import Backoff
 from ._config import ConfigurationError
 from ._metrics import HealthState, MetricsServer
+from ._python_runner import PythonRunner
 from ._stop_signals import install_stop_signals
-from ._worker_config import WorkerSettings
+from ._worker_config import WorkerSettings, postgres_ingress_factory
 from ._worker_metrics import WorkerMetrics
+from ._worker_recorder import AttemptRecorder, attempt_ids, report_abandoned
+from ._worker_release import release_runners
+from ._worker_tasks import TaskRegistry
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
 
-    from ql3_runtime_core import FinishedAttempt, TakenAttempt, WorkerRepository
+    from ql3_runtime_core import TakenAttempt, WorkerRepository
 
-    from ._attempt_runner import TaskFunction
+    from ._python_runner import TaskFunction
 
-__all__ = ["Worker", "postgres_ingress_factory"]
+__all__ = ["Worker"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,35 +69,8 @@ logger = logging.getLogger(__name__)
 _TICK_S: Final = 0.1
 # Expired leases handled per poll; more wait for the next one.
 _ABANDON_BATCH: Final = 100
-# Heartbeats per lease: a renewal may fail twice before the lease runs out.
+# Heartbeats before a runner's kill point: a renewal may fail twice before a command is ended.
 _BEATS_PER_LEASE: Final = 3
-
-
-def postgres_ingress_factory(settings: WorkerSettings) -> Callable[[], WorkerRepository]:
-    """Return a factory of the PostgreSQL ingress for `settings` (a pooled connection per slot)."""
-    dsn = settings.dsn_value()
-    if dsn is None:
-        msg = "dsn: no database given; pass --dsn or set QL3_WORKER_DSN or QL3_DSN"
-        raise ConfigurationError(msg)
-
-    def build() -> WorkerRepository:
-        return WorkerIngress(
-            dsn,
-            application_name=settings.application_name,
-            max_connections=settings.concurrency + 1,
-            connect_timeout_s=settings.connect_timeout_s,
-        )
-
-    return build
-
-
-def _check_task_name(name: str) -> None:
-    if not 1 <= len(name) <= SCHEDULE_NAME_MAX_LENGTH:
-        msg = f"task name: 1..{SCHEDULE_NAME_MAX_LENGTH} characters, got {len(name)}"
-        raise ConfigurationError(msg)
-    if name != name.strip() or not name.isprintable():
-        msg = f"task name: printable, without outer whitespace, got {name!r}"
-        raise ConfigurationError(msg)
 
 
 class Worker:
@@ -98,6 +82,11 @@ class Worker:
     @worker.task("send-report")
     def send_report(context: TaskContext) -> None:
         deliver(key=context.run_id)  # the Run id is the idempotency key
+
+    @worker.task("count-orders", transactional=True)
+    def count_orders(context: TaskContext) -> None:
+        # Exactly once: these writes commit with the attempt's success, or not at all.
+        context.connection.execute("UPDATE app.totals SET n = n + 1")
 
     worker.run()  # until request_stop() (or SIGTERM once install_signal_handlers() ran)
     ```
@@ -122,13 +111,18 @@ class Worker:
             initial_s=self.settings.retry_initial_ms / 1000,
             maximum_s=self.settings.retry_max_ms / 1000,
         )
-        self._tasks: dict[str, TaskFunction] = {}
+        self._tasks = TaskRegistry()
         self._runners: dict[int, AttemptRunner] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._grace_over = threading.Event()
         self._abort = threading.Event()
         self._repository: WorkerRepository | None = None
+        self._recorder = AttemptRecorder(
+            self._repository_or_raise, self.lease_token, self.backoff, self._abort
+        )
+        # A take failed: it may have landed unseen; settle before taking again.
+        self._take_unsettled = False
         self._schema_ok = False
         self._signal: str | None = None
         self._metrics_server: MetricsServer | None = None
@@ -144,29 +138,27 @@ class Worker:
 
     # -- registration ---------------------------------------------------------------------------
 
-    def register(self, name: str, function: TaskFunction) -> None:
+    def register(self, name: str, function: TaskFunction, *, transactional: bool = False) -> None:
         """Run `function` for the runs of the Python task (schedule) called `name`.
+
+        With `transactional`, `function` gets `context.connection`, inside the transaction that
+        records the attempt succeeded once it returns: what it writes through that connection
+        commits exactly once per succeeded Run (the worker's login needs the grants for it).
 
         Raises:
             ConfigurationError: a name no schedule can have, a name registered twice, or a
                 `function` that is not callable.
 
         """
-        _check_task_name(name)
-        if not callable(function):
-            msg = f"task {name!r}: {function!r} is not callable"
-            raise ConfigurationError(msg)
-        with self._lock:
-            if name in self._tasks:
-                msg = f"task {name!r}: a callable is registered already"
-                raise ConfigurationError(msg)
-            self._tasks[name] = function
+        self._tasks.register(name, function, transactional=transactional)
 
-    def task(self, name: str) -> Callable[[TaskFunction], TaskFunction]:
+    def task(
+        self, name: str, *, transactional: bool = False
+    ) -> Callable[[TaskFunction], TaskFunction]:
         """Decorate a callable to run it for the Python task `name` (see `register`)."""
 
         def decorate(function: TaskFunction) -> TaskFunction:
-            self.register(name, function)
+            self.register(name, function, transactional=transactional)
             return function
 
         return decorate
@@ -174,8 +166,7 @@ class Worker:
     @property
     def task_names(self) -> tuple[str, ...]:
         """The Python tasks this worker runs, sorted."""
-        with self._lock:
-            return tuple(sorted(self._tasks))
+        return self._tasks.names
 
     # -- stopping -------------------------------------------------------------------------------
 
@@ -244,7 +235,7 @@ class Worker:
         try:
             self._check_schema(repository)
             if now >= self._next_beat:
-                self._next_beat = now + self.settings.lease_ms / 1000 / _BEATS_PER_LEASE
+                self._next_beat = now + self._beat_s
                 self._heartbeat(repository)
             if taking and now >= self._next_poll:
                 self._next_poll = now + self.settings.poll_interval_ms / 1000
@@ -267,18 +258,22 @@ class Worker:
         if self._schema_ok:
             return
         version = repository.check_schema()
-        self._schema_ok = self.health.schema_ok = True
+        self._schema_ok = self.health.schema_ok = self.health.connected = True
         logger.info(
             "connected; schema version %d",
             version,
             extra={"event": "worker.connected", "schema_version": version},
         )
 
+    @property
+    def _beat_s(self) -> float:
+        """Seconds between heartbeats: a third of the lease before a runner's kill point."""
+        return (self.settings.lease_ms / 1000 - KILL_MARGIN_S) / _BEATS_PER_LEASE
+
     def _fault(self, exc: QL3Error) -> None:
         self._failures += 1
         # Never back off past a heartbeat: leases must be renewed as soon as the database answers.
-        beat_s = self.settings.lease_ms / 1000 / _BEATS_PER_LEASE
-        delay = min(self.backoff.delay_s(self._failures), beat_s)
+        delay = min(self.backoff.delay_s(self._failures), self._beat_s)
         self._retry_at = time.monotonic() + delay
         self.metrics.database_faults.inc()
         self.health.connected = False
@@ -305,13 +300,15 @@ class Worker:
         live = self._live()
         if not live:
             return
+        # The send time, not the answer's: the database's expiry counts from its own clock
+        # reading, which comes after the send. An uncertain renewal raises and confirms nothing.
         sent_at = time.monotonic()
         renewed = repository.renew_leases(
             self.lease_token, [r.attempt.attempt_id for r in live], self.settings.lease_ms
         )
         for runner in live:
             if runner.attempt.attempt_id in renewed:
-                runner.lease_confirmed_at = sent_at
+                runner.confirm(sent_at)
             elif not runner.settled.is_set():
                 runner.lose("the database no longer renews its lease (expired or ended)")
 
@@ -320,38 +317,42 @@ class Worker:
     def _poll(self, repository: WorkerRepository) -> None:
         for abandoned in repository.abandon_expired_attempts(_ABANDON_BATCH):
             self.metrics.abandoned.inc()
-            logger.info(
-                "attempt %d of worker %s abandoned: its lease expired",
-                abandoned.attempt_id,
-                abandoned.worker_id,
-                extra={
-                    "event": "attempt.abandoned",
-                    "attempt_id": abandoned.attempt_id,
-                    "run_id": abandoned.run_id,
-                    "attempt": abandoned.attempt_number,
-                    "holder": abandoned.worker_id,
-                    "lease_expired_at_ms": abandoned.lease_expired_at_ms,
-                    "abandoned_at_ms": abandoned.abandoned_at_ms,
-                    "next_attempt_id": abandoned.next_attempt_id,
-                    "next_not_before_ms": abandoned.next_not_before_ms,
-                },
-            )
+            report_abandoned(abandoned)
+        self._settle_takes(repository)
         free = self.settings.concurrency - self._busy()
         if free <= 0:
             return
         sent_at = time.monotonic()
-        taken = repository.take_attempts(
-            worker_id=self.worker_id,
-            lease_token=self.lease_token,
-            lease_ms=self.settings.lease_ms,
-            limit=free,
-            python_tasks=self.task_names,
-            commands=self.settings.run_commands,
-        )
+        try:
+            taken = repository.take_attempts(
+                worker_id=self.worker_id,
+                lease_token=self.lease_token,
+                lease_ms=self.settings.lease_ms,
+                limit=free,
+                python_tasks=self.task_names,
+                commands=self.settings.run_commands,
+            )
+        except RepositoryUnavailableError:
+            self._take_unsettled = True
+            raise
         for attempt in taken:
             self._start(attempt, sent_at)
         if len(taken) == free:
             self._next_poll = 0.0  # there may be more: look again once a slot frees up
+
+    def _settle_takes(self, repository: WorkerRepository) -> None:
+        """After a failed take: hand back what it gave this worker unseen (no attempt used)."""
+        if not self._take_unsettled:
+            return
+        with self._lock:
+            known = list(self._runners)
+        released = repository.settle_taken_attempts(self.worker_id, self.lease_token, known)
+        self._take_unsettled = False
+        logger.info(
+            "a take whose answer was lost is settled: %d attempt(s) it gave were handed back",
+            len(released),
+            extra={"event": "take.settled", "released_attempt_ids": released},
+        )
 
     def _busy(self) -> int:
         with self._lock:
@@ -367,7 +368,7 @@ class Worker:
             attempt.task_name,
             extra={
                 "event": "attempt.taken",
-                **_ids(attempt),
+                **attempt_ids(attempt),
                 "queue_delay_ms": attempt.queue_delay_ms,
                 "lease_expires_at_ms": attempt.lease_expires_at_ms,
             },
@@ -377,37 +378,27 @@ class Worker:
             runner = CommandRunner(
                 attempt,
                 worker_id=self.worker_id,
-                record=self._record,
+                record=self._recorder.record,
                 on_done=self._wake.set,
                 confirmed_at=confirmed_at,
                 lease_s=self.settings.lease_ms / 1000,
             )
         else:
+            function, transactional = self._tasks.lookup(attempt.task_name, self.worker_id)
             runner = PythonRunner(
                 attempt,
-                self._function(attempt.task_name),
+                function,
                 worker_id=self.worker_id,
-                record=self._record,
+                record=self._recorder.record,
                 on_done=self._wake.set,
                 confirmed_at=confirmed_at,
                 lease_s=self.settings.lease_ms / 1000,
+                transact=self._recorder.record_transaction if transactional else None,
             )
         with self._lock:
             self._runners[attempt.attempt_id] = runner
             self.metrics.running.set(len(self._runners))
         runner.start()
-
-    def _function(self, name: str) -> TaskFunction:
-        with self._lock:
-            function = self._tasks.get(name)
-        if function is not None:
-            return function
-
-        def unregistered(_context: object) -> None:  # pragma: no cover - take filters by name
-            msg = f"no callable registered for task {name!r} on worker {self.worker_id!r}"
-            raise LookupError(msg)
-
-        return unregistered
 
     def _reap(self) -> None:
         """Forget runners that ended (their slot is free again)."""
@@ -418,75 +409,6 @@ class Worker:
                     self.metrics.observe_outcome(runner.outcome)
                 self._next_poll = 0.0
             self.metrics.running.set(len(self._runners))
-
-    # -- recording ------------------------------------------------------------------------------
-
-    def _record(self, runner: AttemptRunner, result: AttemptResult) -> None:
-        """Record how `runner`'s attempt ended, retrying through database faults until it stops."""
-        finished = self._finish(runner.attempt, result)
-        attempt = runner.attempt
-        if finished is not None and finished.recorded:
-            runner.outcome = result.outcome.value
-            logger.info(
-                "attempt %d %s (run %d, attempt %d of %s)",
-                attempt.attempt_id,
-                result.outcome.value,
-                attempt.run_id,
-                attempt.attempt_number,
-                attempt.task_name,
-                extra={
-                    "event": "attempt.finished",
-                    **_ids(attempt),
-                    "outcome": result.outcome.value,
-                    "exit_code": result.exit_code,
-                    "finished_at_ms": finished.finished_at_ms,
-                    "next_attempt_id": finished.next_attempt_id,
-                    "next_not_before_ms": finished.next_not_before_ms,
-                },
-            )
-            return
-        runner.outcome = "lost"
-        found = None if finished is None or finished.state_found is None else finished.state_found
-        logger.warning(
-            "attempt %d ended %s but was not recorded: it is no longer ours (%s)",
-            attempt.attempt_id,
-            result.outcome.value,
-            found or "database unreachable",
-            extra={
-                "event": "attempt.not_recorded",
-                **_ids(attempt),
-                "outcome": result.outcome.value,
-                "state_found": found,
-            },
-        )
-
-    def _finish(self, attempt: TakenAttempt, result: AttemptResult) -> FinishedAttempt | None:
-        failures = 0
-        while True:
-            try:
-                return self._repository_or_raise().finish_attempt(
-                    attempt.attempt_id, self.lease_token, result
-                )
-            except RepositoryUnavailableError as exc:
-                failures += 1
-                delay = self.backoff.delay_s(failures)
-                logger.warning(
-                    "attempt %d: cannot record its end yet, retrying in %.2f s: %s",
-                    attempt.attempt_id,
-                    delay,
-                    exc,
-                    extra={"event": "attempt.record_retry", **_ids(attempt)},
-                )
-                if self._abort.wait(delay):
-                    return None
-            except QL3Error as exc:
-                logger.error(  # noqa: TRY400  # one line; the lease settles it
-                    "attempt %d: cannot record its end: %s; its lease will expire",
-                    attempt.attempt_id,
-                    exc,
-                    extra={"event": "attempt.record_failed", **_ids(attempt)},
-                )
-                return None
 
     # -- stopping -------------------------------------------------------------------------------
 
@@ -503,7 +425,17 @@ class Worker:
         while self._live() and time.monotonic() < deadline and not self._grace_over.is_set():
             self._safe_tick()
             self._wait()
-        released = self._release(self._live())
+        released = release_runners(self._repository, self.worker_id, self.lease_token, self._live())
+        if self._take_unsettled and self._repository is not None:
+            try:
+                self._settle_takes(self._repository)
+            except QL3Error as exc:
+                logger.warning(
+                    "could not settle a take whose answer was lost; what it gave expires by"
+                    " its lease: %s",
+                    exc,
+                    extra={"event": "take.settle_failed"},
+                )
         self._abort.set()
         self._close()
         logger.info(
@@ -516,34 +448,6 @@ class Worker:
             self._tick(taking=False)
         except SchemaMismatchError:
             self._grace_over.set()
-
-    def _release(self, runners: Sequence[AttemptRunner]) -> list[int]:
-        """Stop what still runs, wait until it is stopped, and hand its attempts back."""
-        for runner in runners:
-            runner.request_release()
-        deadline = time.monotonic() + KILL_GRACE_S + 1
-        for runner in runners:
-            runner.settled.wait(max(deadline - time.monotonic(), 0))
-        ids = [r.attempt.attempt_id for r in runners if r.needs_release]
-        if not ids or self._repository is None:
-            return []
-        try:
-            released = self._repository.release_attempts(self.worker_id, self.lease_token, ids)
-        except QL3Error as exc:
-            logger.warning(
-                "could not release attempts %s; their leases expire by database time: %s",
-                ids,
-                exc,
-                extra={"event": "attempts.release_failed", "attempt_ids": ids},
-            )
-            return []
-        for attempt_id in released:
-            logger.info(
-                "attempt %d released: queued again",
-                attempt_id,
-                extra={"event": "attempt.released", "attempt_id": attempt_id},
-            )
-        return released
 
     def _close(self) -> None:
         self._reap()
@@ -569,13 +473,3 @@ class Worker:
             self._metrics_server.port,
             extra={"event": "metrics.serving", "port": self._metrics_server.port},
         )
-
-
-def _ids(attempt: TakenAttempt) -> dict[str, object]:
-    """Return the fields every attempt log record carries (stable names log readers rely on)."""
-    return {
-        "attempt_id": attempt.attempt_id,
-        "run_id": attempt.run_id,
-        "attempt": attempt.attempt_number,
-        "task": attempt.task_name,
-    }

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import SettingsConfigDict
-from ql3_runtime_core import LEASE_MS_DEFAULT, LEASE_MS_MAX, LEASE_MS_MIN
+from ql3_cluster_postgres import WorkerIngress
+from ql3_runtime_core import ATTEMPT_KILL_MARGIN_MS, LEASE_MS_DEFAULT, LEASE_MS_MAX
 
 from ._config import (
     RULE_ZERO,
@@ -28,16 +29,23 @@ from ._config import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
+
+    from ql3_runtime_core import WorkerRepository
 
 __all__ = [
     "TASK_ENVIRONMENT",
     "WORKER_ENV_PREFIX",
+    "WORKER_LEASE_MS_MIN",
     "WorkerSettings",
     "load_worker_settings",
+    "postgres_ingress_factory",
 ]
 
 WORKER_ENV_PREFIX = "QL3_WORKER_"
+# A runner starts killing an unconfirmed command ATTEMPT_KILL_MARGIN_MS before its lease can end;
+# a shorter lease would leave less than 2 s for the heartbeats before that point.
+WORKER_LEASE_MS_MIN = ATTEMPT_KILL_MARGIN_MS + 2_000
 # What a command finds in its environment (and a `ql3` it runs must not refuse as unknown).
 TASK_ENVIRONMENT = (
     "QL3_RUN_ID",
@@ -52,9 +60,11 @@ class WorkerSettings(ProcessSettingsChecks):
     """Everything a worker needs; each field is also `QL3_WORKER_<NAME>` in the environment.
 
     `lease_ms` is how long an attempt stays held without a heartbeat, by the database clock
-    (heartbeats go every third of it); `grace_ms` how long a stopping worker lets running
-    attempts finish before it kills and releases them; `run_commands` whether it runs command
-    tasks (a service that runs only its Python tasks turns it off).
+    (at least `WORKER_LEASE_MS_MIN`; heartbeats go every third of the lease minus the kill
+    margin); `grace_ms` how long a stopping worker lets running attempts finish before it kills
+    and releases them; `run_commands` whether it runs command tasks (a service that runs only
+    its Python tasks turns it off); `statement_timeout_ms` how long one database call may take
+    (the server's statement timeout; the worker cuts the connection 1 s later).
     """
 
     model_config = SettingsConfigDict(
@@ -67,7 +77,7 @@ class WorkerSettings(ProcessSettingsChecks):
     dsn: SecretStr | None = None
     id: OwnerId = Field(default_factory=default_owner_id)
     concurrency: int = Field(default=4, ge=1, le=256)
-    lease_ms: int = Field(default=LEASE_MS_DEFAULT, ge=LEASE_MS_MIN, le=LEASE_MS_MAX)
+    lease_ms: int = Field(default=LEASE_MS_DEFAULT, ge=WORKER_LEASE_MS_MIN, le=LEASE_MS_MAX)
     poll_interval_ms: int = Field(default=1_000, ge=10, le=60_000)
     grace_ms: int = Field(default=30_000, ge=0, le=3_600_000)
     run_commands: bool = True
@@ -80,6 +90,7 @@ class WorkerSettings(ProcessSettingsChecks):
     log_level: str = "INFO"
     application_name: str = Field(default="ql3-worker", min_length=1, max_length=63)
     connect_timeout_s: float = Field(default=5.0, gt=0, le=300)
+    statement_timeout_ms: int = Field(default=5_000, ge=100, le=60_000)
 
     def dsn_value(self) -> str | None:
         """Return the DSN in clear, for the ingress; never log it."""
@@ -115,3 +126,24 @@ def load_worker_settings(
         return WorkerSettings(**given)
     except ValidationError as exc:
         raise ConfigurationError(describe_settings_error(exc)) from exc
+
+
+def postgres_ingress_factory(settings: WorkerSettings) -> Callable[[], WorkerRepository]:
+    """Return a factory of the PostgreSQL ingress for `settings` (a pooled connection per slot)."""
+    dsn = settings.dsn_value()
+    if dsn is None:
+        msg = "dsn: no database given; pass --dsn or set QL3_WORKER_DSN or QL3_DSN"
+        raise ConfigurationError(msg)
+
+    def build() -> WorkerRepository:
+        return WorkerIngress(
+            dsn,
+            application_name=settings.application_name,
+            # The loop, one per running attempt, and one more while a transactional task holds
+            # its own for its whole run.
+            max_connections=settings.concurrency + 2,
+            connect_timeout_s=settings.connect_timeout_s,
+            statement_timeout_ms=settings.statement_timeout_ms,
+        )
+
+    return build

@@ -117,7 +117,7 @@ def test_a_killed_worker_is_abandoned_at_its_lease_and_its_run_retried(
     execution = TaskExecution(command=command, max_attempts=2, retry_backoff_ms=0)
     runs = admit_runs(ql3_db, {"crash": execution})
     try:
-        workers.start("doomed", ql3_db, "--lease-ms", "2000")
+        workers.start("doomed", ql3_db, "--lease-ms", "5000")
         wait_for_states(ql3_db, runs["crash"], ["running"])
         workers.signal("doomed", signal.SIGKILL)
         workers.wait_exit("doomed")
@@ -188,14 +188,14 @@ def test_sigterm_past_the_grace_kills_and_releases(
 def test_a_worker_cut_off_from_the_database_stops_its_command(
     ql3_db: Ql3Database, pg_cluster: ThrowawayCluster, workers: Workers, tmp_path: Path
 ) -> None:
-    """Unconfirmed for a whole lease, a worker kills its command itself; another retries the run."""
+    """Unconfirmed up to its kill margin, a worker kills its command; another retries the run."""
     pid_file = tmp_path / "cut.pid"
     command = f'test "$QL3_ATTEMPT" -ge 2 || {{ echo $$ > {pid_file}; exec sleep 300; }}'
     execution = TaskExecution(command=command, max_attempts=2, retry_backoff_ms=0)
     run_id = admit_runs(ql3_db, {"cut": execution})["cut"]
     with WireFaultProxy(pg_cluster.host, pg_cluster.port) as proxy:
         through_proxy = ql3_db.dsn("worker_ingress", port=str(proxy.port))
-        workers.start("cut-off", ql3_db, "--lease-ms", "2000", dsn=through_proxy)
+        workers.start("cut-off", ql3_db, "--lease-ms", "5000", dsn=through_proxy)
         try:
             wait_for_states(ql3_db, run_id, ["running"])
             wait_for(pid_file.exists, timeout_s=10, what="command started")
@@ -211,5 +211,44 @@ def test_a_worker_cut_off_from_the_database_stops_its_command(
             kill_group_of(pid_file)
     assert (first["worker_id"], second["worker_id"]) == ("cut-off", "rescuer")
     (lost,) = workers.logged("cut-off", "attempt.lost")
-    assert lost["reason"] == "no heartbeat confirmed its lease for 2000 ms"
+    assert lost["reason"] == (
+        "no heartbeat confirmed its lease for 2000 ms (lease 5000 ms, kill margin 3000 ms)"
+    )
     assert verify_history(ql3_db.dsn("admin")).ok
+
+
+def test_sigterm_is_honoured_while_the_database_is_silent(
+    ql3_db: Ql3Database, pg_cluster: ThrowawayCluster, workers: Workers, tmp_path: Path
+) -> None:
+    """Bytes stop flowing (no reset): calls are cut at their deadline, SIGTERM still stops it."""
+    pid_file = tmp_path / "silent.pid"
+    command = f"echo $$ > {pid_file}; exec sleep 300"
+    execution = TaskExecution(command=command, max_attempts=2)
+    run_id = admit_runs(ql3_db, {"silent": execution})["silent"]
+    with WireFaultProxy(pg_cluster.host, pg_cluster.port) as proxy:
+        through_proxy = ql3_db.dsn("worker_ingress", port=str(proxy.port))
+        args = ("--grace-ms", "500", "--statement-timeout-ms", "300")
+        workers.start("silent", ql3_db, *args, dsn=through_proxy)
+        try:
+            wait_for_states(ql3_db, run_id, ["running"])
+            wait_for(pid_file.exists, timeout_s=10, what="command started")
+            proxy.partition()
+            wait_for(
+                lambda: bool(workers.logged("silent", "worker.fault")),
+                timeout_s=30,
+                what="the worker reports the silent database",
+            )
+            workers.signal("silent", signal.SIGTERM)
+            assert workers.wait_exit("silent", timeout=30) == 0
+            assert process_gone(int(pid_file.read_text()))
+        finally:
+            proxy.heal()
+            kill_group_of(pid_file)
+    assert workers.logged("silent", "worker.stopping")
+    # Cut mid-call at its deadline, or (checking a pooled connection) no connection in time.
+    silent = ("cut the connection", "couldn't get a connection")
+    faults = [record["message"] for record in workers.logged("silent", "worker.fault")]
+    assert any(text in fault for fault in faults for text in silent), faults
+    # The release could not reach the database: the attempt waits for its lease to expire.
+    assert workers.logged("silent", "worker.stopped")[0]["released_attempt_ids"] == []
+    assert [a["state"] for a in attempts_of(ql3_db, run_id)] == ["running"]

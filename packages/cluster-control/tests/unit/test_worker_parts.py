@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 import pytest
 from ql3_cluster_control import (
+    ConfigurationError,
     HealthState,
     WorkerMetrics,
     load_worker_settings,
     metrics_wsgi_app,
 )
-from ql3_cluster_control._attempt_runner import CommandRunner, _Tail, output_tail
-from ql3_runtime_core import TakenAttempt, TaskExecution
+from ql3_cluster_control._attempt_runner import (
+    KILL_GRACE_S,
+    KILL_MARGIN_S,
+    CommandRunner,
+    _Tail,
+    output_tail,
+)
+from ql3_cluster_control._worker_config import WORKER_LEASE_MS_MIN
+from ql3_runtime_core import (
+    ATTEMPT_KILL_MARGIN_MS,
+    ATTEMPT_SUCCESSOR_GRACE_MS,
+    TakenAttempt,
+    TaskExecution,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -114,3 +129,57 @@ def test_worker_metrics_and_health_are_served() -> None:
     assert _get(app, "/healthz")[0].startswith("503")
     health.connected = health.schema_ok = True
     assert _get(app, "/healthz") == ("200 OK", "ok\n")
+
+
+def test_a_worker_lease_must_leave_room_before_the_kill_margin() -> None:
+    """A lease shorter than the kill margin + 2 s is refused by name; 5 s is the least."""
+    assert WORKER_LEASE_MS_MIN == ATTEMPT_KILL_MARGIN_MS + 2_000
+    assert load_worker_settings(lease_ms=WORKER_LEASE_MS_MIN).lease_ms == WORKER_LEASE_MS_MIN
+    with pytest.raises(ConfigurationError, match=f"lease_ms={WORKER_LEASE_MS_MIN - 1}"):
+        load_worker_settings(lease_ms=WORKER_LEASE_MS_MIN - 1)
+
+
+def _runner(command: str, *, lease_s: float, confirmed_at: float) -> CommandRunner:
+    return CommandRunner(
+        _attempt(command),
+        worker_id="w",
+        record=lambda *_: None,
+        on_done=lambda: None,
+        confirmed_at=confirmed_at,
+        lease_s=lease_s,
+    )
+
+
+def test_the_kill_point_is_the_margin_before_the_lease_counted_from_the_send() -> None:
+    """kill_at = last confirmed send + lease - 3 s; a confirmation never moves it back."""
+    runner = _runner("true", lease_s=30, confirmed_at=100.0)
+    assert KILL_MARGIN_S * 1000 == ATTEMPT_KILL_MARGIN_MS
+    assert runner.kill_at == 100.0 + 30 - KILL_MARGIN_S
+    runner.confirm(110.0)
+    runner.confirm(105.0)  # an older statement's answer arriving late
+    assert runner.kill_at == 110.0 + 30 - KILL_MARGIN_S
+    # SIGKILL goes out KILL_GRACE_S after SIGTERM: still a second before the lease can end.
+    assert KILL_MARGIN_S - KILL_GRACE_S >= 1.0
+    assert ATTEMPT_SUCCESSOR_GRACE_MS >= ATTEMPT_KILL_MARGIN_MS
+
+
+def test_an_unconfirmed_command_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
+    """Past its kill point the group gets SIGTERM, then SIGKILL; lost, nothing recorded."""
+    pid_file = tmp_path / "shell.pid"
+    recorded: list[object] = []
+    runner = CommandRunner(
+        _attempt(f"trap '' TERM; echo $$ > {pid_file}; while :; do sleep 0.1; done"),
+        worker_id="w",
+        record=lambda *args: recorded.append(args),
+        on_done=lambda: None,
+        confirmed_at=time.monotonic(),
+        lease_s=WORKER_LEASE_MS_MIN / 1000,
+    )
+    runner.start()
+    assert runner.done.wait(60), "the runner never ended its command"
+    pid = int(pid_file.read_text())
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+    assert (runner.outcome, recorded) == ("lost", [])
+    assert runner.lost_reason == (
+        "no heartbeat confirmed its lease for 2000 ms (lease 5000 ms, kill margin 3000 ms)"
+    )

@@ -29,7 +29,7 @@ from ._errors import (
     ZoneRulesUnavailableError,
 )
 from ._history import AttemptCounts, AttemptRecord, HistoryReader, RunRecord, RunSummary
-from ._ingress import WorkerIngress
+from ._ingress import TaskConnection, WorkerIngress
 from ._migrations import SCHEMA_VERSION, check_schema_version, migrate
 from ._private_server import PrivateServer
 from ._repository import PostgresScheduleRepository
@@ -97,6 +97,7 @@ __all__ = [
     "ScheduleVerdict",
     "SchemaMismatchError",
     "StatusReport",
+    "TaskConnection",
     "UnknownRoleError",
     "VerifyReport",
     "Violation",

@@ -117,8 +117,18 @@ class ConnectionOptions:
             defaults["options"] = f"{defaults.get('options', '')} {extra}".strip()
         self.conninfo = make_conninfo("", **defaults)
 
-    def pool(self, *, max_size: int, timeout_s: float) -> ConnectionPool[psycopg.Connection[Any]]:
-        """Return a closed pool (open it with `open()`) whose connections are made like ours."""
+    def pool(
+        self,
+        *,
+        max_size: int,
+        timeout_s: float,
+        check: Callable[[psycopg.Connection[Any]], None] | None = None,
+    ) -> ConnectionPool[psycopg.Connection[Any]]:
+        """Return a closed pool (open it with `open()`) whose connections are made like ours.
+
+        `check` runs on a connection before the pool hands it out; when it raises, the pool
+        drops that connection and hands out another.
+        """
         return ConnectionPool(
             self.conninfo,
             min_size=1,  # the first request does not pay for the connect
@@ -128,6 +138,7 @@ class ConnectionOptions:
             open=False,
             timeout=timeout_s,
             name=self.settings.application_name,
+            check=check,
         )
 
 

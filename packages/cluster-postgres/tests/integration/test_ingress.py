@@ -71,10 +71,12 @@ def test_take_only_what_the_worker_can_run(ql3_db: Ql3Database) -> None:
 
 
 def test_two_workers_take_disjoint_attempts(ql3_db: Ql3Database) -> None:
-    """SKIP LOCKED: a worker holding attempts in an open transaction does not block another."""
+    """SKIP LOCKED: attempts locked by another transaction are passed over, not waited for."""
     admit(ql3_db, 3)
-    dsn = ql3_db.dsn("worker_ingress")
-    with psycopg.connect(dsn) as holder, WorkerIngress(dsn) as ingress:
+    with (
+        psycopg.connect(ql3_db.dsn("owner")) as holder,
+        WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress,
+    ):
         locked = holder.execute(
             "SELECT id FROM ql3.attempts WHERE state = 'queued' ORDER BY id LIMIT 2 FOR UPDATE"
         ).fetchall()

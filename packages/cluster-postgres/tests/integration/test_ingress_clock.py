@@ -11,8 +11,15 @@ from uuid import uuid4
 
 from ingress_helpers import LEASE_MS, SHELL, admit, attempts_of, events_of, take
 from ql3_cluster_postgres import WorkerIngress
-from ql3_runtime_core import AttemptOutcome, AttemptResult, AttemptState
-from repo_helpers import db_now_ms
+from ql3_runtime_core import (
+    ATTEMPT_KILL_MARGIN_MS,
+    ATTEMPT_SUCCESSOR_GRACE_MS,
+    AttemptOutcome,
+    AttemptResult,
+    AttemptState,
+    TaskExecution,
+)
+from repo_helpers import db_now_ms, fetch
 
 if TYPE_CHECKING:
     from ql3_testkit import Ql3Database, ThrowawayCluster
@@ -190,3 +197,37 @@ def test_no_attempt_left_after_the_last_one_is_abandoned(
     assert (abandoned.attempt_id, abandoned.next_attempt_id) == (second.attempt_id, None)
     assert [a["state"] for a in attempts_of(faketime_db, run_id)] == ["failed", "abandoned"]
     assert events_of(faketime_db, run_id)[-1]["payload"]["retried"] is False
+
+
+def test_an_abandoned_attempts_successor_waits_out_the_grace(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """With no backoff, the successor of an abandoned attempt starts at expiry + grace, not before.
+
+    The old worker may still be killing its command at the expiry: the grace covers its kill
+    margin, so one Run's command never runs in two places at once.
+    """
+    at_once = TaskExecution(command="true", max_attempts=2, timeout_ms=60_000, retry_backoff_ms=0)
+    (run_id,) = admit(faketime_db, execution=at_once)
+    start = _frozen_start(faketime_db, faketime_cluster)
+    with WorkerIngress(faketime_db.dsn("worker_ingress")) as ingress:
+        (attempt,) = take(ingress, uuid4(), worker_id="dead-worker")
+        expiry = start + LEASE_MS
+        faketime_cluster.freeze_clock_at_ms(expiry)
+        (abandoned,) = ingress.abandon_expired_attempts(10)
+        assert abandoned.attempt_id == attempt.attempt_id
+        assert abandoned.next_not_before_ms == expiry + ATTEMPT_SUCCESSOR_GRACE_MS
+        faketime_cluster.freeze_clock_at_ms(expiry + ATTEMPT_SUCCESSOR_GRACE_MS - 1)
+        assert take(ingress, uuid4()) == []
+        faketime_cluster.freeze_clock_at_ms(expiry + ATTEMPT_SUCCESSOR_GRACE_MS)
+        (successor,) = take(ingress, uuid4(), worker_id="live-worker")
+    assert (successor.attempt_id, successor.attempt_number) == (abandoned.next_attempt_id, 2)
+    assert successor.taken_at_ms - abandoned.lease_expired_at_ms == ATTEMPT_SUCCESSOR_GRACE_MS
+    assert [a["state"] for a in attempts_of(faketime_db, run_id)] == ["abandoned", "running"]
+
+
+def test_the_successor_grace_covers_the_kill_margin(ql3_db: Ql3Database) -> None:
+    """The database's grace is the documented constant, and covers the worker's kill margin."""
+    ((grace,),) = fetch(ql3_db.dsn("worker_ingress"), "SELECT ql3.attempt_successor_grace_ms()")
+    assert grace == ATTEMPT_SUCCESSOR_GRACE_MS
+    assert ATTEMPT_SUCCESSOR_GRACE_MS >= ATTEMPT_KILL_MARGIN_MS

@@ -41,6 +41,11 @@ def _worked_history(db: Ql3Database) -> int:
                 (second.attempt_id,),
             )
         (abandoned,) = ingress.abandon_expired_attempts(10)
+        with owner_conn(db) as conn:  # as if the successor grace after that expiry had passed
+            conn.execute(
+                "UPDATE ql3.attempts SET not_before_ms = created_at_ms WHERE id = %s",
+                (abandoned.next_attempt_id,),
+            )
         (third,) = take(ingress, token)
         assert third.attempt_id == abandoned.next_attempt_id
         assert ingress.finish_attempt(third.attempt_id, token, SUCCEEDED).recorded

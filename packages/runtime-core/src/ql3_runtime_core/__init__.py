@@ -41,6 +41,8 @@ from ._errors import (
     UnknownTimezoneError,
 )
 from ._execution import (
+    ATTEMPT_KILL_MARGIN_MS,
+    ATTEMPT_SUCCESSOR_GRACE_MS,
     COMMAND_MAX_LENGTH,
     MAX_ATTEMPTS_DEFAULT,
     MAX_ATTEMPTS_MAX,
@@ -94,6 +96,8 @@ from ._zones import (
 __version__ = _version("ql3-runtime-core")
 
 __all__ = [
+    "ATTEMPT_KILL_MARGIN_MS",
+    "ATTEMPT_SUCCESSOR_GRACE_MS",
     "COMMAND_MAX_LENGTH",
     "CRON_MAX_LENGTH",
     "EPOCH_MS_MAX",

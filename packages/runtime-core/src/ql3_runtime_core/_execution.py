@@ -26,10 +26,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from uuid import UUID
 
 __all__ = [
+    "ATTEMPT_KILL_MARGIN_MS",
+    "ATTEMPT_SUCCESSOR_GRACE_MS",
     "COMMAND_MAX_LENGTH",
     "MAX_ATTEMPTS_DEFAULT",
     "MAX_ATTEMPTS_MAX",
@@ -65,6 +67,18 @@ RETRY_BACKOFF_MS_DEFAULT: Final = 10_000
 COMMAND_MAX_LENGTH: Final = 8_192
 # The tail of a command's output (or a Python task's error) kept on the attempt.
 OUTPUT_TAIL_MAX_CHARS: Final = 4_096
+
+# One Run's command never runs in two places at once. A worker that cannot renew a lease starts
+# killing the command's process group this long before the lease can have expired, measured
+# with `time.monotonic()` from when the last acknowledged renewal (or the take) was sent, which
+# is no later than the database clock reading that set the expiry: SIGTERM, SIGKILL 2 000 ms
+# later, and 1 000 ms for the runner's polling, scheduling, signal delivery and reaping.
+ATTEMPT_KILL_MARGIN_MS: Final = 3_000
+# Database time after an abandoned attempt's lease expiry before its successor may start
+# (`ql3.attempt_successor_grace_ms()`, migration 0007). It covers the kill margin again, for a
+# worker that noticed its loss only at the expiry, plus 2 000 ms for a stalled worker and for
+# the difference between the database clock and the worker's monotonic clock.
+ATTEMPT_SUCCESSOR_GRACE_MS: Final = 5_000
 
 _MODEL = ConfigDict(frozen=True, extra="forbid")
 
@@ -201,7 +215,9 @@ class FinishedAttempt(BaseModel):
 
     When `recorded`, `finished_at_ms` is the database time of the statement, and when it queued
     a successor, `next_attempt_id` / `next_not_before_ms` name it. When not recorded,
-    `state_found` is the attempt's state at that moment (None: no such attempt).
+    `state_found` is the attempt's state at that moment (None: no such attempt) and
+    `ended_by_this_lease` tells whether the take under this lease token (and login) is the one
+    that ended it: a retried finish whose first answer was lost finds its own record.
     """
 
     model_config = _MODEL
@@ -212,6 +228,7 @@ class FinishedAttempt(BaseModel):
     next_attempt_id: int | None = None
     next_not_before_ms: int | None = None
     state_found: AttemptState | None = None
+    ended_by_this_lease: bool = False
 
 
 class AbandonedAttempt(BaseModel):
@@ -269,13 +286,53 @@ class WorkerRepository(Protocol):
         """
         ...
 
+    def settle_taken_attempts(
+        self, worker_id: str, lease_token: UUID, known_attempt_ids: Sequence[int]
+    ) -> list[int]:
+        """Settle takes whose answer was lost or acknowledged only by a server that may lose it.
+
+        After a durability barrier (facts read next survive a failover), hand back every
+        attempt held under `lease_token` that is not in `known_attempt_ids` (taken, but the
+        worker never learned it and runs nothing for it): queued again, same number, no
+        attempt used up. Returns the ids handed back. Raises `RepositoryUnavailableError` while
+        it cannot settle; the worker tries again before it takes anything more.
+        """
+        ...
+
     def finish_attempt(
-        self, attempt_id: int, lease_token: UUID, result: AttemptResult
+        self,
+        attempt_id: int,
+        lease_token: UUID,
+        result: AttemptResult,
+        *,
+        settle: bool = False,
     ) -> FinishedAttempt:
         """Record how a held attempt ended and, if it did not succeed, queue its successor.
 
         Accepted while the attempt is still running under `lease_token` (not yet abandoned);
-        otherwise nothing is written and `recorded` is False.
+        otherwise nothing is written and `recorded` is False. A finish whose answer was lost,
+        or acknowledged only by a server that may lose it, raises `RepositoryUnavailableError`;
+        retry it with `settle=True`: a durability barrier first, so an answer saying it was
+        already recorded is read from facts a failover keeps.
+        """
+        ...
+
+    def finish_in_transaction(
+        self,
+        attempt_id: int,
+        lease_token: UUID,
+        work: Callable[[Any], object],
+        *,
+        timeout_ms: int,
+    ) -> FinishedAttempt:
+        """Run `work(connection)` and record the attempt succeeded in the same transaction.
+
+        The task's writes on that connection and its success commit together, or neither does:
+        when the finish is refused (the attempt is no longer held under `lease_token`), the
+        transaction rolls back and `recorded` is False. What `work` raises rolls it back too and
+        is raised again (the attempt is then to be recorded failed). A lost or unsafe commit
+        answer raises `RepositoryUnavailableError`: settle it with `finish_attempt(...,
+        settle=True)`, which finds the success if it landed.
         """
         ...
 

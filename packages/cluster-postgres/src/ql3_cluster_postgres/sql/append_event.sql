@@ -1,8 +1,7 @@
--- WorkerIngress: append one event to a run's history at database time.
-WITH obs AS MATERIALIZED (
-    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
-)
-INSERT INTO ql3.events (run_id, attempt_id, kind, payload, created_at_ms)
-SELECT %(run_id)s, %(attempt_id)s, %(kind)s, %(payload)s, obs.now_ms
-FROM obs
-RETURNING id, created_at_ms
+-- WorkerIngress.append_event: ql3.worker_append_event_v1 (migration 0007) appends one event, at
+-- database time, to an attempt this login holds under the token (no run.* or attempt.* kind).
+SELECT e.id, e.created_at_ms
+FROM ql3.worker_append_event_v1(
+    %(run_id)s::bigint, %(attempt_id)s::bigint, %(lease_token)s::uuid, %(kind)s::text,
+    %(payload)s::jsonb
+) AS e

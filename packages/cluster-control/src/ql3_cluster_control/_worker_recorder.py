@@ -1,0 +1,228 @@
+"""Recording how attempts ended: the worker's finish, its retries and their settling.
+
+A finish is sent until the database answers (database faults are retried with backoff until the
+worker aborts). A finish whose answer was lost, or acknowledged only by a server that may lose
+it, is uncertain: every retry after a fault is sent with `settle=True` (a durability barrier on
+a fresh connection first), so an answer saying the attempt was already recorded is a fact a
+failover keeps, and a finish kept only by a primary being replaced is sent again to its
+successor. The worker never forgets an end before the database has it durably, or has told it
+the attempt is no longer its own.
+
+A transactional Python task's work and its success commit in one transaction
+(`WorkerRepository.finish_in_transaction`). If that commit's answer is lost, the recorder settles
+it the same way, with a failed result: when the success landed, the settled finish finds it
+("already recorded succeeded by this worker"); when it did not, nothing the task wrote was kept
+and the attempt is recorded failed, retried like any failure.
+
+Every end is logged with what the database says happened, never guessed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Final
+
+from ql3_runtime_core import (
+    AttemptOutcome,
+    AttemptResult,
+    AttemptState,
+    QL3Error,
+    RepositoryUnavailableError,
+)
+
+if TYPE_CHECKING:
+    import threading
+    from collections.abc import Callable
+    from uuid import UUID
+
+    from ql3_runtime_core import (
+        AbandonedAttempt,
+        FinishedAttempt,
+        TakenAttempt,
+        WorkerRepository,
+    )
+
+    from ._attempt_runner import AttemptRunner
+    from ._backoff import Backoff
+
+__all__ = ["AttemptRecorder", "attempt_ids", "report_abandoned"]
+
+logger = logging.getLogger(__name__)
+
+_LOST_TRANSACTION: Final = AttemptResult(
+    outcome=AttemptOutcome.FAILED,
+    output_tail=(
+        "ql3: the database connection failed while this task's transaction ran or committed;"
+        " nothing it wrote was kept"
+    ),
+)
+_FINAL = frozenset(
+    {AttemptState.SUCCEEDED, AttemptState.FAILED, AttemptState.TIMED_OUT, AttemptState.ABANDONED}
+)
+
+
+def attempt_ids(attempt: TakenAttempt) -> dict[str, object]:
+    """Return the fields every attempt log record carries (stable names log readers rely on)."""
+    return {
+        "attempt_id": attempt.attempt_id,
+        "run_id": attempt.run_id,
+        "attempt": attempt.attempt_number,
+        "task": attempt.task_name,
+    }
+
+
+_FOUND: Final = {
+    AttemptState.ABANDONED: "recorded abandoned: its lease expired before its end was recorded",
+    AttemptState.QUEUED: "queued: no longer held by this worker (handed back, or its take lost)",
+    AttemptState.RUNNING: "running under another lease",
+}
+
+
+def report_abandoned(abandoned: AbandonedAttempt) -> None:
+    """Log an attempt of another worker this one marked abandoned (its lease expired)."""
+    logger.info(
+        "attempt %d of worker %s abandoned: its lease expired",
+        abandoned.attempt_id,
+        abandoned.worker_id,
+        extra={
+            "event": "attempt.abandoned",
+            "attempt_id": abandoned.attempt_id,
+            "run_id": abandoned.run_id,
+            "attempt": abandoned.attempt_number,
+            "holder": abandoned.worker_id,
+            "lease_expired_at_ms": abandoned.lease_expired_at_ms,
+            "abandoned_at_ms": abandoned.abandoned_at_ms,
+            "next_attempt_id": abandoned.next_attempt_id,
+            "next_not_before_ms": abandoned.next_not_before_ms,
+        },
+    )
+
+
+def found_text(finished: FinishedAttempt | None) -> str:
+    """Say what the database holds for an attempt whose end was not recorded by this finish."""
+    if finished is None:
+        return "the database could not be reached before the worker stopped"
+    state = finished.state_found
+    if state is None:
+        return "no such attempt"
+    if finished.ended_by_this_lease and state in _FINAL:
+        return f"already recorded {state.value} by this worker"
+    return _FOUND.get(state, f"recorded {state.value} by another worker")
+
+
+class AttemptRecorder:
+    """Records the ends of one worker's attempts through its repository."""
+
+    def __init__(
+        self,
+        repository: Callable[[], WorkerRepository],
+        lease_token: UUID,
+        backoff: Backoff,
+        abort: threading.Event,
+    ) -> None:
+        self._repository = repository
+        self._lease_token = lease_token
+        self._backoff = backoff
+        self._abort = abort
+
+    def record(self, runner: AttemptRunner, result: AttemptResult, settle: bool) -> None:  # noqa: FBT001  # the Recorder signature
+        """Record how `runner`'s attempt ended, retrying through database faults until abort."""
+        finished = self._finish(runner.attempt, result, settle=settle)
+        self._report(runner, result, finished)
+
+    def record_transaction(self, runner: AttemptRunner, work: Callable[[Any], None]) -> None:
+        """Run a transactional task's work and record its success in the same transaction."""
+        attempt = runner.attempt
+        try:
+            finished = self._repository().finish_in_transaction(
+                attempt.attempt_id,
+                self._lease_token,
+                work,
+                timeout_ms=attempt.execution.timeout_ms,
+            )
+        except QL3Error as exc:
+            logger.warning(
+                "attempt %d: its transaction's commit is uncertain (%s); settling it",
+                attempt.attempt_id,
+                exc,
+                extra={"event": "attempt.transaction_uncertain", **attempt_ids(attempt)},
+            )
+            self.record(runner, _LOST_TRANSACTION, settle=True)
+            return
+        self._report(runner, AttemptResult(outcome=AttemptOutcome.SUCCEEDED), finished)
+
+    def _finish(
+        self, attempt: TakenAttempt, result: AttemptResult, *, settle: bool
+    ) -> FinishedAttempt | None:
+        failures = 0
+        while True:
+            try:
+                return self._repository().finish_attempt(
+                    attempt.attempt_id, self._lease_token, result, settle=settle
+                )
+            except RepositoryUnavailableError as exc:
+                # The answer may have been lost after the finish landed, or the finish landed
+                # only on a server that may lose it: every retry settles from durable facts.
+                settle = True
+                failures += 1
+                delay = self._backoff.delay_s(failures)
+                logger.warning(
+                    "attempt %d: cannot record its end yet, retrying in %.2f s: %s",
+                    attempt.attempt_id,
+                    delay,
+                    exc,
+                    extra={"event": "attempt.record_retry", **attempt_ids(attempt)},
+                )
+                if self._abort.wait(delay):
+                    return None
+            except QL3Error as exc:
+                logger.error(  # noqa: TRY400  # one line; the lease settles it
+                    "attempt %d: cannot record its end: %s; its lease will expire",
+                    attempt.attempt_id,
+                    exc,
+                    extra={"event": "attempt.record_failed", **attempt_ids(attempt)},
+                )
+                return None
+
+    def _report(
+        self, runner: AttemptRunner, result: AttemptResult, finished: FinishedAttempt | None
+    ) -> None:
+        attempt = runner.attempt
+        if finished is not None and finished.recorded:
+            runner.outcome = result.outcome.value
+            logger.info(
+                "attempt %d %s (run %d, attempt %d of %s)",
+                attempt.attempt_id,
+                result.outcome.value,
+                attempt.run_id,
+                attempt.attempt_number,
+                attempt.task_name,
+                extra={
+                    "event": "attempt.finished",
+                    **attempt_ids(attempt),
+                    "outcome": result.outcome.value,
+                    "exit_code": result.exit_code,
+                    "finished_at_ms": finished.finished_at_ms,
+                    "next_attempt_id": finished.next_attempt_id,
+                    "next_not_before_ms": finished.next_not_before_ms,
+                },
+            )
+            return
+        found = None if finished is None else finished.state_found
+        ours = finished is not None and finished.ended_by_this_lease and found in _FINAL
+        if runner.outcome is None:
+            runner.outcome = found.value if ours and found is not None else "lost"
+        text = found_text(finished)
+        (logger.info if ours else logger.warning)(
+            "attempt %d ended %s; not recorded again: %s",
+            attempt.attempt_id,
+            result.outcome.value,
+            text,
+            extra={
+                "event": "attempt.already_recorded" if ours else "attempt.not_recorded",
+                **attempt_ids(attempt),
+                "outcome": result.outcome.value,
+                "state_found": None if found is None else found.value,
+                "found": text,
+            },
+        )
