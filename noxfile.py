@@ -258,7 +258,7 @@ def chaos(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def mutants(session: nox.Session) -> None:
-    """Generated mutants of the protocol, each judged by assertions of real tests (root).
+    """Run generated mutants of the protocol, each judged by assertions of real tests (root).
 
     Each mutant (cosmic-ray for Python, tools/mutants' own operators for the SQL statements) is
     built into a real wheel from a scratch copy and installed over this session's (`--no-deps`:

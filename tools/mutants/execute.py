@@ -139,9 +139,7 @@ def run_pytest(
         return json.loads(out.read_text()), tail
 
 
-def judge(
-    tests: list[str], suites: tuple[str, ...], timeout_s: int, budget_s: float
-) -> Outcome:
+def judge(tests: list[str], suites: tuple[str, ...], timeout_s: int, budget_s: float) -> Outcome:
     """Run the selection folder by folder (fastest folder first); stop at the first kill."""
     started = time.monotonic()
     groups: dict[str, list[str]] = {}
@@ -151,7 +149,9 @@ def judge(
     ran = 0
     for suite, selected in groups.items():
         left = budget_s - (time.monotonic() - started)
-        record, tail = run_pytest(pytest_command(suite, selected, timeout_s), "MUTANTS_QL3_VERDICT", left)
+        record, tail = run_pytest(
+            pytest_command(suite, selected, timeout_s), "MUTANTS_QL3_VERDICT", left
+        )
         if record is None:
             verdict = Verdict.TIMEOUT if tail == "timeout" else Verdict.INVALID
             reason = "the selection ran past its bound" if tail == "timeout" else _last_line(tail)
@@ -181,7 +181,8 @@ def _verdict(findings: list[dict[str, str]], seconds: float, ran: int) -> Outcom
 
 def _describe(finding: dict[str, str]) -> str:
     kind = {"sql": "SQL error", "timeout": "pytest-timeout", "error": "error"}[finding["category"]]
-    return f"{kind} in {finding['when']} of {finding['test']}: {finding['exception']}: {finding['message'][:160]}"
+    where = f"{finding['when']} of {finding['test']}"
+    return f"{kind} in {where}: {finding['exception']}: {finding['message'][:160]}"
 
 
 def _last_line(tail: str) -> str:

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from cosmic_ray import plugins
 from cosmic_ray.ast import ast_nodes, get_ast
 from cosmic_ray.mutating import mutate_code
-
 from model import Edit
 
 if TYPE_CHECKING:
@@ -94,9 +93,7 @@ def realize(source: str, operator: str, occurrence: int) -> Edit | None:
     while prefix < limit and source[prefix] == mutated[prefix]:
         prefix += 1
     suffix = 0
-    while (
-        suffix < limit - prefix and source[len(source) - 1 - suffix] == mutated[-1 - suffix]
-    ):
+    while suffix < limit - prefix and source[len(source) - 1 - suffix] == mutated[-1 - suffix]:
         suffix += 1
     return Edit(prefix, len(source) - suffix, mutated[prefix : len(mutated) - suffix])
 

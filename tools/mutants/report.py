@@ -8,12 +8,14 @@ explained in `equivalent.toml` leave the denominator, each with its reason in MU
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from model import VALID, Verdict
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 EQUIVALENT = Path(__file__).with_name("equivalent.toml")
 START = "<!-- mutants:start -->"
@@ -84,8 +86,10 @@ def _percent(caught: int, valid: int) -> str:
 def module_table(rows: list[Row], equivalents: dict[str, str], goal: tuple[str, ...]) -> list[str]:
     """Return the per-module score table (goal modules marked), with totals."""
     lines = [
-        "| module | goal | mutants run | caught | survived | equivalent | timeout | untested |"
-        " invalid | score (caught / valid) |",
+        (
+            "| module | goal | mutants run | caught | survived | equivalent | timeout | untested |"
+            " invalid | score (caught / valid) |"
+        ),
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     modules = sorted({row.module for row in rows}, key=lambda m: (m.startswith("sql/"), m))
@@ -188,8 +192,11 @@ def mutants_page(rows: list[Row], equivalents: dict[str, str], context: dict[str
     return "\n".join(lines) + "\n"
 
 
+_CODE_WIDTH = 110
+
+
 def _code(text: str) -> str:
-    text = text if len(text) <= 110 else text[:107] + "..."
+    text = text if len(text) <= _CODE_WIDTH else text[: _CODE_WIDTH - 3] + "..."
     return "`" + text.replace("`", "'").replace("|", "\\|") + "`" if text else ""
 
 

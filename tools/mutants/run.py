@@ -143,7 +143,7 @@ def choose(args: argparse.Namespace, config: generate.Config) -> tuple[list[Muta
     return chosen, f"the CI sample: {len(chosen)} of {total}"
 
 
-def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear script
+def main(argv: list[str] | None = None) -> int:
     """Map (if asked), control, run the chosen mutants and the named ones, report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all", action="store_true", help="map anew and run every mutant")
@@ -170,8 +170,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - one linear sc
         print("mutants: the unmutated wheels fail selected tests; fix the tests first")
         return 1
     rows: list[report.Row] = []
-    for number, mutant in enumerate(chosen, 1):
-        mutant, outcome = run_generated(mutant, selected[mutant.id], wheels, config)
+    for number, generated in enumerate(chosen, 1):
+        mutant, outcome = run_generated(generated, selected[generated.id], wheels, config)
         original = (ROOT / mutant.file).read_text()
         before, after = describe(mutant.edit, original) if mutant.edit else ("", "")
         rows.append(

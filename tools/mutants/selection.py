@@ -68,7 +68,9 @@ def _contexts_by_line(db: Path) -> dict[str, dict[int, set[str]]]:
 
 def _numbits_to_lines(numbits: bytes) -> list[int]:
     """Decode coverage's numbits (bit n of byte b set: line b * 8 + n)."""
-    return [index * 8 + bit for index, byte in enumerate(numbits) for bit in range(8) if byte >> bit & 1]
+    return [
+        index * 8 + bit for index, byte in enumerate(numbits) for bit in range(8) if byte >> bit & 1
+    ]
 
 
 def build(outputs: list[Path], commit: str) -> dict[str, Any]:

@@ -19,12 +19,14 @@ in file order, so ids and order are deterministic:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-
-from sql_tokens import Kind, Token, tokenize
+from typing import TYPE_CHECKING
 
 from model import Edit
+from sql_tokens import Kind, Token, tokenize
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
 
 # Words that end a WHERE/ON condition at its own parenthesis depth.
 _CONDITION_ENDS = frozenset(
@@ -208,4 +210,6 @@ def _constants(code: list[Token], states: Sequence[Sequence[str]]) -> Iterator[F
             swapped = "false" if token.upper == "TRUE" else "true"
             yield Found("constant", Edit(token.start, token.end, swapped))
         elif token.kind is Kind.STRING and token.text[1:-1] in next_state:
-            yield Found("constant", Edit(token.start, token.end, f"'{next_state[token.text[1:-1]]}'"))
+            yield Found(
+                "constant", Edit(token.start, token.end, f"'{next_state[token.text[1:-1]]}'")
+            )

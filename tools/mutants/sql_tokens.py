@@ -77,7 +77,7 @@ def tokenize(text: str) -> list[Token]:
     return tokens
 
 
-def _next(text: str, pos: int) -> tuple[Kind, int]:  # noqa: PLR0911 - one branch per token kind
+def _next(text: str, pos: int) -> tuple[Kind, int]:  # noqa: C901, PLR0911, PLR0912 - one branch per token kind
     char = text[pos]
     if char.isspace():
         end = pos

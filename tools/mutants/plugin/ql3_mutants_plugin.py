@@ -24,14 +24,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 from _pytest import raises as _raises
 from _pytest.outcomes import Failed
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator
+    from collections.abc import Callable, Generator, Mapping
+    from types import TracebackType
 
     from _pytest.reports import CollectReport, TestReport
 
@@ -57,8 +58,13 @@ def _tag_mismatches() -> None:
     """Mark an exception of the wrong type that escapes `pytest.raises` (a failed expectation)."""
     original = _raises.RaisesExc.__exit__
 
-    def __exit__(self: Any, exc_type: Any, exc_val: Any, exc_tb: Any) -> bool:  # noqa: N807
-        suppressed: bool = original(self, exc_type, exc_val, exc_tb)
+    def __exit__(  # noqa: N807 - replaces the method of that name
+        self: _raises.RaisesExc[BaseException],
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool:
+        suppressed = original(self, exc_type, exc_val, exc_tb)
         if not suppressed and isinstance(exc_val, BaseException):
             setattr(exc_val, _MISMATCH, True)
         return suppressed
@@ -94,7 +100,9 @@ if VERDICT:
     _tag_mismatches()
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    def pytest_runtest_makereport(
+        item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, TestReport, TestReport]:
         """Classify each failed phase; stop the session once the verdict is decided."""
         report: TestReport = yield
         if report.failed and call.excinfo is not None:
@@ -113,7 +121,7 @@ if VERDICT:
         return report
 
     def pytest_collectreport(report: CollectReport) -> None:
-        """A collection error (an import of the mutated code failed, say) is an `error`."""
+        """Record a collection error (an import of the mutated code failed, say) as an `error`."""
         if report.failed:
             _findings.append(
                 {
@@ -127,7 +135,7 @@ if VERDICT:
 
     def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         """Write the findings and the count of tests run."""
-        Path(VERDICT).write_text(
+        Path(str(VERDICT)).write_text(
             json.dumps(
                 {"exitstatus": int(exitstatus), "ran": session.testscollected,
                  "findings": _findings},
@@ -158,7 +166,7 @@ if MAP:
         if getattr(lookup, "_ql3_watched", False):
             return
 
-        def watched(statements: Any, folder: str, name: str) -> str:
+        def watched(statements: Mapping[str, str], folder: str, name: str) -> str:
             if folder == "sql" and _current["test"]:
                 _statements.setdefault(name, set()).add(_current["test"])
             return lookup(statements, folder, name)
@@ -167,7 +175,9 @@ if MAP:
         _sql._lookup = watched  # noqa: SLF001
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    def pytest_runtest_protocol(
+        item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, object, object]:
         """Run each test under its own coverage context."""
         del nextitem
         _watch_statements()
@@ -191,7 +201,7 @@ if MAP:
         del session, exitstatus
         _COVERAGE.stop()
         _COVERAGE.save()
-        Path(MAP, "tests.json").write_text(
+        Path(str(MAP), "tests.json").write_text(
             json.dumps(
                 {
                     "statements": {name: sorted(tests) for name, tests in _statements.items()},
