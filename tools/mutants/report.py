@@ -125,8 +125,8 @@ def evidence_block(
         "",
         (
             f"Run against commit `{context['commit']}`: {context['selection']}. Every mutant,"
-            " its change, verdict and judging test: [MUTANTS.md](MUTANTS.md). The unmutated"
-            f" wheels passed every selected test first: {context['control']}."
+            " its change, verdict and judging test: [MUTANTS.md](MUTANTS.md). Tests that"
+            f" passed on the unmutated wheels: {context['control']}."
         ),
         "",
         *module_table(rows, equivalents, tuple(context["goal"].split(","))),

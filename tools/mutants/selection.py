@@ -167,7 +167,8 @@ class TestMap:
             return self._import_time(mutant, tree)
         fresh = self.data["files"].get(mutant.file, {}).get("sha256") == sha(ROOT / mutant.file)
         if fresh and mutant.line >= function.body[0].lineno:
-            return lines.get(_statement_line(function, mutant.line), set())
+            first, last = _statement_span(function, mutant.line)
+            return {t for line, tests in lines.items() if first <= line <= last for t in tests}
         # A changed file, or the function's header (decorators, defaults): its body's tests.
         return _tests_in(lines, function)
 
@@ -220,17 +221,21 @@ def _innermost_class(tree: ast.AST, line: int) -> ast.ClassDef | None:
     return max(inside, key=lambda c: c.lineno) if inside else None
 
 
-def _statement_line(function: ast.AST, line: int) -> int:
-    """Return the first line of the innermost statement holding `line` (what coverage records)."""
-    best = function
+def _statement_span(function: ast.AST, line: int) -> tuple[int, int]:
+    """Return the lines of the innermost statement holding `line` (a compound one's header).
+
+    Coverage records the lines a statement's parts ran on (a condition over three lines may
+    record any of them), so a statement is judged by every line of its span.
+    """
+    spans = [(line, line)]
     for node in ast.walk(function):
-        if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno):
+        if isinstance(node, ast.stmt) and not isinstance(node, ast.FunctionDef | ast.ClassDef):
             body = getattr(node, "body", None)
-            header_end = body[0].lineno - 1 if isinstance(body, list) and body else node.lineno
-            inner = not isinstance(body, list) or line <= header_end
-            if inner and node.lineno >= getattr(best, "lineno", 0):
-                best = node
-    return int(getattr(best, "lineno", line))
+            last = body[0].lineno - 1 if isinstance(body, list) and body else node.end_lineno
+            last = max(last or node.lineno, node.lineno)
+            if node.lineno <= line <= last:
+                spans.append((node.lineno, last))
+    return max(spans[1:] or spans)
 
 
 def _bound_names(tree: ast.Module, line: int) -> set[str]:
