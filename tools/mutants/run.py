@@ -147,7 +147,8 @@ def choose(args: argparse.Namespace, config: generate.Config) -> tuple[list[Muta
         chosen = [m for m in every if m.id in set(args.id)]
         return chosen, f"{len(chosen)} chosen by id of {total}"
     if args.module:
-        chosen = [m for m in every if m.module in set(args.module)]
+        order = {name: position for position, name in enumerate(args.module)}
+        chosen = sorted((m for m in every if m.module in order), key=lambda m: order[m.module])
         if args.limit:
             chosen = chosen[: args.limit]
         return chosen, f"the mutants of {', '.join(args.module)}: {len(chosen)} of {total}"

@@ -11,7 +11,7 @@ map run) with each file's sha256:
   changed, by the tests that ran any line of its enclosing function. Code that runs at import
   (module constants, class bodies such as the contracts' field bounds) has no test context; it
   is judged by the tests of the functions that name what it binds (or its class), in any
-  product module, else by every test of its file.
+  product module, else by every test of its file; the 40 fastest of them.
 - SQL: the tests that sent the statement.
 
 Only tests that passed in the map run are in the map (a test that fails unmutated cannot judge).
@@ -31,6 +31,8 @@ from typing import Any
 from model import ROOT, Mutant
 
 MAP_FILE = Path(__file__).with_name("test_map.json")
+# How many of the fastest tests judge code that runs at import (a class body, a constant).
+IMPORT_TIME_TESTS = 40
 
 
 def sha(path: Path) -> str:
@@ -189,7 +191,9 @@ class TestMap:
                     found |= _tests_in(lines, function)
         if not found:
             found = {t for tests in self._lines(mutant.file).values() for t in tests}
-        return found
+        # Import-time code fans out to every user of a class; its fastest tests judge it.
+        fastest = sorted(found, key=lambda i: self.data["durations"][i])
+        return set(fastest[:IMPORT_TIME_TESTS])
 
 
 def _tests_in(lines: dict[int, set[int]], function: ast.AST) -> set[int]:
