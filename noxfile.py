@@ -14,6 +14,7 @@ PostgreSQL also load the import audit's run-time clock guard (`-p ql3_import_aud
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -257,14 +258,18 @@ def chaos(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def mutants(session: nox.Session) -> None:
-    """Named mutants of the real code (tools/mutants/catalog.toml) must each be caught (root).
+    """Run generated mutants of the protocol, each judged by assertions of real tests (root).
 
-    Each mutant is built into real wheels from a scratch copy and installed over this session's;
-    its focused tests (package tests or chaos scenarios) must fail. Writes the kill table into
-    docs/EVIDENCE.md when every mutant ran. The test kit stays installed: mutants replace only
-    the product wheels (`--no-deps`).
+    Each mutant (cosmic-ray for Python, tools/mutants' own operators for the SQL statements) is
+    built into a real wheel from a scratch copy and installed over this session's (`--no-deps`:
+    the test kit stays as installed); the tests that run the mutated line must fail an
+    assertion. Without arguments: the fixed CI sample and the named mutants (catalog.toml).
+    `-- --all`: map the tests anew, run every mutant, rewrite docs/MUTANTS.md and the
+    EVIDENCE.md block. The `mutants` dependency group (cosmic-ray, coverage) is installed here
+    only.
     """
     _install_wheels(session, "ql3-cluster-control")
+    session.install("-r", _export(session, "--only-group", "mutants"))
     session.run(
         "python",
         str(ROOT / "tools/mutants/run.py"),
@@ -318,7 +323,10 @@ def lint(session: nox.Session) -> None:
     session.run("mypy", str(ROOT / "chaos"), env={"MYPYPATH": str(ROOT / "chaos")})
     session.run("mypy", str(CONSUMER / "src"), str(CONSUMER / "tests"))
     session.run("mypy", str(ROOT / "bench"))
-    session.run("mypy", str(ROOT / "tools/mutants"))
+    mutants = ROOT / "tools/mutants"
+    session.run(
+        "mypy", str(mutants), env={"MYPYPATH": f"{mutants}{os.pathsep}{mutants / 'plugin'}"}
+    )
 
 
 @nox.session(python=False)

@@ -1,257 +1,239 @@
-"""Mutation evidence (issue 10.6): named mutants of the real code, each caught by focused tests.
+"""Mutation evidence: generated mutants of the real code, each judged by assertions of real tests.
 
-A negative control made of rows planted by SQL proves the checker reads rows; it does not prove
-that the tests notice when the *code* goes wrong. So for each mutant of `catalog.toml`:
+Run through nox, which installs the product wheels, the test kit and the `mutants` dependency
+group (cosmic-ray, coverage) into the session:
 
-1. copy the product packages to a scratch folder and apply one textual change, which must match
-   exactly once (a stale catalog entry fails the run instead of silently testing nothing);
-2. build the three product wheels from the copy (`uv build --no-sources`) and install them over
-   the session's own (`--no-deps`: every dependency is already there, the test kit
-   `ql3-testkit` included, which is never mutated and stays installed as the session left it);
-3. run the mutant's focused tests from the real tree and require them to FAIL (pytest exit 1).
+    uv run nox -s mutants                  # CI: the fixed sample and the named mutants
+    uv run nox -s mutants -- --all         # the full run: map the tests anew, every mutant,
+                                           # rewrite docs/MUTANTS.md and the EVIDENCE.md block
+    uv run nox -s mutants -- --module _decision.py --module sql/commit_decisions.sql --report
+    uv run nox -s mutants -- --id py:_decision:1a2b3c4d     # one mutant, printed
 
-A control run first installs the unmutated wheels and requires every selection to PASS, so
-"caught" means the mutation was noticed, not that a test was broken to begin with. The kill table
-is written between markers into docs/EVIDENCE.md. Exit status: 0 only if the control passed and
-every mutant was caught.
+Generation: `generate.py` (cosmic-ray for the Python modules of `mutants.toml`, why cosmic-ray
+and not mutmut is in `py_mutants.py`; our token-based SQL operators in `sql_mutants.py`). Each
+mutant is built into a real wheel and installed over the session's (`execute.py`), judged by the
+tests the map (`selection.py`, `test_map.json`) says run its line or send its statement, and
+classified by the pytest plugin (`plugin/ql3_mutants_plugin.py`): caught only on a failed
+assertion; invalid on a build, import, SQL or crash error; timeout apart. A test that kills a
+mutant is run once on the unmutated wheels (the control, on demand): a kill by a test that fails
+anyway is invalid, so "caught" means the mutation was noticed. The map run of `--all` is the
+control of every test at once (a test failing there is left out of the map).
+
+Exit status: 0 when the control passed and no selected valid mutant survived, timed out or went
+untested without an entry in `equivalent.toml`, and every named mutant (`catalog.toml`) was
+caught; `--all` reports and exits 0 unless the control failed.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
+import json
 import subprocess
 import sys
-import tempfile
 import time
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-CATALOG = Path(__file__).with_name("catalog.toml")
-PRODUCT = ("runtime-core", "cluster-postgres", "cluster-control")
-START = "<!-- mutants:start -->"
-END = "<!-- mutants:end -->"
-# A mutant may make a test wait for something that never happens; the selection's own bound.
-TEST_TIMEOUT_S = 180
+import catalog
+import generate
+import report
+import selection
+from execute import Outcome, Wheels, judge, pytest_command, run_pytest
+from model import ROOT, VALID, Mutant, Verdict, describe
+
+DOCS = ROOT / "docs"
 
 
-@dataclass(frozen=True)
-class Mutant:
-    """One named change to the product and the tests that must notice it."""
-
-    name: str
-    what: str
-    file: str
-    find: str
-    replace: str
-    suite: str
-    select: tuple[str, ...]
-
-    def command(self) -> list[str]:
-        """Return the pytest command of this mutant's focused tests (run from the root)."""
-        return pytest_command(self.suite, self.select)
-
-
-@dataclass
-class Result:
-    """What happened to one mutant."""
-
-    mutant: Mutant
-    exit_code: int
-    seconds: float
-    failed_tests: tuple[str, ...]
-
-    @property
-    def caught(self) -> bool:
-        """Exit 1 means tests failed; 0 survived; other codes are harness errors, not kills."""
-        return self.exit_code == 1
-
-
-def pytest_command(suite: str, select: tuple[str, ...]) -> list[str]:
-    """Build the pytest command line the package sessions use, for a selection of one suite."""
-    tests = ROOT / suite
-    return [
-        sys.executable, "-m", "pytest", *(str(tests / item) for item in select),
-        "-o", f"pythonpath={tests}", "-o", f"timeout={TEST_TIMEOUT_S}",
-        "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "-x", "--no-header", "-rf",
-    ]  # fmt: skip
-
-
-def load_catalog(path: Path = CATALOG) -> list[Mutant]:
-    """Read the catalog; every entry must name its file, its change and its tests."""
-    entries = tomllib.loads(path.read_text())["mutant"]
-    mutants = [
-        Mutant(
-            name=entry["name"],
-            what=entry["what"],
-            file=entry["file"],
-            find=entry["find"],
-            replace=entry["replace"],
-            suite=entry["suite"],
-            select=tuple(entry["select"]),
-        )
-        for entry in entries
-    ]
-    names = [mutant.name for mutant in mutants]
-    if len(set(names)) != len(names):
-        raise SystemExit(f"mutants: duplicate names in {path}")
-    return mutants
-
-
-def scratch_copy() -> Path:
-    """Copy the product packages (sources only) into a fresh scratch folder."""
-    scratch = Path(tempfile.mkdtemp(prefix="ql3-mutant-"))
-    for package in PRODUCT:
-        shutil.copytree(
-            ROOT / "packages" / package,
-            scratch / "packages" / package,
-            ignore=shutil.ignore_patterns("tests", "__pycache__", "*.pyc"),
-        )
-    return scratch
-
-
-def apply(mutant: Mutant, scratch: Path) -> None:
-    """Apply the mutant's change to the scratch copy; it must match exactly once."""
-    target = scratch / mutant.file
-    text = target.read_text()
-    matches = text.count(mutant.find)
-    if matches != 1:
-        raise SystemExit(
-            f"mutants: {mutant.name}: {mutant.find!r} occurs {matches} times in {mutant.file};"
-            " the catalog no longer matches the code"
-        )
-    target.write_text(text.replace(mutant.find, mutant.replace))
-
-
-def build_and_install(source: Path) -> None:
-    """Build the product wheels from `source` and install them over the current environment."""
-    dist = Path(tempfile.mkdtemp(prefix="ql3-mutant-wheels-"))
-    for package in PRODUCT:
-        subprocess.run(
-            ["uv", "build", str(source / "packages" / package), "--wheel", "--no-sources",
-             "-q", "-o", str(dist)],
-            check=True,
-        )  # fmt: skip
-    wheels = sorted(str(path) for path in dist.glob("*.whl"))
-    subprocess.run(
-        ["uv", "pip", "install", "-q", "--python", sys.executable, "--no-deps", "--reinstall",
-         *wheels],
+def commit() -> str:
+    """Return the short hash of HEAD, marked `+changes` if the product tree differs from it."""
+    head = subprocess.run(
+        ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True,
         check=True,
-    )  # fmt: skip
-    shutil.rmtree(dist, ignore_errors=True)
+    ).stdout.strip()  # fmt: skip
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "packages"], cwd=ROOT, capture_output=True, text=True,
+        check=True,
+    ).stdout.strip()  # fmt: skip
+    return f"{head}+changes" if dirty else head
 
 
-def run_selection(command: list[str]) -> tuple[int, float, tuple[str, ...]]:
-    """Run one pytest selection; return its exit code, duration and the failed test ids."""
-    started = time.monotonic()
-    completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
-    seconds = time.monotonic() - started
-    failed = tuple(
-        line.split(" ", 2)[1]
-        for line in completed.stdout.splitlines()
-        if line.startswith(("FAILED ", "ERROR "))
-    )
-    if completed.returncode not in (0, 1):
-        print(completed.stdout[-4000:], completed.stderr[-4000:], sep="\n")
-    return completed.returncode, seconds, failed
+def make_map(config: generate.Config) -> selection.TestMap:
+    """Run every test folder once on the unmutated wheels, recording coverage per test."""
+    outputs = []
+    for suite in config.suites:
+        started = time.monotonic()
+        command = pytest_command(suite, [suite], 600)
+        record, tail = run_pytest(command, "MUTANTS_QL3_MAP", 3 * 3600)
+        if record is None:
+            raise SystemExit(f"mutants: the map run of {suite} did not finish:\n{tail}")
+        outputs.append(Path(str(record["folder"])))
+        print(f"mutants: mapped {suite} in {time.monotonic() - started:.0f} s", flush=True)
+    data = selection.build(outputs, commit())
+    selection.MAP_FILE.write_text(json.dumps(data, separators=(",", ":")) + "\n")
+    failed = data["failed_unmutated"]
+    print(f"mutants: map of {len(data['tests'])} tests; {len(failed)} failed unmutated: {failed}")
+    return selection.TestMap(data)
 
 
-def control(mutants: list[Mutant]) -> bool:
-    """Install the unmutated wheels and require every mutant's selection to pass."""
-    build_and_install(ROOT)
-    by_suite: dict[str, list[str]] = {}
-    for mutant in mutants:
-        by_suite.setdefault(mutant.suite, []).extend(mutant.select)
-    ok = True
-    for suite, select in by_suite.items():
-        code, seconds, failed = run_selection(pytest_command(suite, tuple(dict.fromkeys(select))))
-        print(f"mutants: control {suite}: exit {code} in {seconds:.0f} s {' '.join(failed)}")
-        ok = ok and code == 0
-    return ok
+def passes_unmutated(test: str, judges: dict[str, bool], config: generate.Config) -> bool:
+    """Return whether a killing test passes on the unmutated wheels (run once per test).
+
+    The control on demand: only a test that killed a mutant is run unmutated, so a kill by a
+    test that fails anyway does not count, without running every selected test first.
+    """
+    if test not in judges:
+        outcome = judge([test], config.suites, config.test_timeout_s, 600)
+        judges[test] = not outcome.findings
+    return judges[test]
 
 
-def run_mutant(mutant: Mutant) -> Result:
-    """Build, install and test one mutant."""
-    scratch = scratch_copy()
+def control(tests: list[str], config: generate.Config, suites: tuple[str, ...]) -> bool:
+    """Require every selected test to pass on the unmutated wheels."""
+    if not tests:
+        return True
+    outcome = judge(sorted(set(tests)), suites, config.test_timeout_s, 3600)
+    print(f"mutants: control of {outcome.tests_run} tests: {len(outcome.findings)} failures")
+    for finding in outcome.findings:
+        print(f"mutants:   {finding['test']}: {finding['exception']}: {finding['message']}")
+    return not outcome.findings
+
+
+def run_generated(
+    mutant: Mutant, tests: list[str], wheels: Wheels, config: generate.Config
+) -> tuple[Mutant, Outcome]:
+    """Realize, build, install and judge one generated mutant; restore its package."""
+    mutant = generate.realize(mutant)
+    if mutant.edit is None:
+        return mutant, Outcome(Verdict.INVALID, "cosmic-ray made no change at this site")
+    if not tests:
+        return mutant, Outcome(Verdict.UNTESTED, "no test runs this line or statement")
+    original = (ROOT / mutant.file).read_text()
     try:
-        apply(mutant, scratch)
-        build_and_install(scratch)
+        wheels.install_mutated(mutant.file, mutant.edit.apply(original))
+    except subprocess.CalledProcessError as exc:
+        return mutant, Outcome(Verdict.INVALID, f"build failed: {str(exc.stderr)[-200:]}")
+    try:
+        return mutant, judge(tests, config.suites, config.test_timeout_s, config.mutant_timeout_s)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    code, seconds, failed = run_selection(mutant.command())
-    result = Result(mutant, code, seconds, failed)
-    verdict = "caught" if result.caught else f"NOT caught (exit {code})"
-    print(f"mutants: {mutant.name}: {verdict} in {seconds:.0f} s by {' '.join(failed) or '-'}")
-    return result
+        wheels.restore(mutant.package)
 
 
-def kill_table(results: list[Result], *, control_passed: bool) -> str:
-    """Render the kill table for docs/EVIDENCE.md."""
-    lines = [
-        START,
-        "## Mutants of the real code",
-        "",
-        (
-            "Written by `nox -s mutants` (`tools/mutants/`); do not edit by hand. Each mutant is"
-            " one named change to the product source, built into real wheels; its focused tests"
-            " must fail. The unmutated wheels passed the same selections first:"
-            f" {'yes' if control_passed else 'NO'}."
-        ),
-        "",
-        "| mutant | what it breaks | file | caught by | verdict | seconds |",
-        "|---|---|---|---|---|---|",
-    ]
-    for result in results:
-        mutant = result.mutant
-        caught_by = "<br>".join(f"`{test}`" for test in result.failed_tests) or "-"
-        verdict = "caught" if result.caught else f"**survived** (exit {result.exit_code})"
-        lines.append(
-            f"| `{mutant.name}` | {mutant.what} | `{mutant.file.split('/src/')[-1]}` |"
-            f" {caught_by} | {verdict} | {result.seconds:.0f} |"
+def run_named(entries: list[catalog.Named], wheels: Wheels) -> list[str]:
+    """Run the named mutants (control first); return their table rows."""
+    rows: list[str] = []
+    for suite in dict.fromkeys(entry.suite for entry in entries):
+        tests = [t for e in entries if e.suite == suite for t in e.tests]
+        if not control(tests, generate.load_config(), (suite,)):
+            raise SystemExit(f"mutants: the named mutants' {suite} tests fail unmutated")
+    for entry in entries:
+        wheels.install_mutated(entry.file, entry.mutated())
+        try:
+            outcome = judge(entry.tests, (entry.suite,), 300, 1800)
+        finally:
+            wheels.restore(entry.file.split("/")[1])
+        print(f"mutants: {entry.name}: {outcome.verdict.value} {outcome.reason}", flush=True)
+        judged = f"`{outcome.reason}`" if outcome.verdict is Verdict.CAUGHT else outcome.reason
+        rows.append(
+            f"| `{entry.name}` | {entry.what} | `{entry.file.split('/src/')[-1]}` |"
+            f" {outcome.verdict.value} | {report._cell(judged)} | {outcome.seconds:.0f} |"  # noqa: SLF001
         )
-    lines.append(END)
-    return "\n".join(lines) + "\n"
+    return rows
 
 
-def write_evidence(path: Path, table: str) -> None:
-    """Replace the mutants block of `path` (or append one), leaving the rest of the file alone."""
-    text = path.read_text() if path.exists() else ""
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        _, tail = rest.split(END, 1)
-        text = head + table.rstrip("\n") + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + table
-    path.write_text(text)
+def choose(args: argparse.Namespace, config: generate.Config) -> tuple[list[Mutant], str]:
+    """Return the mutants to run and a sentence saying which they are."""
+    every = generate.generate_all(config)
+    total = f"{len(every)} generated"
+    if args.id:
+        chosen = [m for m in every if m.id in set(args.id)]
+        return chosen, f"{len(chosen)} chosen by id of {total}"
+    if args.module:
+        order = {name: position for position, name in enumerate(args.module)}
+        chosen = sorted((m for m in every if m.module in order), key=lambda m: order[m.module])
+        if args.limit:
+            chosen = chosen[: args.limit]
+        return chosen, f"the mutants of {', '.join(args.module)}: {len(chosen)} of {total}"
+    if args.all:
+        return every, f"every mutant: {total}"
+    chosen = generate.sample(every, config)
+    return chosen, f"the CI sample: {len(chosen)} of {total}"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the control and every selected mutant; write the kill table."""
+    """Map (if asked), control, run the chosen mutants and the named ones, report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help="run only these mutants (default: all)")
-    parser.add_argument("--evidence", type=Path, help="write the kill table into this file")
+    parser.add_argument("--all", action="store_true", help="map anew and run every mutant")
+    parser.add_argument("--module", action="append", help="run this module's mutants")
+    parser.add_argument("--id", action="append", help="run this mutant")
+    parser.add_argument("--limit", type=int, help="with --module: at most this many")
+    parser.add_argument("--map", action="store_true", help="map the tests anew first")
+    parser.add_argument("--minutes", type=float, help="start no mutant after this many minutes")
+    parser.add_argument("--no-named", action="store_true", help="skip catalog.toml")
+    parser.add_argument("--report", action="store_true", help="write docs/ for this selection")
+    parser.add_argument("--evidence", type=Path, default=DOCS / "EVIDENCE.md")
     args = parser.parse_args(argv)
-    mutants = load_catalog()
-    if args.names:
-        unknown = sorted(set(args.names) - {mutant.name for mutant in mutants})
-        if unknown:
-            raise SystemExit(f"mutants: unknown names {unknown}")
-        mutants = [mutant for mutant in mutants if mutant.name in args.names]
-    control_passed = control(mutants)
-    if not control_passed:
-        print("mutants: the unmutated wheels fail the selections; fix the tests first")
-        return 1
-    results = [run_mutant(mutant) for mutant in mutants]
-    build_and_install(ROOT)  # leave the environment as it was
-    if args.evidence is not None and not args.names:
-        write_evidence(args.evidence, kill_table(results, control_passed=control_passed))
-    survivors = [result.mutant.name for result in results if not result.caught]
-    print(f"mutants: {len(results) - len(survivors)} of {len(results)} caught")
-    if survivors:
-        print(f"mutants: survived: {', '.join(survivors)}")
-    return 1 if survivors else 0
+    config = generate.load_config()
+    equivalents = report.load_equivalents()
+    chosen, described = choose(args, config)
+    print(f"mutants: {described}", flush=True)
+    wheels = Wheels()
+    wheels.restore()
+    test_map = make_map(config) if args.all or args.map else selection.TestMap.load()
+    selected = {m.id: test_map.select(m) for m in chosen}
+    judges: dict[str, bool] = {}
+    rows: list[report.Row] = []
+    started = time.monotonic()
+    for number, generated in enumerate(chosen, 1):
+        if args.minutes and time.monotonic() - started > args.minutes * 60:
+            described += f"; stopped by --minutes {args.minutes:g} after {number - 1} mutants"
+            break
+        mutant, outcome = run_generated(generated, selected[generated.id], wheels, config)
+        if outcome.verdict is Verdict.CAUGHT and not passes_unmutated(
+            outcome.reason, judges, config
+        ):
+            outcome = Outcome(
+                Verdict.INVALID, f"{outcome.reason} fails unmutated too", outcome.seconds
+            )
+        original = (ROOT / mutant.file).read_text()
+        before, after = describe(mutant.edit, original) if mutant.edit else ("", "")
+        rows.append(
+            report.Row(
+                mutant.id, mutant.module, mutant.line, mutant.operator, before, after,
+                outcome.verdict, outcome.reason, outcome.seconds, len(selected[mutant.id]),
+            )
+        )  # fmt: skip
+        print(
+            f"mutants: [{number}/{len(chosen)}] {mutant.id} {mutant.module}:{mutant.line}"
+            f" {mutant.operator}: {outcome.verdict.value} in {outcome.seconds:.0f} s"
+            f" ({len(selected[mutant.id])} tests) {outcome.reason[:160]}",
+            flush=True,
+        )
+    named = [] if args.no_named or args.id or args.module else run_named(catalog.load(), wheels)
+    wheels.restore()
+    context = {
+        "command": "nox -s mutants -- --all" if args.all else "nox -s mutants",
+        "commit": commit(),
+        "selection": described,
+        "control": "all (the map run)" if args.all else "each killing test, checked once",
+        "goal": ",".join(config.goal_modules),
+        "percent": str(config.goal_percent),
+    }
+    if args.all or args.report:
+        (DOCS / "MUTANTS.md").write_text(report.mutants_page(rows, equivalents, context))
+        report.write_block(args.evidence, report.evidence_block(rows, equivalents, context, named))
+    Path(selection.MAP_FILE.with_name("last-run.json")).write_text(
+        json.dumps([{**r.__dict__, "verdict": r.verdict.value} for r in rows], indent=1)
+    )
+    failing = [
+        r.id for r in rows
+        if r.verdict in VALID and r.verdict is not Verdict.CAUGHT and r.id not in equivalents
+    ]  # fmt: skip
+    named_failing = [row for row in named if "| caught |" not in row]
+    for line in report.module_table(rows, equivalents, config.goal_modules):
+        print(line)
+    print(f"mutants: not caught and not explained: {len(failing)} {' '.join(failing)}")
+    if args.all:
+        return 0
+    return 1 if failing or named_failing else 0
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from claims import observed_claim
+from pydantic import ValidationError
 from ql3_runtime_core import (
     ClusterScheduleClaim,
     InvalidArgumentError,
@@ -258,3 +259,11 @@ def test_skipped_range_starts_at_the_window_start() -> None:
     assert skipped_range == (T0 + 2 * FIVE, T0 + HOUR - FIVE)
     assert decision.skipped == 10
     checked_commit(claim, decision, 16)
+
+
+def test_a_decision_cannot_be_edited_after_it_is_made() -> None:
+    """A decision is frozen: what the commit normalizes is exactly what was decided."""
+    decision = resolve_cluster_schedule_decision(claim_at(T0), 256)
+    with pytest.raises(ValidationError, match="frozen"):
+        decision.next_due_at_ms = T0  # type: ignore[misc]
+    assert decision.occurrences == (T0,)
