@@ -40,6 +40,7 @@ from ._errors import (
     RepositoryUnavailableError,
     UnknownTimezoneError,
 )
+from ._events import EVENT_FIELD, log_event
 from ._execution import (
     ATTEMPT_KILL_MARGIN_MS,
     ATTEMPT_SUCCESSOR_GRACE_MS,
@@ -102,6 +103,7 @@ __all__ = [
     "CRON_MAX_LENGTH",
     "EPOCH_MS_MAX",
     "EPOCH_MS_MIN",
+    "EVENT_FIELD",
     "LEASE_MS_DEFAULT",
     "LEASE_MS_MAX",
     "LEASE_MS_MIN",
@@ -161,6 +163,7 @@ __all__ = [
     "is_interval_like",
     "latest_occurrence_ms",
     "load_timezone",
+    "log_event",
     "next_occurrence_ms",
     "occurrences_after_ms",
     "payload_text",
