@@ -7,7 +7,7 @@ from pathlib import Path
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO_ROOT = Path(__file__).resolve().parents[3]
-TREES = ("clean", "direction", "edge", "undeclared", "unused", "clock", "testkit")
+TREES = ("clean", "direction", "edge", "undeclared", "unused", "clock", "testkit", "independent")
 
 _MARKER = re.compile(r"#\s*expect:\s*(?P<rules>[\w\-, ]+)$")
 

@@ -9,6 +9,7 @@ from ._contracts import check_contracts
 from ._deptry import check_dependencies
 from ._findings import Finding, deduplicate
 from ._imports import check_imports
+from ._independence import check_independence
 from ._layout import load_workspace
 from ._ruff import check_ruff
 
@@ -22,6 +23,7 @@ def run_audit(root: Path) -> tuple[list[Finding], int]:
     # The AST passes run first: they parse every file and name the one that does not parse.
     findings = [
         *check_imports(workspace),
+        *check_independence(workspace),
         *check_clock(workspace),
         *check_contracts(workspace),
         *check_dependencies(workspace),

@@ -22,12 +22,16 @@ from ._databases import (
 )
 from ._errors import ThrowawayClusterError
 from ._faketime import find_faketime_library
+from ._oracle import OracleError, OracleFinding, OracleVerdict, oracle_verdict
 from ._patroni import PatroniCluster, PatroniMember, durable_write, durable_write_acknowledged_ms
 from ._wire_fault_proxy import WireFaultProxy
 
 __version__ = _version("ql3-testkit")
 
 __all__ = [
+    "OracleError",
+    "OracleFinding",
+    "OracleVerdict",
     "PatroniCluster",
     "PatroniMember",
     "Ql3Database",
@@ -41,6 +45,7 @@ __all__ = [
     "find_faketime_library",
     "login_password",
     "login_user_name",
+    "oracle_verdict",
     "prepare_ql3_database",
     "server_major_version",
     "testkit_bin_dir",
