@@ -415,7 +415,9 @@ def render(rows: Sequence[Evidence]) -> str:
             " do not edit by hand. Every scenario runs real PostgreSQL and real `ql3 run`"
             " processes and ends with its own expectations: every expected occurrence admitted"
             " exactly once, none early, 1 run : 1 attempt : 2 events, no claim left at rest;"
-            " and with `verify_history` (the checker behind `ql3 verify`) as a second opinion."
+            " judged by the test kit's independent oracle (`ql3_testkit.oracle_verdict`: its own"
+            " SQL and cronsim, no product code) and by `ql3 verify --json` run as a subprocess;"
+            " both must find the history clean."
             " Times are database times; durations are monotonic."
         ),
         "",

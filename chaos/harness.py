@@ -5,8 +5,11 @@ it down even when the test fails. It creates schedules through `ScheduleAdmin` w
 so that every scenario has a finite, exactly known set of expected occurrences, waits for
 conditions by polling the database against a monotonic deadline (never sleep-and-hope), and ends
 with `finish()`: stop the replicas gracefully, then check the history (every expected occurrence
-exactly once, none early, 1 run : 1 attempt : 2 events, no claim left at rest) and
-`verify_history`. Rule zero holds here too: every time value comes from the database.
+exactly once, none early, 1 run : 1 attempt : 2 events, no claim left at rest), judge it with the
+test kit's oracle (`oracle_verdict`: its own SQL and cronsim, no product code) and run `ql3 verify
+--json` as a subprocess, as an operator would: both must find the history clean. The harness
+imports none of the product's occurrence, decision or verify code (the import audit refuses it).
+Rule zero holds here too: every time value comes from the database.
 
 Expected occurrences come from `expected.py` (cronsim), never from QL3's cron functions. Every
 lateness bound is a `Bound`: named parts whose sum and arithmetic are printed in EVIDENCE.md.
@@ -32,9 +35,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import psycopg
 from expected import first_after, occurrences_between
-from ql3_cluster_postgres import ScheduleAdmin, ScheduleRecord, VerifyReport, verify_history
+from ql3_cluster_postgres import ScheduleAdmin, ScheduleRecord, VerifyReport
 from ql3_runtime_core import MisfirePolicy, ScheduleDefinition, TaskExecution
-from ql3_testkit import Ql3Database, ThrowawayCluster, prepare_ql3_database
+from ql3_testkit import (
+    OracleVerdict,
+    Ql3Database,
+    ThrowawayCluster,
+    oracle_verdict,
+    prepare_ql3_database,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -105,6 +114,28 @@ def db_now_ms(dsn: str) -> int:
         row = conn.execute(NOW_SQL).fetchone()
     assert row is not None
     return int(row[0])
+
+
+def operator_verify(dsn: str, timeout_s: float = 900) -> VerifyReport:
+    """Run `ql3 verify --json` as a subprocess (the operator's tool) and return its report.
+
+    Its exit code must say what its JSON says (0: clean, 1: violations); anything else (a crash,
+    a refusal) fails the scenario with the command's output.
+    """
+    # Our own console script with a scenario DSN: no untrusted input.
+    result = subprocess.run(
+        [str(ql3_executable()), "verify", "--json", "--dsn", dsn],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if result.returncode not in (0, 1):
+        msg = f"ql3 verify exited {result.returncode}: {result.stderr.strip()[-2000:]}"
+        raise AssertionError(msg)
+    report = VerifyReport.model_validate_json(result.stdout)
+    assert report.ok is (result.returncode == 0), (result.returncode, report.lines())
+    return report
 
 
 def fetch(dsn: str, query: Query, params: Params = None) -> list[tuple[Any, ...]]:
@@ -274,7 +305,8 @@ class Outcome:
     unexpected: int
     max_lateness_ms: int
     retries_40001: int
-    report: VerifyReport
+    report: VerifyReport  # `ql3 verify --json`, run as a subprocess
+    oracle: OracleVerdict  # the test kit's independent oracle
 
 
 @dataclass
@@ -543,13 +575,14 @@ class Scenario:
     ) -> Outcome:
         """Stop replicas, then check history and claims from the database; record evidence.
 
-        Expectations come from cronsim (`expected_occurrences`), never from QL3's cron code;
-        `verify_history` (QL3's own checker, which shares that code) must agree as well.
+        Expectations come from cronsim (`expected_occurrences`), never from QL3's cron code; the
+        test kit's oracle (the same rules from DESIGN, its own SQL and cronsim) judges the whole
+        history, and `ql3 verify` (the product's checker, run as the operator runs it) must agree.
         `only` limits the exact expected-vs-admitted comparison to those schedules (others have
-        scenario-specific checks); `verify_history` and the row/claim checks cover everything.
-        With `executed`, workers ran the attempts: a run may have several attempts and their
-        events (the worker scenarios judge those themselves, and `verify_history` checks their
-        shape), so rows are only required to be at least 1:1:2.
+        scenario-specific checks); the oracle, `ql3 verify` and the row/claim checks cover
+        everything. With `executed`, workers ran the attempts: a run may have several attempts
+        and their events (the worker scenarios judge those themselves, and both checkers judge
+        their shape), so rows are only required to be at least 1:1:2.
         """
         self.stop_replicas()
         dsn = dsn or self.dsn("admin")
@@ -581,7 +614,8 @@ class Scenario:
             " (SELECT count(*) FROM ql3.events),"
             " (SELECT count(*) FROM ql3.trigger_schedules WHERE claim_owner_id IS NOT NULL)",
         )[0]
-        report = verify_history(dsn, stale_claim_grace_ms=0)
+        oracle = oracle_verdict(dsn, stale_claim_grace_ms=0)
+        report = operator_verify(dsn)
         outcome = Outcome(
             expected=len(want),
             admitted=len(seen),
@@ -592,6 +626,7 @@ class Scenario:
             max_lateness_ms=int(lateness),
             retries_40001=self.retries_40001(),
             report=report,
+            oracle=oracle,
         )
         self._record(outcome)
         if bound is not None:
@@ -601,7 +636,8 @@ class Scenario:
                 f"{self.bracketed_first_cursors} first cursor(s) fell on a second boundary inside"
                 " the admin's transaction: checked to be one of cronsim's two candidates"
             )
-        assert report.ok, "verify_history found violations:\n" + "\n".join(report.lines())
+        assert oracle.ok, "the oracle found violations:\n" + "\n".join(oracle.lines())
+        assert report.ok, "ql3 verify found violations:\n" + "\n".join(report.lines())
         assert duplicated == 0, f"{duplicated} duplicate admissions"
         assert early == 0, f"{early} early admissions"
         assert not missing, f"{len(missing)} expected occurrences missing: {sorted(missing)[:10]}"
