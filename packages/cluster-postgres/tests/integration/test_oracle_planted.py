@@ -85,7 +85,7 @@ def _miscount_a_skip(owner: psycopg.Connection[Any], _: int, fire_once: int) -> 
 
 
 def _leave_a_claim(owner: psycopg.Connection[Any], catch_up: int, _: int) -> None:
-    """Plant a claim left at rest: taken 10 s ago under a 1 s lease, never committed nor released."""
+    """Plant a claim left at rest: taken 10 s ago under a 1 s lease, never committed."""
     owner.execute(
         "UPDATE ql3.trigger_schedules SET claim_owner_id = 'ghost', claim_token = %s,"
         " updated_at_ms = updated_at_ms - 10000, claim_expires_at_ms = updated_at_ms - 9000"
