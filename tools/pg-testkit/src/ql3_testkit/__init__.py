@@ -22,14 +22,13 @@ from ._databases import (
 )
 from ._errors import ThrowawayClusterError
 from ._faketime import find_faketime_library
-from ._oracle import OracleError, OracleFinding, OracleVerdict, oracle_verdict
+from ._oracle import OracleFinding, OracleVerdict, oracle_verdict
 from ._patroni import PatroniCluster, PatroniMember, durable_write, durable_write_acknowledged_ms
 from ._wire_fault_proxy import WireFaultProxy
 
 __version__ = _version("ql3-testkit")
 
 __all__ = [
-    "OracleError",
     "OracleFinding",
     "OracleVerdict",
     "PatroniCluster",
