@@ -19,7 +19,7 @@ import pytest
 from ql3_cluster_postgres import PostgresScheduleRepository, verify_history
 from ql3_runtime_core import CommitStatus, MisfirePolicy
 from ql3_testkit import Ql3Database, drop_database, oracle_verdict, prepare_ql3_database
-from repo_helpers import command, decide, make_schedules
+from repo_helpers import command, db_now_ms, decide, fetch, make_schedules, wait_until
 from verify_compare import compare
 
 if TYPE_CHECKING:
@@ -175,3 +175,19 @@ def test_the_oracle_reports_each_planted_defect_and_passes_the_clean_control(
     assert control.ok, control.lines()
     assert control.occurrences >= 20  # both schedules' spans were walked, not skipped
     compare(verify_history(ql3_db.dsn("admin"), stale_claim_grace_ms=0), control)
+
+
+def test_the_oracle_reports_a_stall_past_the_cursor(
+    ql3_db: Ql3Database, history: tuple[int, int]
+) -> None:
+    """No Coordinator runs after the history: once occurrences fall due, a cutoff sees a stall."""
+    catch_up, fire_once = history
+    cursor = max(
+        int(row[0])
+        for row in fetch(ql3_db.dsn("admin"), "SELECT next_due_at_ms FROM ql3.trigger_schedules")
+    )
+    wait_until(lambda: db_now_ms(ql3_db.dsn("admin")) > cursor, what="both cursors are due")
+    now = db_now_ms(ql3_db.dsn("admin"))
+    assert oracle_verdict(ql3_db.dsn("admin"), stale_claim_grace_ms=0).ok  # up to the cursor
+    stalled = oracle_verdict(ql3_db.dsn("admin"), stale_claim_grace_ms=0, due_before_ms=now)
+    assert stalled.flagged() == {("stall", catch_up), ("stall", fire_once)}, stalled.lines()

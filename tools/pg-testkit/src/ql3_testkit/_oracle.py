@@ -65,9 +65,19 @@ class OracleVerdict:
 
 
 def oracle_verdict(
-    dsn: str, *, since_ms: int | None = None, stale_claim_grace_ms: int = 5_000
+    dsn: str,
+    *,
+    since_ms: int | None = None,
+    stale_claim_grace_ms: int = 5_000,
+    due_before_ms: int | None = None,
 ) -> OracleVerdict:
-    """Judge the history at `dsn` (any login that reads `ql3`) from the documented rules."""
+    """Judge the history at `dsn` (any login that reads `ql3`) from the documented rules.
+
+    `since_ms` leaves out occurrences before it; a claim expired longer than
+    `stale_claim_grace_ms` ago is a claim left at rest. With `due_before_ms` (a database time,
+    such as now - lease - grace), every occurrence of an active schedule due before it must be
+    decided too: one still past its cursor is a `stall` (nobody decided it in time).
+    """
     params = {"since_ms": since_ms}
     with psycopg.connect(dsn, autocommit=False) as conn:
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
@@ -89,6 +99,7 @@ def oracle_verdict(
                 now_ms=int(now_row["now_ms"]) if now_row else 0,
                 since_ms=since_ms,
                 grace_ms=stale_claim_grace_ms,
+                due_before_ms=due_before_ms,
             )
         conn.rollback()
     findings, occurrences = judged
@@ -144,6 +155,7 @@ def _judge(  # every row of one snapshot
     now_ms: int,
     since_ms: int | None,
     grace_ms: int,
+    due_before_ms: int | None,
 ) -> tuple[list[Finding], int]:
     by_id = {s["id"]: s for s in schedules}
     runs_of, revisions_of, skips_of = _group(runs), _group(revisions), _group(skips)
@@ -182,8 +194,26 @@ def _judge(  # every row of one snapshot
             now_ms=now_ms,
         )
         out += found
+        if due_before_ms is not None and schedule["state"] == "active":
+            out += _stall(schedule, zones.walker(own_revisions[-1]), due_before_ms)
         occurrences += accounted
     return out, occurrences
+
+
+def _stall(schedule: dict[str, Any], walker: Walker, due_before_ms: int) -> list[Finding]:
+    """Occurrences due before `due_before_ms` still at or past the cursor: nobody decided them."""
+    cursor, end_at = schedule["next_due_at_ms"], schedule["end_at_ms"]
+    if cursor is None:
+        return []
+    high = due_before_ms if end_at is None else min(due_before_ms, end_at + 1)
+    stalled = walker.between(cursor, high)
+    if not stalled:
+        return []
+    detail = (
+        f"{len(stalled)} occurrence(s) from {stalled[0]} to {stalled[-1]}, due before"
+        f" {due_before_ms}, are still past the cursor {cursor}"
+    )
+    return [Finding("stall", schedule["id"], detail)]
 
 
 def _group(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
