@@ -10,7 +10,8 @@ admin pauses, resumes and redefinitions, and worker takes and finishes through t
 After every step the database is compared with a small reference model (DESIGN §4, §5, §7):
 - the Runs are exactly the occurrences the model saw committed (none twice, none unexplained);
 - no Run is early (committed before its occurrence by the database clock);
-- a schedule's cursor is always after every occurrence decided for it (a Run or a skip record);
+- a schedule's cursor is always after every occurrence decided for it (a Run or a skip record),
+  and only an admin change may move it backwards;
 - a settled lost reply reports what the first answer reported and writes nothing more;
 - at most one live attempt per Run, its first attempt present.
 At the end, the test kit's independent oracle judges the whole history and `verify_history` must
@@ -136,6 +137,9 @@ class RepositoryModel(RuleBasedStateMachine):
         )
         self.pending: list[tuple[str, ClaimCommit]] = []
         self.admitted: set[tuple[int, int]] = set()
+        # Each schedule's cursor after the previous step; None after an admin change, which
+        # places the cursor anew (DESIGN §7) and may place it before the old one.
+        self.cursors: dict[int, int | None] | None = None
 
     # -- replicas ---------------------------------------------------------------------------
 
@@ -223,12 +227,14 @@ class RepositoryModel(RuleBasedStateMachine):
     def pause_or_resume(self, name: str, action: str) -> None:
         """Pause or resume a schedule (a no-op when it already is)."""
         getattr(self.admin, action)(name)
+        self.cursors = None
 
     @rule(name=st.sampled_from(sorted(DEFINITIONS)), which=st.sampled_from([0, 1]))
     def redefine(self, name: str, which: int) -> None:
         """Apply one of the schedule's definitions: a new revision, standing claims race."""
         spec = ScheduleSpec(name=name, definition=DEFINITIONS[name][which], execution=EXECUTION)
         self.admin.apply_schedules([spec])
+        self.cursors = None
 
     # -- workers -----------------------------------------------------------------------------
 
@@ -274,6 +280,17 @@ class RepositoryModel(RuleBasedStateMachine):
             )
             if cursor is not None and decided is not None:
                 assert cursor > decided, row
+
+    @invariant()
+    def cursors_never_move_back(self) -> None:
+        """DESIGN §4: claims, commits, releases and clock steps never move a cursor backwards."""
+        now = {row["id"]: row["next_due_at_ms"] for row in self._fetch(STATE_SQL)}
+        if self.cursors is not None:
+            for sid, before in self.cursors.items():
+                after = now.get(sid)
+                if before is not None and after is not None:
+                    assert after >= before, (sid, before, after)
+        self.cursors = now
 
     @invariant()
     def one_live_attempt_and_one_first_attempt_per_run(self) -> None:
