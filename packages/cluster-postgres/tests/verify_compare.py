@@ -3,9 +3,10 @@
 The verify tests call `checked_verify` wherever they check a history, so every fixture history
 they build is also a differential test of `verify_history` against `ql3_testkit.oracle_verdict`,
 which is written from DESIGN's rules with its own SQL and cronsim and imports no product code
-(the import audit holds it to that). Both must flag the same schedules for every rule the oracle
-has; the rules only `verify_history` has (revisions, cursors, attempts, ordering, zone records)
-are its own tests' business and may make it stricter, never more lenient.
+(the import audit holds it to that). Both must walk as many occurrences (QL3's cron engine and
+cronsim over the same spans) and flag the same schedules for every rule the oracle has; the
+rules only `verify_history` has (revisions, cursors, attempts, ordering, zone records) are its
+own tests' business and may make it stricter, never more lenient.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ SHARED_RULES: Final = frozenset(
 
 
 def compare(report: VerifyReport, oracle: OracleVerdict) -> None:
-    """Require the same (rule, schedule) pairs for every shared rule, and no oracle-only finding."""
+    """Require the same (rule, schedule) pairs for every shared rule and the same occurrences."""
     listed = {(v.rule, v.schedule_id) for v in report.violations if v.rule in SHARED_RULES}
     found = oracle.flagged()
     assert listed == {pair for pair in found if pair[0] in SHARED_RULES}, (
@@ -46,6 +47,9 @@ def compare(report: VerifyReport, oracle: OracleVerdict) -> None:
     # verify_history may be stricter (its own rules), never more lenient than the oracle.
     assert oracle.ok or not report.ok, oracle.lines()
     assert (report.schedules, report.runs) == (oracle.schedules, oracle.runs)
+    # The same spans walked: as many occurrences to account for, counted by two engines.
+    occurrences = sum(verdict.occurrences for verdict in report.per_schedule)
+    assert occurrences == oracle.occurrences, (occurrences, oracle.occurrences)
 
 
 def checked_verify(dsn: str, **options: Any) -> VerifyReport:
