@@ -1,4 +1,4 @@
-"""The commit check (DESIGN §4): the last check before the database's fenced commit (§5).
+"""The commit check (DESIGN §4): the last check before the fenced commit (DESIGN §5).
 
 A decision reaches the repository only as a `ClaimCommit`, and the only way to build one is
 `checked_commit`, which refuses anything a correct decision could not have produced. It changes
