@@ -401,7 +401,9 @@ def test_a_transactional_task_counts_exactly_once_under_sigkill(
     """SIGKILLed at random points, a transactional task's writes exist once per succeeded Run."""
     run = scenario("worker-transactional-sigkill", "8")
     run.prepare()
-    run.replica(lease_ms=REPLICA_LEASE_MS)
+    # Connected before the schedule exists: its start-up (seconds on a loaded machine) would
+    # otherwise show as the first occurrences' lateness.
+    run.replica(lease_ms=REPLICA_LEASE_MS).wait_ready()
     for statement in (
         "CREATE TABLE public.chaos_counter (n integer NOT NULL)",
         "INSERT INTO public.chaos_counter VALUES (0)",
@@ -439,9 +441,9 @@ def test_a_transactional_task_counts_exactly_once_under_sigkill(
         f" {inside} landed after a task's writes, before its commit"
     )
     workers.start(lease_ms=WORKER_LEASE_MS, python_task=str(task))
-    # No lateness bound: up to 13 Python services start while runs are admitted, on 2 shared
-    # cores; what this scenario proves is the task's effects, not admission lateness.
-    verdict = _conclude(run, workers, bound=None, window_s=WINDOW_S + 4)
+    # The replica is never faulted (only workers are killed): a cycle slack, as in the baseline,
+    # though up to 13 worker services start on the 2 shared cores meanwhile.
+    verdict = _conclude(run, workers, window_s=WINDOW_S + 4)
     ((counter,),) = run.fetch_superuser("SELECT n FROM public.chaos_counter")
     effects = run.fetch_superuser("SELECT run_id, attempt FROM public.chaos_effects ORDER BY 1")
     succeeded = {(a["run_id"], a["number"]) for a in attempts(run) if a["state"] == "succeeded"}
