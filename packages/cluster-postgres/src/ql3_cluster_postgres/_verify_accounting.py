@@ -501,6 +501,15 @@ class _Walk:
         if end < self.start:
             return
         if start < self.start:  # begins before since_ms: it covers what it covers
+            if skip is not None:
+                # Its occurrences from since_ms on are skipped, not expected: count them.
+                self.owner.result.skipped += count_occurrences_ms(
+                    definition.cron,
+                    definition.timezone,
+                    self.start,
+                    min(end, self.window.high - 1),
+                    rules=self.rules,
+                )
             self._expect_at_least_after(end)
             return
         if nth is not None and not _is_occurrence(definition, start, self.rules):
