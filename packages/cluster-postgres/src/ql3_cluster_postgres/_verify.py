@@ -50,6 +50,12 @@ whole verdict is about one snapshot) and reports one `Violation` per finding (th
   overlaps another, it records another policy than its revision's, it skips an occurrence that
   was on time at its claim, under fire_once the occurrence after it has no run, under skip the
   occurrence after it was missed too, or it lies outside every revision's range.
+- `stall`, `late`, `misfire_policy` (with `lease_ms` only, see `_verify_timing`): an active
+  schedule whose cursor lies more than lease + grace behind the database clock (or `as_of_ms`),
+  with the span it left undecided (`_verify_stall`); a run admitted later than its misfire
+  policy allows, and a claim whose decision over its missed occurrences breaks its policy
+  (`_verify_lateness`). With them, `skip_record` also checks each record against when the
+  database wrote it, and the report carries each schedule's lateness distribution.
 - `not_occurrence`: a run whose `scheduled_for_ms` is not an occurrence of its revision's
   definition or lies outside every revision's range (before the first cursor, after `end_at_ms`,
   in an occurrence range a later revision dropped). Runs older than schema 4 (before a
@@ -80,7 +86,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 import psycopg
 from psycopg.rows import class_row, dict_row, scalar_row
-from ql3_runtime_core import EPOCH_MS_MAX, EPOCH_MS_MIN, MISFIRE_GRACE_MS_MAX, InvalidArgumentError
+from ql3_runtime_core import (
+    EPOCH_MS_MAX,
+    EPOCH_MS_MIN,
+    LEASE_MS_MAX,
+    LEASE_MS_MIN,
+    MISFIRE_GRACE_MS_MAX,
+    InvalidArgumentError,
+)
 
 from ._connect import ConnectionOptions, open_connection
 from ._errors import DatabaseError
@@ -92,8 +105,8 @@ from ._verify_accounting import (
     check_revisions,
     revision_from_row,
 )
-from ._verify_attempts import check_attempts
-from ._verify_report import Findings, ScheduleVerdict, VerifyReport, Violation
+from ._verify_attempts import check_attempt_timing, check_attempts
+from ._verify_report import RULE_NAMES, Findings, ScheduleVerdict, VerifyReport, Violation
 from ._verify_rules import (
     RunCounts,
     Schedule,
@@ -107,6 +120,7 @@ from ._verify_rules import (
     schedule_from_row,
     schedule_verdict,
 )
+from ._verify_timing import check_timing
 from ._verify_zones import VerifyZones
 
 if TYPE_CHECKING:
@@ -115,6 +129,7 @@ if TYPE_CHECKING:
     from psycopg.rows import RowFactory
 
     from ._verify_accounting import Revision
+    from ._verify_lateness import ScheduleLateness
 
 __all__ = [
     "RULES",
@@ -132,22 +147,7 @@ STALE_CLAIM_GRACE_MS_DEFAULT = 5_000
 # once per run: ten million lines help nobody and would hold the memory this bound saves.
 VIOLATIONS_PER_RULE_DEFAULT = 100
 VIOLATIONS_PER_RULE_MAX = 100_000
-RULES = (
-    "attempts",
-    "cursor",
-    "duplicate",
-    "early",
-    "future",
-    "invalid_schedule",
-    "missing",
-    "not_occurrence",
-    "order",
-    "revision",
-    "shape",
-    "skip_record",
-    "stale_claim",
-    "time_backwards",
-)
+RULES = RULE_NAMES
 # "Every occurrence" for the SQL's `>= since_ms`: below every bigint.
 _ALL_MS: Final = -(2**63)
 # Rows per round trip of a server-side cursor: large enough that the round trips do not count,
@@ -162,6 +162,8 @@ def verify_history(
     since_ms: int | None = None,
     stale_claim_grace_ms: int = STALE_CLAIM_GRACE_MS_DEFAULT,
     violations_per_rule: int = VIOLATIONS_PER_RULE_DEFAULT,
+    lease_ms: int | None = None,
+    as_of_ms: int | None = None,
 ) -> VerifyReport:
     """Check the history of the QL3 database at `conninfo`; read-only, runs as `ql3_admin`.
 
@@ -173,15 +175,23 @@ def verify_history(
             reported; 0 at rest, the default for a live system.
         violations_per_rule: how many findings of each rule the report lists in detail (the
             first found); every finding is counted in `VerifyReport.violation_counts`.
+        lease_ms: the replicas' claim lease; given, the time rules (`stall`, `late`,
+            `misfire_policy`, the writing of skip records) judge against lease + grace, and the
+            report holds each schedule's lateness. None: those rules are not applied.
+        as_of_ms: the instant the `stall` rule judges at (default: the database clock when the
+            check runs), to repeat a report; it may not be after that clock.
 
     Raises:
         DatabaseError: the database could not be read.
         InvalidArgumentError: `since_ms` outside `EPOCH_MS_MIN`..`EPOCH_MS_MAX`, a grace
-            outside 0..`MISFIRE_GRACE_MS_MAX`, or `violations_per_rule` outside
-            1..`VIOLATIONS_PER_RULE_MAX` (a `ValueError`; checked before connecting).
+            outside 0..`MISFIRE_GRACE_MS_MAX`, `violations_per_rule` outside
+            1..`VIOLATIONS_PER_RULE_MAX`, `lease_ms` outside `LEASE_MS_MIN`..`LEASE_MS_MAX`, or
+            `as_of_ms` outside the epoch range (a `ValueError`; checked before connecting), or
+            `as_of_ms` after the database clock (checked once it is read).
 
     """
     _check_arguments(since_ms, stale_claim_grace_ms, violations_per_rule)
+    _check_time_arguments(lease_ms, as_of_ms)
     findings = Findings(violations_per_rule)
     try:
         options = ConnectionOptions(conninfo, application_name="ql3-verify")
@@ -191,6 +201,7 @@ def verify_history(
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             conn.read_only = True
             check = _Check(_Reader(conn, since_ms), findings, stale_claim_grace_ms)
+            check.lease_ms, check.as_of_ms = lease_ms, as_of_ms
             verdicts, runs = check.run()
             conn.rollback()  # nothing to keep: a read-only transaction ends either way
     except psycopg.Error as exc:
@@ -206,6 +217,9 @@ def verify_history(
         since_ms=since_ms,
         stale_claim_grace_ms=stale_claim_grace_ms,
         per_schedule=tuple(verdicts),
+        lease_ms=lease_ms,
+        as_of_ms=check.as_of_ms if lease_ms is not None else as_of_ms,
+        lateness=check.lateness,
     )
 
 
@@ -224,6 +238,17 @@ def _check_arguments(since_ms: int | None, grace_ms: int, per_rule: int) -> None
     if not 1 <= per_rule <= VIOLATIONS_PER_RULE_MAX:
         raise InvalidArgumentError(
             "violations_per_rule", per_rule, f"must be within 1..{VIOLATIONS_PER_RULE_MAX}"
+        )
+
+
+def _check_time_arguments(lease_ms: int | None, as_of_ms: int | None) -> None:
+    if lease_ms is not None and not LEASE_MS_MIN <= lease_ms <= LEASE_MS_MAX:
+        raise InvalidArgumentError(
+            "lease_ms", lease_ms, f"must be within {LEASE_MS_MIN}..{LEASE_MS_MAX} (ms)"
+        )
+    if as_of_ms is not None and not EPOCH_MS_MIN <= as_of_ms <= EPOCH_MS_MAX:
+        raise InvalidArgumentError(
+            "as_of_ms", as_of_ms, f"must be within {EPOCH_MS_MIN}..{EPOCH_MS_MAX} (epoch ms)"
         )
 
 
@@ -275,6 +300,9 @@ class _Check:
         self.now_ms = 0
         self.schedule_rows = 0
         self.zones: VerifyZones | None = None
+        self.lease_ms: int | None = None
+        self.as_of_ms: int | None = None
+        self.lateness: tuple[ScheduleLateness, ...] = ()
 
     def run(self) -> tuple[list[ScheduleVerdict], int]:
         """Check everything; return the verdict of each schedule and the runs in scope."""
@@ -284,6 +312,13 @@ class _Check:
         # The snapshot's one clock reading: every "now" of every rule is this one.
         now = reader.rows("verify_now")[0]
         self.now_ms = int(now["now_ms"])
+        if self.as_of_ms is not None and self.as_of_ms > self.now_ms:
+            # Judging an instant still to come would report stalls that have not happened.
+            raise InvalidArgumentError(
+                "as_of_ms", self.as_of_ms, f"is after the database clock ({self.now_ms})"
+            )
+        if self.as_of_ms is None:
+            self.as_of_ms = self.now_ms
         # Refuses (one line) when the recorded rules' data is not stored: nothing to judge with.
         self.zones = VerifyZones(lambda: reader.conn, now["zone_rules_version"])
         schedule_rows = reader.rows("verify_schedules")
@@ -295,6 +330,16 @@ class _Check:
         self._strays({row["id"] for row in schedule_rows}, skipped)
         self._shape()
         check_attempts(findings, reader.stream("verify_attempts", dict_row))
+        check_attempt_timing(findings, reader.stream("verify_attempt_timing", dict_row))
+        if self.lease_ms is not None:
+            self.lateness = check_timing(
+                reader,
+                findings,
+                schedules,
+                revisions,
+                as_of_ms=self.as_of_ms,
+                lease_ms=self.lease_ms,
+            )
         counts = self._sequence({schedule.id for schedule in schedules})
         verdicts = [
             self._schedule(schedule, revisions.get(schedule.id, []), counts.get(schedule.id))
