@@ -123,3 +123,191 @@ def test_runs_committed_seconds_after_their_occurrence_under_skip_are_late(
 def _rows(history: History, statement: str, *params: object) -> list[tuple[Any, ...]]:
     with psycopg.connect(history.db.dsn("admin"), autocommit=True) as conn:
         return conn.execute(statement.encode(), params).fetchall()
+
+
+# One run of the claim's own, inserted as the commit writes it: the run, its first attempt and
+# the two admission events, all at the commit time of the given skip record's claim.
+_ADMIT_AT = """
+WITH k AS (SELECT * FROM ql3.skipped_occurrences WHERE schedule_id = %(schedule)s),
+run AS (
+    INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,
+                          created_at_ms)
+    SELECT s.id, s.task_id, {at}, k.owner_id, k.claim_token, k.created_at_ms
+    FROM ql3.trigger_schedules AS s, k WHERE s.id = %(schedule)s
+    RETURNING id, created_at_ms
+),
+attempt AS (
+    INSERT INTO ql3.attempts (run_id, attempt_number, state, created_at_ms, updated_at_ms)
+    SELECT id, 1, 'queued', created_at_ms, created_at_ms FROM run
+    RETURNING id, run_id, created_at_ms
+)
+INSERT INTO ql3.events (run_id, attempt_id, kind, created_at_ms)
+SELECT run_id, NULL, 'run.admitted', created_at_ms FROM attempt
+UNION ALL
+SELECT run_id, id, 'attempt.queued', created_at_ms FROM attempt
+"""
+
+
+def _admit(schedule: str, at: str) -> str:
+    return _ADMIT_AT.format(at=at).replace("%(schedule)s", f"%({schedule})s")
+
+
+def test_fire_once_admitting_two_missed_occurrences_of_one_claim_breaks_its_policy(
+    history: History, copy_of: Callable[[Ql3Database], Ql3Database]
+) -> None:
+    """The skip record gives up its last occurrence to a second run of the same claim."""
+    report = _planted(
+        history,
+        copy_of,
+        # The existing run moves one occurrence back (it keeps its id, attempts and events) and a
+        # new run takes its place, so run ids still follow occurrences.
+        "UPDATE ql3.skipped_occurrences SET last_skipped_ms = last_skipped_ms - 1000,"
+        " skipped_count = skipped_count - 1 WHERE schedule_id = %(fire_once)s",
+        "UPDATE ql3.runs SET scheduled_for_ms = scheduled_for_ms - 1000"
+        " WHERE id = (SELECT min(id) FROM ql3.runs WHERE schedule_id = %(fire_once)s)",
+        _admit(
+            "fire_once",
+            "(SELECT max(scheduled_for_ms) + 1000 FROM ql3.runs WHERE schedule_id = %(fire_once)s)",
+        ),
+    )
+    (detail,) = _only(report, "misfire_policy")
+    assert "admitted 2 missed occurrences" in detail
+    assert "fire_once admits only the latest" in detail
+
+
+def test_skip_admitting_an_occurrence_its_claim_missed_breaks_its_policy(
+    history: History, copy_of: Callable[[Ql3Database], Ql3Database]
+) -> None:
+    """The skip record gives up its first occurrence to a run of the same claim."""
+    report = _planted(
+        history,
+        copy_of,
+        _admit(
+            "skip",
+            "(SELECT first_skipped_ms FROM ql3.skipped_occurrences WHERE schedule_id = %(skip)s)",
+        ),
+        "UPDATE ql3.skipped_occurrences SET first_skipped_ms = first_skipped_ms + 1000,"
+        " skipped_count = skipped_count - 1 WHERE schedule_id = %(skip)s",
+    )
+    (detail,) = _only(report, "misfire_policy")
+    assert "under skip, missed at its claim" in detail
+
+
+def test_catch_up_leaving_out_an_occurrence_breaks_its_policy(
+    history: History, copy_of: Callable[[Ql3Database], Ql3Database]
+) -> None:
+    """One run from the middle of the catch_up claim is gone: not admitted, and so missing."""
+    middle = (
+        "(SELECT id FROM ql3.runs WHERE schedule_id = %(catch_up)s"
+        " ORDER BY scheduled_for_ms OFFSET 30 LIMIT 1)"
+    )
+    report = _planted(
+        history,
+        copy_of,
+        f"DELETE FROM ql3.events WHERE run_id = {middle}",
+        f"DELETE FROM ql3.attempts WHERE run_id = {middle}",
+        f"DELETE FROM ql3.runs WHERE id = {middle}",
+    )
+    # The occurrence left out has neither a run nor a skip record: `missing` is its other name.
+    assert set(report.violation_counts) == {"misfire_policy", "missing"}, report.lines()
+    (policy,) = [v.detail for v in report.violations if v.rule == "misfire_policy"]
+    assert "catch_up admits each" in policy
+    assert report.missing == 1
+
+
+def test_a_skip_record_written_after_its_claims_lease_is_caught(
+    history: History, copy_of: Callable[[Ql3Database], Ql3Database]
+) -> None:
+    """A record whose commit time lies 5 s after its claim (lease 1 s) cannot be that commit's."""
+    report = _planted(
+        history,
+        copy_of,
+        "UPDATE ql3.skipped_occurrences SET created_at_ms = created_at_ms + 5000"
+        " WHERE schedule_id = %(skip)s",
+    )
+    (detail,) = _only(report, "skip_record")
+    assert "not within its claim's lease" in detail
+
+
+def test_a_skip_record_whose_runs_were_committed_at_another_time_is_caught(
+    history: History, copy_of: Callable[[Ql3Database], Ql3Database]
+) -> None:
+    """The fire_once record's commit time differs (within the lease) from its claim's run's."""
+    report = _planted(
+        history,
+        copy_of,
+        "UPDATE ql3.skipped_occurrences SET created_at_ms = created_at_ms + 1"
+        " WHERE schedule_id = %(fire_once)s",
+    )
+    (detail,) = _only(report, "skip_record")
+    assert "run(s) of its claim were committed at" in detail
+
+
+def test_a_skip_record_with_a_wrong_stored_lateness_is_caught(
+    history: History, copy_of: Callable[[Ql3Database], Ql3Database]
+) -> None:
+    """The stored lateness (a generated column, made plain to plant it) no longer adds up."""
+    report = _planted(
+        history,
+        copy_of,
+        "ALTER TABLE ql3.skipped_occurrences ALTER COLUMN lateness_newest_ms DROP EXPRESSION",
+        "UPDATE ql3.skipped_occurrences SET lateness_newest_ms = lateness_newest_ms - 7"
+        " WHERE schedule_id = %(skip)s",
+    )
+    (detail,) = _only(report, "skip_record")
+    assert "stores lateness" in detail
+
+
+_RETRY = "run_id = %(run)s AND attempt_number = 2"
+_FIRST = "run_id = %(run)s AND attempt_number = 1"
+
+
+@pytest.mark.parametrize(
+    ("statements", "expected"),
+    [
+        pytest.param(
+            [
+                "UPDATE ql3.tasks SET max_attempts = 1 WHERE id = (SELECT task_id FROM"
+                " ql3.trigger_schedules WHERE id = %(worked)s)"
+            ],
+            "above its task's max_attempts 1",
+            id="beyond-max-attempts",
+        ),
+        pytest.param(
+            [
+                f"UPDATE ql3.attempts SET started_at_ms = (SELECT finished_at_ms + 500 FROM"
+                f" ql3.attempts WHERE {_FIRST}) WHERE {_RETRY}"
+            ],
+            "before its task's retry backoff of 1000 ms",
+            id="retry-before-backoff",
+        ),
+        pytest.param(
+            [
+                f"UPDATE ql3.attempts SET started_at_ms = (SELECT finished_at_ms - 200 FROM"
+                f" ql3.attempts WHERE {_FIRST}) WHERE {_RETRY}"
+            ],
+            "was live (it ended at",
+            id="two-live-at-once",
+        ),
+        pytest.param(
+            [
+                f"UPDATE ql3.attempts SET state = 'succeeded', finished_at_ms = (SELECT"
+                f" started_at_ms + 100 FROM ql3.attempts WHERE {_RETRY}) WHERE {_FIRST}",
+                "UPDATE ql3.events SET kind = 'attempt.succeeded' WHERE kind = 'attempt.failed'"
+                f" AND attempt_id = (SELECT id FROM ql3.attempts WHERE {_FIRST})",
+            ],
+            "(succeeded) succeeded at",
+            id="success-after-a-later-start",
+        ),
+    ],
+)
+def test_attempts_out_of_number_or_time_are_caught(
+    history: History,
+    copy_of: Callable[[Ql3Database], Ql3Database],
+    statements: list[str],
+    expected: str,
+) -> None:
+    """The retried run's attempts: past max_attempts, retried early, overlapping, late success."""
+    report = _planted(history, copy_of, *statements)
+    details = _only(report, "attempts")
+    assert any(expected in line for line in details), details
