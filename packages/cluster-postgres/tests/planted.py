@@ -88,7 +88,7 @@ def real_history(db: Ql3Database) -> History:
     return History(db=db, retried_run=_work(db), as_of_ms=as_of_ms, **ids)
 
 
-def _schedule(
+def _schedule(  # noqa: PLR0917 - one schedule per line of real_history reads best as a row
     db: Ql3Database,
     prefix: str,
     policy: MisfirePolicy,

@@ -30,13 +30,16 @@ def history(ql3_db: Ql3Database) -> History:
 
 
 def _planted(
-    history: History, copy_of: Callable[[Ql3Database], Ql3Database], *statements: str
+    history: History,
+    copy_of: Callable[[Ql3Database], Ql3Database],
+    *statements: str,
+    **params: int,
 ) -> VerifyReport:
     """Copy the history, run `statements` on the copy as the owner, verify the copy."""
     copy = copy_of(history.db)
     with owner_conn(copy) as owner, owner.transaction():
         for statement in statements:
-            owner.execute(statement.encode(), _ids(history))
+            owner.execute(statement.encode(), {**_ids(history), **params})
     return history.verify(copy)
 
 
@@ -96,7 +99,7 @@ def test_a_schedule_nobody_decided_is_a_stall(
 def test_runs_committed_seconds_after_their_occurrence_under_skip_are_late(
     history: History, copy_of: Callable[[Ql3Database], Ql3Database]
 ) -> None:
-    """The on-time skip schedule's commit moved 4 s later (every row of it): beyond grace + lease."""
+    """The on-time skip schedule's commit moved 4 s later (all its rows): beyond grace + lease."""
     shift = 4_000
     ((committed,),) = _rows(
         history, "SELECT max(created_at_ms) FROM ql3.runs WHERE schedule_id = %s", history.on_time
@@ -106,15 +109,16 @@ def test_runs_committed_seconds_after_their_occurrence_under_skip_are_late(
     report = _planted(
         history,
         copy_of,
-        f"UPDATE ql3.runs SET created_at_ms = created_at_ms + {shift}"
+        "UPDATE ql3.runs SET created_at_ms = created_at_ms + %(shift)s"
         " WHERE schedule_id = %(on_time)s",
-        f"UPDATE ql3.attempts SET created_at_ms = created_at_ms + {shift},"
-        f" updated_at_ms = updated_at_ms + {shift}"
+        "UPDATE ql3.attempts SET created_at_ms = created_at_ms + %(shift)s,"
+        " updated_at_ms = updated_at_ms + %(shift)s"
         " WHERE run_id IN (SELECT id FROM ql3.runs WHERE schedule_id = %(on_time)s)",
-        f"UPDATE ql3.events SET created_at_ms = created_at_ms + {shift}"
+        "UPDATE ql3.events SET created_at_ms = created_at_ms + %(shift)s"
         " WHERE run_id IN (SELECT id FROM ql3.runs WHERE schedule_id = %(on_time)s)",
-        f"UPDATE ql3.trigger_schedules SET updated_at_ms = updated_at_ms + {shift}"
+        "UPDATE ql3.trigger_schedules SET updated_at_ms = updated_at_ms + %(shift)s"
         " WHERE id = %(on_time)s",
+        shift=shift,
     )
     details = _only(report, "late")
     assert all("skip allows grace 5000 + lease 1000 ms" in line for line in details), details
@@ -197,16 +201,15 @@ def test_catch_up_leaving_out_an_occurrence_breaks_its_policy(
     history: History, copy_of: Callable[[Ql3Database], Ql3Database]
 ) -> None:
     """One run from the middle of the catch_up claim is gone: not admitted, and so missing."""
-    middle = (
-        "(SELECT id FROM ql3.runs WHERE schedule_id = %(catch_up)s"
-        " ORDER BY scheduled_for_ms OFFSET 30 LIMIT 1)"
-    )
     report = _planted(
         history,
         copy_of,
-        f"DELETE FROM ql3.events WHERE run_id = {middle}",
-        f"DELETE FROM ql3.attempts WHERE run_id = {middle}",
-        f"DELETE FROM ql3.runs WHERE id = {middle}",
+        "DELETE FROM ql3.events WHERE run_id = (SELECT id FROM ql3.runs"
+        " WHERE schedule_id = %(catch_up)s ORDER BY scheduled_for_ms OFFSET 30 LIMIT 1)",
+        "DELETE FROM ql3.attempts WHERE run_id = (SELECT id FROM ql3.runs"
+        " WHERE schedule_id = %(catch_up)s ORDER BY scheduled_for_ms OFFSET 30 LIMIT 1)",
+        "DELETE FROM ql3.runs WHERE id = (SELECT id FROM ql3.runs"
+        " WHERE schedule_id = %(catch_up)s ORDER BY scheduled_for_ms OFFSET 30 LIMIT 1)",
     )
     # The occurrence left out has neither a run nor a skip record: `missing` is its other name.
     assert set(report.violation_counts) == {"misfire_policy", "missing"}, report.lines()
@@ -258,44 +261,54 @@ def test_a_skip_record_with_a_wrong_stored_lateness_is_caught(
     assert "stores lateness" in detail
 
 
-_RETRY = "run_id = %(run)s AND attempt_number = 2"
-_FIRST = "run_id = %(run)s AND attempt_number = 1"
-
-
 @pytest.mark.parametrize(
     ("statements", "expected"),
     [
         pytest.param(
-            [
-                "UPDATE ql3.tasks SET max_attempts = 1 WHERE id = (SELECT task_id FROM"
-                " ql3.trigger_schedules WHERE id = %(worked)s)"
-            ],
+            (
+                (
+                    "UPDATE ql3.tasks SET max_attempts = 1 WHERE id ="
+                    " (SELECT task_id FROM ql3.trigger_schedules WHERE id = %(worked)s)"
+                ),
+            ),
             "above its task's max_attempts 1",
             id="beyond-max-attempts",
         ),
         pytest.param(
-            [
-                f"UPDATE ql3.attempts SET started_at_ms = (SELECT finished_at_ms + 500 FROM"
-                f" ql3.attempts WHERE {_FIRST}) WHERE {_RETRY}"
-            ],
+            (
+                (
+                    "UPDATE ql3.attempts SET started_at_ms = (SELECT finished_at_ms + 500"
+                    " FROM ql3.attempts WHERE run_id = %(run)s AND attempt_number = 1)"
+                    " WHERE run_id = %(run)s AND attempt_number = 2"
+                ),
+            ),
             "before its task's retry backoff of 1000 ms",
             id="retry-before-backoff",
         ),
         pytest.param(
-            [
-                f"UPDATE ql3.attempts SET started_at_ms = (SELECT finished_at_ms - 200 FROM"
-                f" ql3.attempts WHERE {_FIRST}) WHERE {_RETRY}"
-            ],
+            (
+                (
+                    "UPDATE ql3.attempts SET started_at_ms = (SELECT finished_at_ms - 200"
+                    " FROM ql3.attempts WHERE run_id = %(run)s AND attempt_number = 1)"
+                    " WHERE run_id = %(run)s AND attempt_number = 2"
+                ),
+            ),
             "was live (it ended at",
             id="two-live-at-once",
         ),
         pytest.param(
-            [
-                f"UPDATE ql3.attempts SET state = 'succeeded', finished_at_ms = (SELECT"
-                f" started_at_ms + 100 FROM ql3.attempts WHERE {_RETRY}) WHERE {_FIRST}",
-                "UPDATE ql3.events SET kind = 'attempt.succeeded' WHERE kind = 'attempt.failed'"
-                f" AND attempt_id = (SELECT id FROM ql3.attempts WHERE {_FIRST})",
-            ],
+            (
+                (
+                    "UPDATE ql3.attempts SET state = 'succeeded', finished_at_ms = (SELECT"
+                    " started_at_ms + 100 FROM ql3.attempts WHERE run_id = %(run)s"
+                    " AND attempt_number = 2) WHERE run_id = %(run)s AND attempt_number = 1"
+                ),
+                (
+                    "UPDATE ql3.events SET kind = 'attempt.succeeded' WHERE kind = 'attempt.failed'"
+                    " AND attempt_id = (SELECT id FROM ql3.attempts WHERE run_id = %(run)s"
+                    " AND attempt_number = 1)"
+                ),
+            ),
             "(succeeded) succeeded at",
             id="success-after-a-later-start",
         ),
@@ -304,7 +317,7 @@ _FIRST = "run_id = %(run)s AND attempt_number = 1"
 def test_attempts_out_of_number_or_time_are_caught(
     history: History,
     copy_of: Callable[[Ql3Database], Ql3Database],
-    statements: list[str],
+    statements: tuple[str, ...],
     expected: str,
 ) -> None:
     """The retried run's attempts: past max_attempts, retried early, overlapping, late success."""
