@@ -101,7 +101,7 @@ def verify_command(
     as_json: AsJson = False,
     dsn: Dsn = None,
 ) -> None:
-    r"""Check the admitted history; exit 1 with one line per violation (read-only, ql3_admin).
+    """Check the admitted history; exit 1 with one line per violation (read-only, ql3_admin).
 
     \b
     Rules (each finding is one line "RULE: schedule ID: detail"):
@@ -126,7 +126,7 @@ def verify_command(
     Also printed: each schedule's admission lateness (p50, p99, max). A quarantined schedule
     (state invalid) is a violation: it admits nothing until an operator fixes, resumes or
     retires it.
-    """
+    """  # noqa: D301 - "\b" is click's marker: keep the rule table's lines as written
     if not LEASE_MS_MIN <= lease_ms <= LEASE_MS_MAX:
         msg = f"--lease-ms: must be {LEASE_MS_MIN}..{LEASE_MS_MAX}, got {lease_ms}"
         raise ConfigurationError(msg)

@@ -134,6 +134,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RULES",
     "STALE_CLAIM_GRACE_MS_DEFAULT",
+    "VERIFY_RULES",
     "VIOLATIONS_PER_RULE_DEFAULT",
     "VIOLATIONS_PER_RULE_MAX",
     "ScheduleVerdict",
@@ -148,6 +149,8 @@ STALE_CLAIM_GRACE_MS_DEFAULT = 5_000
 VIOLATIONS_PER_RULE_DEFAULT = 100
 VIOLATIONS_PER_RULE_MAX = 100_000
 RULES = RULE_NAMES
+# The same, under the name the package exports: every kind of finding `Violation.rule` may hold.
+VERIFY_RULES = RULE_NAMES
 # "Every occurrence" for the SQL's `>= since_ms`: below every bigint.
 _ALL_MS: Final = -(2**63)
 # Rows per round trip of a server-side cursor: large enough that the round trips do not count,
