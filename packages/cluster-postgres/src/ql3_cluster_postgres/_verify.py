@@ -85,7 +85,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 import psycopg
-from psycopg.rows import class_row, dict_row, scalar_row
+from psycopg.rows import dict_row
 from ql3_runtime_core import (
     EPOCH_MS_MAX,
     EPOCH_MS_MIN,
@@ -98,15 +98,10 @@ from ql3_runtime_core import (
 from ._connect import ConnectionOptions, open_connection
 from ._errors import DatabaseError
 from ._sql import query
-from ._verify_accounting import (
-    Accounting,
-    AccountingWalk,
-    Skip,
-    check_revisions,
-    revision_from_row,
-)
+from ._verify_accounting import Accounting, AccountingWalk, revision_from_row
 from ._verify_attempts import check_attempt_timing, check_attempts
 from ._verify_report import RULE_NAMES, Findings, ScheduleVerdict, VerifyReport, Violation
+from ._verify_revisions import check_revisions
 from ._verify_rules import (
     RunCounts,
     Schedule,
@@ -120,6 +115,7 @@ from ._verify_rules import (
     schedule_from_row,
     schedule_verdict,
 )
+from ._verify_stream import RunIds, ScheduleStream
 from ._verify_timing import check_timing
 from ._verify_zones import VerifyZones
 
@@ -156,7 +152,6 @@ _ALL_MS: Final = -(2**63)
 # Rows per round trip of a server-side cursor: large enough that the round trips do not count,
 # small enough that a batch of runs stays a few hundred kilobytes.
 _BATCH_ROWS: Final = 20_000
-_NO_MORE_MS: Final = 2**63  # above every occurrence: no skip record left
 
 
 def verify_history(
@@ -428,7 +423,7 @@ class _Check:
         findings = self.findings
         counts = counts or RunCounts()
         check_claim(findings, schedule, now_ms=self.now_ms, grace_ms=self.grace_ms)
-        run_id = _RunIds(self.reader, schedule.id)
+        run_id = RunIds(self.reader, schedule.id)
         walk = None
         zones = self._zones()
         if check_revisions(findings, schedule, revisions):
@@ -440,98 +435,11 @@ class _Check:
                 run_id=run_id,
                 switches=zones.switches,
             )
-        _Stream(self.reader, findings, schedule, counts=counts, walk=walk, run_id=run_id).run()
+        ScheduleStream(
+            self.reader, findings, schedule, counts=counts, walk=walk, run_id=run_id
+        ).run()
         # The cursor was placed with the live revision's rules.
         live = revisions[-1].rules if revisions else None
         check_schedule_row(findings, schedule, counts, live or zones.recorded_rules())
         accounting = walk.finish() if walk is not None else Accounting()
         return schedule_verdict(schedule, counts, accounting)
-
-
-def _ignore(at_ms: int, nth: int) -> None:
-    """Stand in for the accounting walk of a schedule whose revisions cannot account."""
-
-
-class _RunIds:
-    """Names runs for findings: the ids of one occurrence's runs, looked up when first needed."""
-
-    def __init__(self, reader: _Reader, schedule_id: int) -> None:
-        self.reader = reader
-        self.schedule_id = schedule_id
-        self._at_ms: int | None = None
-        self._ids: list[int] = []
-
-    def __call__(self, at_ms: int, nth: int) -> int:
-        # Only the last occurrence asked is remembered: findings come in occurrence order, and
-        # a duplicate names its first and its nth run from the same lookup.
-        if at_ms != self._at_ms:
-            rows = self.reader.rows(
-                "verify_run_ids", schedule_id=self.schedule_id, scheduled_for_ms=at_ms
-            )
-            self._at_ms, self._ids = at_ms, [int(row["id"]) for row in rows]
-        return self._ids[nth]
-
-
-class _Stream:
-    """One schedule's occurrences and skip records, merged in occurrence order, fed to the rules.
-
-    The loop over occurrences is the hot path of a large verify (one pass per run): it counts,
-    spots a repeat of the previous occurrence (`duplicate`), and hands the run to the walk.
-    """
-
-    def __init__(  # the rows of one schedule and where they go
-        self,
-        reader: _Reader,
-        findings: Findings,
-        schedule: Schedule,
-        *,
-        counts: RunCounts,
-        walk: AccountingWalk | None,
-        run_id: _RunIds,
-    ) -> None:
-        self.reader = reader
-        self.findings = findings
-        self.schedule = schedule
-        self.counts = counts
-        self.walk = walk
-        self.run_id = run_id
-
-    def run(self) -> None:
-        reader, walk, counts = self.reader, self.walk, self.counts
-        schedule_id = self.schedule.id
-        skips = reader.stream("verify_schedule_skips", class_row(Skip), schedule_id=schedule_id)
-        pending: Skip | None = next(skips, None) if walk is not None else None
-        next_skip_ms = pending.first_skipped_ms if pending is not None else _NO_MORE_MS
-        walk_run = walk.run if walk is not None else _ignore
-        previous, nth, admitted = None, 0, 0
-        for batch in reader.batches("verify_occurrences", scalar_row, schedule_id=schedule_id):
-            counts.runs += len(batch)
-            for at_ms in batch:
-                if at_ms != previous:
-                    previous, nth = at_ms, 0
-                    admitted += 1
-                else:
-                    nth += 1
-                    self._duplicate(at_ms, nth)
-                # A skip record goes before the runs at its first occurrence.
-                while at_ms >= next_skip_ms and pending is not None and walk is not None:
-                    walk.skip(pending)
-                    pending = next(skips, None)
-                    next_skip_ms = pending.first_skipped_ms if pending else _NO_MORE_MS
-                walk_run(at_ms, nth)
-        # Skip records after the last run (or of a schedule without runs) count too.
-        while pending is not None and walk is not None:
-            walk.skip(pending)
-            pending = next(skips, None)
-        counts.admitted, counts.latest_ms = admitted, previous
-
-    def _duplicate(self, at_ms: int, nth: int) -> None:
-        self.findings.add(
-            "duplicate",
-            self.schedule.id,
-            # A callable: the run ids are looked up only while the rule is under its cap.
-            lambda: (
-                f"occurrence {at_ms} admitted again by run {self.run_id(at_ms, nth)}"
-                f" (first by run {self.run_id(at_ms, 0)})"
-            ),
-        )
