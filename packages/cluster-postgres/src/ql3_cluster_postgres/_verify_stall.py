@@ -13,6 +13,11 @@ up to its grace late; an active schedule whose cursor lies further behind is not
 The finding names the schedule and the span from its first undecided occurrence (the cursor) to
 the instant judged, with how many occurrences in it are overdue.
 
+A `catch_up` schedule working through a backlog longer than one decision's budget stays behind
+for several cycles and is reported until it has caught up: by this rule's measure its
+occurrences are overdue, which is what an operator needs to know (the same condition as the
+`ql3_schedules_overdue` gauge).
+
 Only `active` schedules can stall. A `paused` one is stopped by an operator: its occurrences
 are not owed while it is paused, and resuming it places a new cursor after the database time
 (a new revision), so nothing before that is ever due. A `retired` one is never claimed again,
