@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import pytest
 from planted import LEASE_MS, History, copy_of, real_history
+from ql3_cluster_postgres import verify_history
 from repo_helpers import db_now_ms, owner_conn, wait_until
 
 if TYPE_CHECKING:
@@ -324,3 +325,17 @@ def test_attempts_out_of_number_or_time_are_caught(
     report = _planted(history, copy_of, *statements)
     details = _only(report, "attempts")
     assert any(expected in line for line in details), details
+
+
+def test_an_as_of_after_the_database_clock_or_a_lease_out_of_bounds_is_refused(
+    ql3_db: Ql3Database,
+) -> None:
+    """Judging an instant still to come, or with an impossible lease, is a ValueError by name."""
+    now = db_now_ms(ql3_db.dsn("admin"))
+    with pytest.raises(ValueError, match="as_of_ms"):
+        verify_history(ql3_db.dsn("admin"), lease_ms=LEASE_MS, as_of_ms=now + 3_600_000)
+    with pytest.raises(ValueError, match="lease_ms"):
+        verify_history(ql3_db.dsn("admin"), lease_ms=999)
+    report = verify_history(ql3_db.dsn("admin"), lease_ms=LEASE_MS, as_of_ms=now)
+    assert report.ok, report.lines()
+    assert report.as_of_ms == now
