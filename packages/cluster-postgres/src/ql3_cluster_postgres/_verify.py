@@ -1,4 +1,4 @@
-"""The history checker behind `ql3 verify` (issue 6): proves exactly-once from the database alone.
+"""The history checker behind `ql3 verify` (DESIGN §14): exactly-once from the database alone.
 
 `verify_history` reads a live QL3 database in one READ ONLY REPEATABLE READ transaction (so the
 whole verdict is about one snapshot) and reports one `Violation` per finding (the first
@@ -11,10 +11,10 @@ whole verdict is about one snapshot) and reports one `Violation` per finding (th
   fast clock that is not the database's (rule zero). Right after a backwards step of the database
   clock this also reports rows from before the step, until the clock passes them again.
 - `shape`: not exactly one first attempt (number 1), one `run.admitted` event and one
-  `attempt.queued` event per attempt, the admission rows all with the run's commit time (D5);
+  `attempt.queued` event per attempt, the admission rows all with the run's commit time (DESIGN §5);
   attempts/events pointing at no run; a run whose schedule is unknown or whose task differs from
   its schedule's. Later attempts and the events workers append are the `attempts` rule's.
-- `attempts`: what workers did after admission does not hold together (issue 13, see
+- `attempts`: what workers did after admission does not hold together (DESIGN §10, see
   `_verify_attempts`): attempts not numbered 1..n, two live ones, a successor after a success or
   a live attempt, or an attempt whose events do not match its state.
 - `time_backwards`: per schedule, commit times in run id order decrease, or the schedule's
@@ -67,7 +67,7 @@ needs a run); `missing` counts the occurrences with neither. Cron math comes fro
 loaded from the database (`_verify_zones`): a skip record of reason `zone_rules_changed` (written
 by an adopt) is judged against the old rules and the version history.
 
-How it reads (issue 12.6: ten million runs in under two minutes, memory bounded by the number of
+How it reads (ten million runs in under two minutes, memory bounded by the number of
 schedules, not of runs). The work is split by what each access path does cheaply:
 
 - in SQL, returning only violations: the shape (runs, attempts and events merged in run id order

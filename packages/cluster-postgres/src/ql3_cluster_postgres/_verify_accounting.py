@@ -1,11 +1,11 @@
-"""The accounting rules of `verify_history` (issue 10.5): every occurrence is a run or skipped.
+"""The accounting rules of `verify_history` (DESIGN §7): every occurrence is a run or skipped.
 
 For each schedule revision, every occurrence of its definition from its first cursor up to where
 it ended (the schedule's cursor for the live revision, `end_at_ms` once exhausted) must be
 exactly one run or lie inside exactly one skip record.
 
 `AccountingWalk` is fed one schedule's runs and skip records in occurrence order, as the
-database streams them (issue 12.6: ten million runs are never held in memory), and keeps only
+database streams them (ten million runs are never held in memory), and keeps only
 the next occurrence it expects. A run at exactly that occurrence costs one step of a cheap
 occurrence stream (`occurrences_after_ms`), which is what a healthy history is made of; anything
 else (a gap, a run off the cron, a skip record) asks the cron engine directly. A gap is counted
@@ -14,7 +14,7 @@ every-second schedule costs a few steps, not 600 000.
 
 A revision's range (its window) ends at its end cursor or at the next revision's first cursor,
 whichever is earlier: every occurrence it decided lies before the next first cursor, because the
-admin places a cursor after the latest decided occurrence (issue 10.4). First cursors are checked
+admin places a cursor after the latest decided occurrence (DESIGN §7). First cursors are checked
 exactly against the database time recorded with them (`placed_after_ms`), so no slack is needed
 for the moment between the admin's clock read and its insert. Cron math comes from
 `ql3_runtime_core`, with the zone rules each revision was computed with (`_verify_zones`).

@@ -1,4 +1,4 @@
-"""The `attempts` rule of `verify_history` (issue 13): what workers did is consistent per Run.
+"""The `attempts` rule of `verify_history` (DESIGN §10): what workers did is consistent per Run.
 
 The shape rule checks a run's admission (one first attempt, two events at the commit time);
 this one checks everything after it, from the attempts of each run and the events naming them:

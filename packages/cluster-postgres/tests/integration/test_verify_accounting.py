@@ -1,4 +1,4 @@
-"""`ql3 verify` accounts for every occurrence (issue 10.5), on histories the real code wrote.
+"""`ql3 verify` accounts for every occurrence (DESIGN §7), on histories the real code wrote.
 
 Schedules come from ScheduleAdmin and decisions from the repository, as in production; only the
 faults are planted by SQL (as the owner).
