@@ -703,6 +703,13 @@ class _Walk:
     def _visit(self, item: _Item) -> None:
         definition = self.definition
         if item.start < self.start:  # begins before since_ms: it covers what it covers
+            if item.skip is not None:  # from since_ms on, its occurrences are skipped
+                self.result.skipped += count_occurrences_ms(
+                    definition.cron,
+                    definition.timezone,
+                    self.start,
+                    min(item.end, self.window.high - 1),
+                )
             self.expected = max(self.expected, _next(definition, item.end))
             return
         if item.run is not None and not _is_occurrence(definition, item.start):

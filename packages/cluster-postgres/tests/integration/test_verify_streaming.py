@@ -1,4 +1,4 @@
-"""verify_history streams (issue 12.6): same verdicts as the in-memory checker, bounded findings.
+"""verify_history streams: same verdicts as the in-memory checker, bounded findings.
 
 Random histories, written as the superuser in a few statements, hold a sprinkling of every fault
 the rules look for (lost runs, off-cron runs, duplicates, early and mistimed runs, runs out of
