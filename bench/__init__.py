@@ -1,4 +1,4 @@
-"""QL3 benchmarks (issue 7): admission throughput, lateness, claim scale and footprint.
+"""QL3 benchmarks (DESIGN §14): admission throughput, lateness, claim scale and footprint.
 
 Run with `uv run --group bench python -m bench all` (add `--quick` for a smoke run). Every figure
 is read back from a throwaway PostgreSQL started for the run; nothing here is part of a test

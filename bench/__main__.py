@@ -1,4 +1,4 @@
-"""`python -m bench`: run the QL3 benchmarks and write docs/BENCHMARKS.md (issues 7, 12).
+"""`python -m bench`: run the QL3 benchmarks and write docs/BENCHMARKS.md.
 
 uv run --group bench python -m bench all            # every benchmark, ~45 min on 2 cores
 uv run --group bench python -m bench all --quick    # smoke run, report under .tmp/bench/

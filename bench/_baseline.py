@@ -1,9 +1,9 @@
 """The bare-SQL baseline worker: the fewest statements that do QL3's claim + fenced commit.
 
-It does the same work as a QL3 replica with default settings (issue 12.2): cycles of at most
-BUDGET (QL3's cycle budget, 256) occurrences; per round one claim statement (READ COMMITTED,
-`FOR UPDATE SKIP LOCKED`, at most min(BATCH, budget left) due schedules, BATCH being QL3's
-default claim batch, 128, in `(next_due_at_ms, id)` order, one
+It does the same work as a QL3 replica with default settings (DESIGN §14: an equal-work baseline):
+cycles of at most BUDGET (QL3's cycle budget, 256) occurrences; per round one claim statement
+(READ COMMITTED, `FOR UPDATE SKIP LOCKED`, at most min(BATCH, budget left) due schedules, BATCH
+being QL3's default claim batch, 128, in `(next_due_at_ms, id)` order, one
 `clock_timestamp()`, committed without waiting for the WAL flush like QL3's claim; after a round
 whose backlogs starved claimed rows it claims only as many as were served, as QL3 does), then one
 SERIALIZABLE transaction holding a single statement that fences
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["run_baseline_worker"]
 
-# QL3's defaults, read from its settings model so the two never drift apart (issue 12.2).
+# QL3's defaults, read from its settings model so the two never drift apart.
 BATCH: int = CoordinatorSettings.model_fields["claim_batch"].default
 BUDGET: int = CoordinatorSettings.model_fields["cycle_budget"].default
 # The QL3 repository's session settings (cluster-postgres `_SESSION_SETTINGS`), so both sides

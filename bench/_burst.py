@@ -4,7 +4,7 @@ S schedules `* * * * *` (`catch_up`), cloned from one template; every cursor is 
 SQL, `sql/set_cursor_at.sql`) to the next minute boundary of the database clock that is at least
 LEAD_S away, then R workers start and idle until it. At the boundary all S occurrences fall due
 at once, each schedule exactly once: every round claims 16 schedules and admits one occurrence
-of each, which is the steady state of issue 12.2 (no catch-up batching helps either side). The
+of each, which is the steady state (no catch-up batching helps either side). The
 harness polls the database until all S runs of that instant exist (or DEADLINE_S passes), then
 reads the verdict from the database: admitted / missing / duplicate / early, lateness
 (`runs.created_at_ms - scheduled_for_ms`) p50 / p99, the drain time (the last admission's

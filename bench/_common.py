@@ -67,7 +67,7 @@ __all__ = [
 DEFAULTS_LABEL = f"defaults (batch {BATCH}, budget {BUDGET}, lease 30 s)"
 
 # Settings for the benchmark cluster on top of ThrowawayCluster(durable=True) (fsync,
-# full_page_writes and synchronous_commit on, PostgreSQL's default WAL settings; issue 12.1):
+# full_page_writes and synchronous_commit on, PostgreSQL's default WAL settings; DESIGN §14):
 # enough connections for 4 replicas and the harness, PostgreSQL's default shared_buffers (128MB,
 # so wal_buffers is its stock 4MB; the testkit's base is 32MB), and pg_stat_statements so each
 # cell can say which statement its server time went to.
@@ -277,7 +277,7 @@ def machine_facts(conn: psycopg.Connection[dict[str, Any]]) -> dict[str, Any]:
 
 
 def disk_flush_rate(cluster: ThrowawayCluster, seconds: int = 2) -> dict[str, Any]:
-    """Measure the disk's flush rate beside the data dir with `pg_test_fsync` (issue 12.1).
+    """Measure the disk's flush rate beside the data dir with `pg_test_fsync`.
 
     Every durable commit waits for at least one WAL flush (`wal_sync_method`, fdatasync on
     Linux) unless group commit shares it: the fdatasync rate is the physical limit of commits

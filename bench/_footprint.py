@@ -1,4 +1,4 @@
-"""Benchmark 4: RSS of one `ql3 run` replica with 100 000 schedules over 10 minutes (issue 12.5).
+"""Benchmark 4: RSS of one `ql3 run` replica with 100 000 schedules over 10 minutes.
 
 The burst's template (100 000 schedules `* * * * *`, `catch_up`) is cloned and every cursor set
 to the next minute boundary: each minute all 100 000 fall due at once, so every schedule is

@@ -52,7 +52,7 @@ def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not
             "passes": 1,
         }
     # The target cells (R = 2) run PASSES times, interleaved with one pass of R = 1 and R = 4;
-    # every pass is reported and the worst one judges the target (issue 12.3).
+    # every pass is reported and the worst one judges the target (one lucky pass proves nothing).
     return {
         "sizes": (100, 1000),
         "replicas": (1, 2, 4),

@@ -7,7 +7,7 @@ a fixed window, reads t1, and counts the runs whose commit time (`runs.created_a
 the database) lies in [t0, t1). Rate = that count per second of database time. The backlog is
 checked to be still there at t1 (otherwise the rate would be capped by the schedules, not the
 scheduler). The baseline does the same work per commit (QL3's default claim batch, sized down the
-same way while backlogs spend the budget, up to the budget of 256 occurrences; issue 12.2) and
+same way while backlogs spend the budget, up to the budget of 256 occurrences) and
 runs at R = 1, 2, 4 like QL3, interleaved with it (baseline R, QL3 R, for each R, then again):
 each ratio QL3 / baseline is taken at the same R, from the means over the passes. The steady
 state (one occurrence per schedule per round) is `_burst.py`.

@@ -1,4 +1,4 @@
-"""Benchmark 5: `ql3 verify` (verify_history) at production size (issue 12.6).
+"""Benchmark 5: `ql3 verify` (verify_history) at production size.
 
 For each size (schedules x occurrences per schedule) a durable throwaway cluster (fsync,
 full_page_writes and synchronous_commit on) gets a synthetic history written with INSERT ...

@@ -12,14 +12,15 @@ leader by itself.
   on the new leader; a claim standing when the fault struck (the fault waits up to 2 s for one)
   is taken over by another replica only after its expiry by the database clock. Verdict: every
   expected occurrence (cronsim) admitted exactly once, none early, 1:1:2, no claim at rest.
-  Time to recover per fault (issue 14.7), in database time: a probe thread started just before
+  Time to recover per fault, in database time: a probe thread started just before
   the fault tries a durable write on every other member every 5 ms, each in a new session; the
   new leader "accepts writes" when the first such write's commit is acknowledged cleanly (by the
   synchronous standby when Patroni requires one), stamped by its clock right after. Recovery is
   the first admission on the new leader (`runs.created_at_ms`, its commit statement's start)
   minus that instant; also the first replica session's start there and the old leader streaming
-  again (monotonic, from the fault).
-- `patroni-unsafe-ack` (issue 14.3): the leader's Patroni is SIGKILLed, so its postmaster keeps
+  again (monotonic, from the fault). The recovery is asserted against RECOVERY (a fast retry and
+  a cycle slack), derived from measurements beside it.
+- `patroni-unsafe-ack`: the leader's Patroni is SIGKILLed, so its postmaster keeps
   running as a primary; once another member is promoted, commits there wait for a synchronous
   standby that is gone, and cancelling that wait answers *success* with a WARNING. Those rows are
   on the old primary only and vanish at its rejoin (pg_rewind). The replicas must count none of
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import psycopg
-from harness import db_now_ms, fetch, wait_until
+from harness import SLACK, Bound, db_now_ms, fetch, wait_until
 from ql3_testkit import PatroniCluster, durable_write_acknowledged_ms, prepare_ql3_database
 
 if TYPE_CHECKING:
@@ -70,6 +71,17 @@ PROBE_INTERVAL_S = 0.005
 # A probe write waiting longer than this for the synchronous standby is cancelled (and, answered
 # with the sync-rep WARNING, not counted): the member does not accept durable writes yet.
 PROBE_WRITE_TIMEOUT_S = 2.0
+# `ql3 run`'s retry_fast_ms default: while no member takes writes (a leader change), a replica
+# retries every 50-100 ms (jittered), trying each host of its multi-host DSN.
+RETRY_FAST_MS = 100
+# From the new leader accepting writes to the first admission there: the replica's next fast
+# retry, then a cycle (connect across the members, claim, a commit the synchronous standby
+# acknowledges). Measured over 4 runs of this scenario (24 failovers, load average ~5):
+# switchover 3, 23, 32 / 138, 148, 203 / 38, 59, 126 / 84, 90, 132 ms; postmaster SIGKILL
+# 1, 84, 90 / 85, 122, 186 / -33, 64, 92 / 36, 52, 92 ms; worst 203 ms. The bound, a fast
+# retry plus a cycle slack (350 ms), is 1.7x the worst: EVIDENCE.md shows each run's measured
+# worst, the test fails beyond this.
+RECOVERY = Bound.of(("fast retry", RETRY_FAST_MS), SLACK)
 REPLICA_SESSIONS_SQL = (
     "SELECT floor(extract(epoch FROM min(backend_start)) * 1000)::bigint FROM pg_stat_activity"
     " WHERE usename = %s AND application_name = ANY(%s)"
@@ -274,7 +286,16 @@ def test_switchover_and_leader_kill_three_rounds(
             recoveries.append(recovery)
             claims += standing
     run.wait_exhausted(timeout_s=FAILOVERS_WINDOW_S + 30)
-    outcome = run.finish()
+    # An occurrence due during a failover waits until a member accepts writes (measured per
+    # fault, database time), then for the replicas' recovery; a claim standing at the fault
+    # (acquired before it) is taken over at most a lease after the fault; then a cycle.
+    outage = max(recovery.writes_ms for recovery in recoveries)
+    bound = Bound.of(
+        ("fault -> a member accepts writes, longest measured", outage),
+        ("lease of a claim standing at the fault", LEASE_MS),
+        *RECOVERY.parts,
+    )
+    outcome = run.finish(bound=bound)
     _check_acknowledged_present(run, _acknowledged(run.replicas), "at the end")
     taken_over = _check_takeovers(run, claims)
     for recovery in recoveries:
@@ -283,9 +304,13 @@ def test_switchover_and_leader_kill_three_rounds(
         f"{len(claims)} claims standing when a fault struck,"
         f" {taken_over} of them taken over by another replica, none before expiry"
     )
-    # p99 over the faults of the scenario (issue 14.7): with six faults, the worst one.
+    # p99 over the faults of the scenario: with six faults, the worst one.
     worst = max(recoveries, key=lambda r: r.admitting_ms)
     worst_ms = max(worst.admitting_ms, 0)
+    assert worst_ms <= RECOVERY.ms, (
+        f"{worst}: first admission {worst_ms} ms after the new leader accepted writes, bound"
+        f" {RECOVERY}"
+    )
     by_kind = {
         kind: sorted(r.admitting_ms for r in recoveries if r.fault == kind)
         for kind in ("switchover", "postmaster SIGKILL")
@@ -297,7 +322,7 @@ def test_switchover_and_leader_kill_three_rounds(
     run.evidence.verdict = (
         f"{len(recoveries)} failovers ({ROUNDS} rounds), 0 acknowledged lost, admitting again"
         f" within {worst_ms} ms of the new leader accepting writes (worst = p99 of"
-        f" {len(recoveries)}; target 500 ms) ({outcome.admitted} occurrences exact)"
+        f" {len(recoveries)}; asserted <= {RECOVERY}) ({outcome.admitted} occurrences exact)"
     )
 
 
@@ -329,6 +354,7 @@ def test_commit_acknowledged_only_by_the_sync_rep_warning_is_never_counted(
     cluster.kill_patroni(old)
     # Until the leader key expires the old primary stays the leader, its standbys streaming.
     new, writable_s = cluster.wait_new_leader(old, since=started, timeout_s=LEADER_KEY_TTL_S + 40)
+    promoted = started + writable_s
     in_recovery = fetch(cluster.member_dsn(old), "SELECT pg_is_in_recovery()")[0][0]
     assert in_recovery is False, "the old primary should still run as a primary"
     cancelled = [0]
@@ -352,13 +378,23 @@ def test_commit_acknowledged_only_by_the_sync_rep_warning_is_never_counted(
     rejoin_started = time.monotonic()
     cluster.start_patroni(old)
     cluster.wait_member_streaming(old, timeout_s=90)
-    rejoined_s = time.monotonic() - rejoin_started
+    rejoined = time.monotonic()
+    rejoined_s = rejoined - rejoin_started
     after = cluster.timeline()
     assert after > timeline, f"timeline stayed {timeline}"
     # What the replicas had acknowledged when the old primary was still answering is durable.
     _check_acknowledged_present(run, acknowledged, f"after {old} rejoined")
     run.wait_exhausted(timeout_s=UNSAFE_WINDOW_S + 30)
-    outcome = run.finish()
+    # From the promotion until the old primary is back as a standby the replicas are still on
+    # it, where no commit is durable (measured); then they find the new leader (fast retry) and
+    # a claim left standing there expires within a lease; then a cycle.
+    split_ms = int((rejoined - promoted) * 1000)
+    bound = Bound.of(
+        ("promotion -> old primary streaming again, measured", split_ms),
+        ("lease of a claim standing on the new leader", LEASE_MS),
+        *RECOVERY.parts,
+    )
+    outcome = run.finish(bound=bound)
     _check_acknowledged_present(run, _acknowledged(run.replicas), "at the end")
     final = [tuple(row) for row in run.fetch_admin(RUNS_SQL)]
     assert all(final.count(key) == 1 for key in on_old_only), "a vanished run is not there once"

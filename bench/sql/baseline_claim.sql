@@ -1,6 +1,6 @@
 -- Bare-SQL baseline, step 1 of 2 (READ COMMITTED, autocommit): claim up to `batch` due
 -- schedules in one statement that observes the database clock once. Like QL3's claim, its commit
--- does not wait for the WAL flush (the fenced commit proves the claim; issue 12.3).
+-- does not wait for the WAL flush (the fenced commit proves the claim; DESIGN §3).
 WITH obs AS MATERIALIZED (
     SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms,
            set_config('synchronous_commit', 'off', true) AS commit_mode

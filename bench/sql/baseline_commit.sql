@@ -1,5 +1,5 @@
 -- Bare-SQL baseline, step 2 of 2 (one SERIALIZABLE transaction, this single statement, COMMIT).
--- The same work as QL3's catch_up commit (issue 12.2): every due occurrence of the claimed rows,
+-- The same work as QL3's catch_up commit (DESIGN §4, §5): every due occurrence of the claimed rows,
 -- oldest first, in claim order, up to `budget` occurrences in all (QL3's cycle budget left); the
 -- crons have a fixed period (`period_ms`: 1 000 for `* * * * * *`, 60 000 for `* * * * *`), so no
 -- cron parsing. Each row is fenced on owner + token + expiry by one database observation, its

@@ -1,10 +1,10 @@
 -- Bench setup only (verify), run as the database superuser: the runs of occurrence indexes
 -- low..high-1 of every planned schedule, each with its attempt and its two admission events at
--- the run's commit time, as the fenced commit writes them (D5). Rows are inserted in occurrence
--- order across schedules, so the tables interleave schedules as a live history does. Occurrence
--- k of a schedule is first_ms + k * step_ms, committed 5..44 ms late; the occurrences of its gap
--- (if any) have no run (a skip record holds them) and the one after the gap is committed just
--- after the claim that skipped them.
+-- the run's commit time, as the fenced commit writes them (DESIGN §5). Rows are inserted in
+-- occurrence order across schedules, so the tables interleave schedules as a live history does.
+-- Occurrence k of a schedule is first_ms + k * step_ms, committed 5..44 ms late; the occurrences
+-- of its gap (if any) have no run (a skip record holds them) and the one after the gap is
+-- committed just after the claim that skipped them.
 WITH plan AS (
     SELECT *
     FROM unnest(

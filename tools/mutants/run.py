@@ -8,6 +8,7 @@ group (cosmic-ray, coverage) into the session:
                                            # rewrite docs/MUTANTS.md and the EVIDENCE.md block
     uv run nox -s mutants -- --module _decision.py --module sql/commit_decisions.sql --report
     uv run nox -s mutants -- --id py:_decision:1a2b3c4d     # one mutant, printed
+    uv run nox -s mutants -- --named replica-wakes-300-ms-late   # one named mutant
 
 Generation: `generate.py` (cosmic-ray for the Python modules of `mutants.toml`, why cosmic-ray
 and not mutmut is in `py_mutants.py`; our token-based SQL operators in `sql_mutants.py`). Each
@@ -139,8 +140,21 @@ def run_named(entries: list[catalog.Named], wheels: Wheels) -> list[str]:
     return rows
 
 
+def pick(args: argparse.Namespace) -> list[catalog.Named]:
+    """Return the named mutants to run: those of `--named`, or the whole catalog."""
+    entries = catalog.load()
+    if not args.named:
+        return entries
+    unknown = set(args.named) - {entry.name for entry in entries}
+    if unknown:
+        raise SystemExit(f"mutants: no named mutant {sorted(unknown)} in catalog.toml")
+    return [entry for entry in entries if entry.name in set(args.named)]
+
+
 def choose(args: argparse.Namespace, config: generate.Config) -> tuple[list[Mutant], str]:
     """Return the mutants to run and a sentence saying which they are."""
+    if args.named:
+        return [], f"no generated mutant; named: {', '.join(args.named)}"
     every = generate.generate_all(config)
     total = f"{len(every)} generated"
     if args.id:
@@ -168,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--map", action="store_true", help="map the tests anew first")
     parser.add_argument("--minutes", type=float, help="start no mutant after this many minutes")
     parser.add_argument("--no-named", action="store_true", help="skip catalog.toml")
+    parser.add_argument(
+        "--named", action="append", help="run only this named mutant (catalog.toml)"
+    )
     parser.add_argument("--report", action="store_true", help="write docs/ for this selection")
     parser.add_argument("--evidence", type=Path, default=DOCS / "EVIDENCE.md")
     args = parser.parse_args(argv)
@@ -207,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             f" ({len(selected[mutant.id])} tests) {outcome.reason[:160]}",
             flush=True,
         )
-    named = [] if args.no_named or args.id or args.module else run_named(catalog.load(), wheels)
+    named = [] if args.no_named or args.id or args.module else run_named(pick(args), wheels)
     wheels.restore()
     context = {
         "command": "nox -s mutants -- --all" if args.all else "nox -s mutants",

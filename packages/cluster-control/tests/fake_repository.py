@@ -262,7 +262,7 @@ class FakeRepository:
         )
 
     def _stands(self, claim: ClusterScheduleClaim) -> bool:
-        """Tell whether the exact claim (D3) still stands on its row, by `same_claim` alone."""
+        """Tell whether the exact claim (DESIGN §5) still stands on its row, by `same_claim`."""
         return same_claim(claim, self.schedules[claim.schedule_id])
 
     def commit_decisions(self, commits: Sequence[ClaimCommit]) -> CommitBatch:

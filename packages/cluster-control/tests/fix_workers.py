@@ -1,4 +1,4 @@
-"""Real `ql3 worker` processes and admitted runs for the worker tests (issue 13).
+"""Real `ql3 worker` processes and admitted runs for the worker tests (DESIGN §10).
 
 Runs are admitted the way a Coordinator admits them (claim, decide, fenced commit as ql3_runtime),
 one per schedule, so a test knows exactly which runs exist; no Coordinator keeps admitting more.

@@ -2,7 +2,7 @@
 
 It shares no code with the engine: its own field parser (the dialect of runtime-core's README,
 assumed valid: refusals are tested elsewhere), its own Vixie day matching, and the DST rules of
-SPEC §6 applied instant by instant through `zoneinfo`:
+DESIGN §4 applied instant by instant through `zoneinfo`:
 
 - interval-like (seconds, minutes or hours field starts with `*`): every instant whose local wall
   time matches;

@@ -1,8 +1,8 @@
 """QL3 cluster control: the Coordinator, the worker, their configuration, CLI, logs and metrics.
 
-The embedded demo lives here too. A consuming service runs its Python tasks with `Worker` (issue
-13): register a callable per task name (`@worker.task("name")`), then `worker.run()`. The public
-surface is exactly `__all__`; implementation modules are private.
+The embedded demo lives here too. A consuming service runs its Python tasks with `Worker`
+(DESIGN §10): register a callable per task name (`@worker.task("name")`), then `worker.run()`.
+The public surface is exactly `__all__`; implementation modules are private.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Replicas that lost the database together must not reconnect in lock-step; jitter
 (tenacity's `wait_random_exponential` and `wait_random`). Delays are slept with a stop event's
 `wait`, a monotonic wait (rule zero).
 
-The reconnect policy (issue 14.7) tells two kinds of outage apart. While a server answers but
+The reconnect policy (DESIGN §13) tells two kinds of outage apart. While a server answers but
 none accepts writes (`NoWritableServerError`: standbys answering "read-only", a primary shutting
 down, a promotion in progress) an HA manager is changing leaders, which takes seconds: the
 replica retries after a short fixed delay, so it admits again within about that delay of the new

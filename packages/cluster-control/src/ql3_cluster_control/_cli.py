@@ -1,6 +1,6 @@
 """The `ql3` command line (typer): schema, roles, schedules, replicas, workers, status, history.
 
-Commands: migrate, roles, schedule, zone-rules, run (a Coordinator replica), worker (issue 13),
+Commands: migrate, roles, schedule, zone-rules, run (a Coordinator replica), worker (DESIGN §10),
 status, runs, verify, demo.
 
 This module is the map of the command line: it builds the `app`, registers every verb in the

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 import typer
@@ -80,28 +81,92 @@ def runs_list(
 @guarded
 def verify_command(
     since_ms: Annotated[int | None, typer.Option("--since-ms", help="Only runs from here.")] = None,
+    lease_ms: Annotated[
+        int,
+        typer.Option(
+            "--lease-ms",
+            envvar="QL3_LEASE_MS",
+            help="The replicas' lease (or QL3_LEASE_MS): stall, late and skip records are judged"
+            " against lease + grace.",
+        ),
+    ] = LEASE_MS_DEFAULT,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            help="Judge stalls at this instant (epoch ms, or an ISO 8601 timestamp with its"
+            " offset) instead of the database clock, to repeat a report.",
+        ),
+    ] = None,
     as_json: AsJson = False,
     dsn: Dsn = None,
 ) -> None:
     """Check the admitted history; exit 1 with one line per violation (read-only, ql3_admin).
 
-    A quarantined schedule (state invalid) is a violation (`invalid_schedule`): it admits
-    nothing until an operator fixes, resumes or retires it.
-    """
-    report = verify_history(require_dsn(dsn), since_ms=since_ms)
+    \b
+    Rules (each finding is one line "RULE: schedule ID: detail"):
+      duplicate         an occurrence admitted more than once
+      early             a run committed before its occurrence
+      future            a run committed after the database clock
+      shape             a run without exactly one first attempt and admission events
+      attempts          misnumbered, past max_attempts, overlapping, retried early, events off
+      time_backwards    commit times going backwards along a schedule's runs
+      order             occurrences going backwards along a schedule's runs
+      invalid_schedule  a quarantined or unreadable schedule (admits nothing)
+      stale_claim       a claim long expired: no replica is deciding it
+      cursor            a cursor off its cron, behind its latest run or past end_at
+      revision          schedule revisions that do not hold together
+      missing           an occurrence before the cursor with neither a run nor a skip record
+      stall             an active schedule's cursor more than lease + grace behind --as-of
+      late              a run admitted later than its misfire policy allows
+      misfire_policy    a claim's missed span decided against its policy
+      skip_record       a skip record whose contents or writing do not match its claim
+      not_occurrence    a run that is not an occurrence of its schedule's revision
+
+    Also printed: each schedule's admission lateness (p50, p99, max). A quarantined schedule
+    (state invalid) is a violation: it admits nothing until an operator fixes, resumes or
+    retires it.
+    """  # noqa: D301 - "\b" is click's marker: keep the rule table's lines as written
+    if not LEASE_MS_MIN <= lease_ms <= LEASE_MS_MAX:
+        msg = f"--lease-ms: must be {LEASE_MS_MIN}..{LEASE_MS_MAX}, got {lease_ms}"
+        raise ConfigurationError(msg)
+    report = verify_history(
+        require_dsn(dsn), since_ms=since_ms, lease_ms=lease_ms, as_of_ms=_as_of_ms(as_of)
+    )
     if as_json:
         print_json(report.model_dump(mode="json"))
-    elif report.ok:
-        typer.echo(
-            f"ok: {report.schedules} schedules, {report.runs} runs, no violation"
-            f" (checked at {format_ms(report.checked_at_ms)})"
-        )
     else:
-        for violation in report.violations:
-            where = "-" if violation.schedule_id is None else str(violation.schedule_id)
-            typer.echo(f"{violation.rule}: schedule {where}: {violation.detail}")
-        for line in report.unlisted_lines():  # findings past the per-rule cap, counted
-            typer.echo(line)
+        if report.ok:
+            typer.echo(
+                f"ok: {report.schedules} schedules, {report.runs} runs, no violation"
+                f" (checked at {format_ms(report.checked_at_ms)})"
+            )
+        else:
+            for violation in report.violations:
+                where = "-" if violation.schedule_id is None else str(violation.schedule_id)
+                typer.echo(f"{violation.rule}: schedule {where}: {violation.detail}")
+            for line in report.unlisted_lines():  # findings past the per-rule cap, counted
+                typer.echo(line)
+        for lateness in report.lateness:
+            typer.echo(lateness.line())
     # Exit 1 with --json too: scripts read the code, the JSON says why.
     if not report.ok:
         raise typer.Exit(EXIT_FAILURE)
+
+
+def _as_of_ms(text: str | None) -> int | None:
+    """Read `--as-of`: epoch ms, or an ISO 8601 timestamp that says its offset (no local time)."""
+    if text is None:
+        return None
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        instant = datetime.fromisoformat(text)
+    except ValueError as exc:
+        msg = f"--as-of: {text!r} is neither epoch ms nor an ISO 8601 timestamp ({exc})"
+        raise ConfigurationError(msg) from exc
+    if instant.tzinfo is None:
+        # A wall time without an offset means the reading machine's zone: refused, not guessed.
+        msg = f"--as-of: {text!r} has no UTC offset (write e.g. 2026-12-05T12:00:00Z)"
+        raise ConfigurationError(msg)
+    return int(instant.timestamp() * 1000)

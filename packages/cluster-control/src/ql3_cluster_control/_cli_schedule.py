@@ -194,7 +194,7 @@ def schedule_preview(
     as_json: AsJson = False,
     dsn: Dsn = None,
 ) -> None:
-    """Show the next occurrences of a cron expression, DST rules applied (SPEC §6).
+    """Show the next occurrences of a cron expression, DST rules applied (DESIGN §4).
 
     With a database (--dsn/QL3_DSN) they are computed with the zone rules it records; without,
     with this node's tzdata (a note on stderr names its version).

@@ -67,7 +67,7 @@ def record_json(record: BaseModel) -> dict[str, Any]:
 
 
 def execution_text(execution: TaskExecution | None) -> str:
-    """Say in a few words what a schedule's runs execute (issue 13)."""
+    """Say in a few words what a schedule's runs execute (DESIGN §10)."""
     if execution is None:
         return "-"
     what = "python task" if execution.command is None else execution.command

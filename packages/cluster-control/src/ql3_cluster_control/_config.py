@@ -1,4 +1,4 @@
-"""Coordinator configuration (SPEC §8, D1): one frozen pydantic-settings model read from `QL3_*`.
+"""Coordinator configuration (DESIGN §13, §1): one frozen pydantic-settings model read from `QL3_*`.
 
 CLI flags arrive as init keyword arguments and outrank the environment. Everything is validated
 before any connection is attempted. There is deliberately no `clock` setting: the database clock
@@ -128,8 +128,8 @@ class ProcessSettingsChecks(BaseSettings):
         return self
 
 
-# Schedules per claim round and occurrences per cycle (SPEC §8, D6). The claim batch was 16 until
-# issue 12: on a durable cluster every round pays fixed costs (4 round trips, 2 statements, the
+# Schedules per claim round and occurrences per cycle (DESIGN §13). The claim batch was 16 until
+# benchmarked: on a durable cluster every round pays fixed costs (4 round trips, 2 statements, the
 # fenced commit's WAL flush, per-statement server overhead) that 16 admissions could not amortize.
 # Measured on the durable bench cluster (2 cores, quiet, per-second crons, R = 2, 15 s windows):
 # S = 1 000 lateness p99 370-501 ms at 16, 195-261 ms at 64, 101-105 ms at 128; S = 100 p99

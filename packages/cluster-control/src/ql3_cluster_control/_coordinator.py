@@ -1,11 +1,11 @@
-"""One Coordinator cycle (SPEC §8, D4, D6): claim rounds, decide, commit, summarize.
+"""One Coordinator cycle (DESIGN §13, §4, §5): claim rounds, decide, commit, summarize.
 
 The Coordinator talks to storage only through `ql3_runtime_core.ScheduleRepository`, so a cycle
 is the same against PostgreSQL and against an in-memory fake. Every time it handles is a database
 time carried by a claim or an outcome; the node's monotonic clock only measures the cycle's
 duration (rule zero). Cycles never overlap: a second concurrent `run_cycle` is refused.
 
-One schedule never stops the others (issue 10.2): a row the claim could not read comes back
+One schedule never stops the others (DESIGN §8): a row the claim could not read comes back
 quarantined, and an exception from one claim's decision or commit normalization quarantines that
 schedule with its reason; both are logged as a WARNING and counted, and the round goes on.
 
@@ -299,14 +299,14 @@ class Coordinator:
     def _decide(
         claims: Sequence[ClusterScheduleClaim], state: _CycleState, rules: ZoneRules | None
     ) -> tuple[list[ClaimCommit], list[tuple[ClusterScheduleClaim, str]], int]:
-        """Decide each claim from its own acquired time (D4) within the remaining budget.
+        """Decide each claim from its own acquired time (DESIGN §4) within the remaining budget.
 
         `rules` are the zone rules the claim round carries (the recorded ones).
 
         Returns the commits, the claims whose decision or normalization raised (with the
         reason), and how many claims found the budget already spent (they decide nothing). The
         decision is a pure function of the claim, so whatever it raises is about that schedule's
-        data: it is quarantined, never allowed to end the loop (issue 10.2).
+        data: it is quarantined, never allowed to end the loop (DESIGN §8).
         """
         commits: list[ClaimCommit] = []
         failures: list[tuple[ClusterScheduleClaim, str]] = []
@@ -364,7 +364,7 @@ class Coordinator:
         return self._settle(commit)
 
     def _admitted(self, runs: Sequence[AdmittedRun], state: _CycleState) -> None:
-        # Only outcomes that passed the fence reach here (SPEC §7): raced or uncertain-unsettled
+        # Only outcomes that passed the fence reach here (DESIGN §5): raced or uncertain-unsettled
         # commits allocate no identity and notify nobody.
         state.admitted.extend(runs)
         if self.metrics is not None:
@@ -382,7 +382,7 @@ class Coordinator:
                 )
 
     def _already_admitted(self, outcome: CommitOutcome) -> None:
-        """Report decided occurrences the commit found already admitted (issue 10.4).
+        """Report decided occurrences the commit found already admitted (DESIGN §5, §7).
 
         The UNIQUE occurrence settled them: no second run, nothing notified. It should not
         happen (the admin never places a cursor at or before an admitted occurrence), so each
@@ -403,7 +403,7 @@ class Coordinator:
             self.metrics.already_admitted.inc(len(outcome.already_admitted))
 
     def _settle(self, commit: ClaimCommit) -> CommitOutcome:
-        """Resolve a commit whose reply was lost, from durable facts, until it is settled (§7).
+        """Resolve a commit whose reply was lost, from durable facts, until settled (DESIGN §6).
 
         Never re-admits: the repository only commits again while the exact claim still stands,
         and the run's UNIQUE occurrence is the final word. Gives up (claim left to expire) only
@@ -452,7 +452,7 @@ class Coordinator:
         )
 
     def _abandon(self, exc: ClockRegressionError) -> None:
-        # Fail closed (D5): nothing was written; the claims expire by database time.
+        # Fail closed (DESIGN §5): nothing was written; the claims expire by database time.
         logger.warning(
             "database clock went back; cycle abandoned, its claims left to expire: %s",
             exc,

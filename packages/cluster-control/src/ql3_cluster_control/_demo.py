@@ -1,4 +1,4 @@
-"""`ql3 demo` (SPEC §9): replicas racing on a private PostgreSQL, one crashed, a worker, a verdict.
+"""`ql3 demo`: replicas racing on a private PostgreSQL, one crashed, a worker, a verdict.
 
 Without a DSN it starts a private PostgreSQL (`PrivateServer`: the machine's binaries or the
 `pgserver` wheel of the `embedded` extra), provisions roles, migrates, creates login users for the

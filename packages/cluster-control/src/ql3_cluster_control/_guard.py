@@ -1,4 +1,4 @@
-"""The replication-safety guard of the Coordinator service (issue 14.4).
+"""The replication-safety guard of the Coordinator service (DESIGN §13).
 
 At every (re)connect the service hands the repository to `ReplicationGuard.check`, which reads the
 node (`ServiceRepository.read_replication_state`): a standby is refused with

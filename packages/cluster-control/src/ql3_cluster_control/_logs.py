@@ -1,9 +1,9 @@
 """Log rendering: `text` (message plus key=value fields) or `json` (python-json-logger).
 
-Stable machine fields travel in `extra={"event": ..., ...}` (STYLE §7). Only the verbs `ql3 run`,
-`ql3 worker` and `ql3 demo` call `configure_logging`; library code just logs. Records carry no
-node timestamp on purpose: every time worth showing is a database time in the record's own
-fields (rule zero).
+Stable machine fields travel in `extra={"event": ..., ...}`, never inside the message. Only the
+verbs `ql3 run`, `ql3 worker` and `ql3 demo` call `configure_logging`; library code just logs.
+Records carry no node timestamp on purpose: every time worth showing is a database time in the
+record's own fields (rule zero).
 """
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ class HealthState:
 
     Healthy when connected, the schema version matches and the replica decides with the recorded
     zone rules (it loads them from the database; one that cannot claims nothing). Unsafe
-    replication (issue 14.4) is named in the detail but leaves the replica healthy: it is the
+    replication (DESIGN §13) is named in the detail but leaves the replica healthy: it is the
     database's configuration, which no restart or rescheduling of replicas changes; alert on
     `ql3_replication_unsafe` instead.
     """

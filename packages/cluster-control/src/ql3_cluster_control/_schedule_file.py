@@ -1,7 +1,7 @@
 """Schedules as code (`ql3 schedule apply FILE`) and the flags of `ql3 schedule add`.
 
 A schedule file is TOML (`[[schedule]]` tables) or JSON (a list of objects) with the keys
-`name`, `cron`, `tz`, `misfire`, `grace_ms`, and what its runs execute (issue 13): `command`
+`name`, `cron`, `tz`, `misfire`, `grace_ms`, and what its runs execute (DESIGN §10): `command`
 (run with /bin/sh -c; without it the schedule is a Python task run by name), `max_attempts`,
 `timeout_s`, `retry_backoff_ms`. `schedule_definition` and `task_execution` build the same
 models from `ql3 schedule add`'s flags, so a file and a command line are checked by one code path

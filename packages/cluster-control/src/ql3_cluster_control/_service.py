@@ -1,4 +1,4 @@
-"""The Coordinator service loop (SPEC §8): cycles, idle sleep, faults, signals, graceful stop.
+"""The Coordinator service loop (DESIGN §13): cycles, idle sleep, faults, signals, graceful stop.
 
 One loop per replica, talking to storage only through `ql3_runtime_core.ServiceRepository`
 (the PostgreSQL repository in production, an in-memory fake in unit tests). Work remaining ->
@@ -6,7 +6,7 @@ next cycle at once. Idle -> sleep until the database's next-due hint, woken earl
 `LISTEN ql3_schedule_changed`, capped by the poll interval; all sleeps are monotonic waits
 (rule zero). A database fault never ends the loop: log a WARNING, wait (see below), reconnect,
 go on. Only a schema mismatch stops it (exit code 3), and SIGTERM or
-SIGINT, after which held claims are released so another replica takes over at once (§7).
+SIGINT, after which held claims are released so another replica takes over at once (DESIGN §5).
 
 Zone rules: a replica decides with the recorded zone rules, loaded from the database, and follows
 an adopt at once (the next claim statement sees the new version, the repository loads it). Only a
@@ -17,10 +17,10 @@ interval instead of a due hint it cannot act on. Once the data is stored or anot
 adopted (which wakes it), it claims again without a restart. The recorded version and the number
 of quarantined schedules (`ql3_schedules_invalid`) are read at connect and at idle polls, at most
 every `_CLUSTER_STATE_EVERY_S` seconds; every claim statement reports the zone rules too. The
-number of overdue schedules (`ql3_schedules_overdue`, issue 10.5) is read at idle polls only, on
-the same period.
+number of overdue schedules (`ql3_schedules_overdue`: schedules falling behind) is read at idle
+polls only, on the same period.
 
-Replication safety (issue 14.4): at every (re)connect, and at idle polls on the same period, the
+Replication safety (DESIGN §13): at every (re)connect, and at idle polls on the same period, the
 service reads the node: a standby (in recovery) is refused as `NoWritableServerError`, so nothing
 is ever claimed there; another system identifier or timeline than at the last connect is a
 failover (WARNING, `ql3_failovers_total`); a primary streaming to standbys whose commits do not
@@ -280,7 +280,7 @@ class CoordinatorService:
                 return
 
     def _observe_overdue(self, repository: ServiceRepository) -> None:
-        """Refresh the `ql3_schedules_overdue` gauge from the database (issue 10.5).
+        """Refresh the `ql3_schedules_overdue` gauge from the database (database time, DESIGN §1).
 
         Read at idle polls (at most every `_CLUSTER_STATE_EVERY_S`): a replica idles only when
         nothing it can claim is due, so a schedule overdue by more than lease + grace then means

@@ -1,4 +1,4 @@
-"""Worker configuration (issue 13): one frozen pydantic-settings model read from `QL3_WORKER_*`.
+"""Worker configuration (DESIGN §10): one frozen pydantic-settings model read from `QL3_WORKER_*`.
 
 CLI flags (and a consuming service's keyword arguments) outrank the environment. The DSN is
 `QL3_WORKER_DSN`, or `QL3_DSN` when that is not set, so one variable can serve a deployment's

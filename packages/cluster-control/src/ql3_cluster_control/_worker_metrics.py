@@ -1,4 +1,4 @@
-"""Prometheus metrics of one worker (issue 13), in its own registry like the Coordinator's.
+"""Prometheus metrics of one worker (DESIGN §10), in its own registry like the Coordinator's.
 
 Served with `/healthz` by the same `MetricsServer`. The queue delay is database time (taken at
 minus eligible at, both from `clock_timestamp()`); nothing here reads a node clock (rule zero).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path  # noqa: TC003  # pytest resolves fixture annotations
 
 import psycopg
@@ -338,3 +339,35 @@ def test_roles_login_sends_only_a_verifier(
     with psycopg.connect(pg_cluster.dsn(ql3_db.name, user=name, password=password)) as conn:
         assert conn.execute("SELECT pg_has_role('ql3_admin', 'MEMBER')").fetchone() == (True,)
     assert "--role: " in _fails(2, "roles", "login", name, "--role", "root", "--dsn", "x=1")
+
+
+def test_verify_reports_a_schedule_nobody_decides_as_stalled(ql3_db: Ql3Database) -> None:
+    """No Coordinator for 2 minutes: `stall`; judged as of its creation, the same history is ok."""
+    dsn = ql3_db.dsn("admin")
+    _ok("schedule", "add", "v", "--cron", "* * * * * *", "--dsn", dsn)
+    created = db_now_ms(ql3_db.superuser_dsn)
+    # As if created 2 minutes ago (cursor, revision and times alike) with nothing decided since.
+    sql_rows(
+        ql3_db.superuser_dsn,
+        "UPDATE ql3.trigger_schedules SET next_due_at_ms = next_due_at_ms - 120000,"
+        " created_at_ms = created_at_ms - 120000, updated_at_ms = updated_at_ms - 120000",
+    )
+    sql_rows(
+        ql3_db.superuser_dsn,
+        "UPDATE ql3.schedule_revisions SET first_cursor_ms = first_cursor_ms - 120000,"
+        " placed_after_ms = placed_after_ms - 120000, created_at_ms = created_at_ms - 120000",
+    )
+    result = run_ql3("verify", "--dsn", dsn)
+    assert result.returncode == 1
+    (line,) = result.stdout.strip().splitlines()
+    # Lease 30 s (the default) + grace 60 s: everything older than 90 s is overdue.
+    assert line.startswith("stall: schedule 1: stalled from ")
+    report = json.loads(run_ql3("verify", "--json", "--lease-ms", "1000", "--dsn", dsn).stdout)
+    assert [v["rule"] for v in report["violations"]] == ["stall"]
+    assert report["lease_ms"] == 1000
+    # As of 100 s ago the cursor was about 20 s behind: within lease 30 s + grace 60 s.
+    as_of = created - 100_000
+    assert _ok("verify", "--as-of", str(as_of), "--dsn", dsn).startswith("ok:")
+    iso = datetime.fromtimestamp(as_of / 1000, tz=UTC).isoformat()
+    assert _ok("verify", "--as-of", iso, "--dsn", dsn).startswith("ok:")
+    assert "no UTC offset" in _fails(2, "verify", "--as-of", "2026-01-01T00:00:00", "--dsn", dsn)

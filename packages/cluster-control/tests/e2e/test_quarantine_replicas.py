@@ -1,10 +1,11 @@
 """Real `ql3 run` replicas meeting rows no replica can read, and recorded zone rules they lack.
 
-10.2: rows planted by SQL under two running replicas must be quarantined while every occurrence
-of the healthy schedules is admitted exactly once. Zone rules: a replica decides with the
-recorded rules loaded from the database; while the database does not hold the recorded version's
-data, it stays up, claims nothing and says so on /healthz and /metrics, until the data is stored
-(`ql3 migrate` from a node with that version); then it claims again without a restart.
+One bad row never stops the others (DESIGN §8): rows planted by SQL under two running replicas
+must be quarantined while every occurrence of the healthy schedules is admitted exactly once.
+Zone rules (DESIGN §9): a replica decides with the recorded rules loaded from the database; while
+the database does not hold the recorded version's data, it stays up, claims nothing and says so
+on /healthz and /metrics, until the data is stored (`ql3 migrate` from a node with that version);
+then it claims again without a restart.
 """
 
 from __future__ import annotations

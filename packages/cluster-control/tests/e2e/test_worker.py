@@ -1,4 +1,4 @@
-"""`ql3 worker` as real processes against real PostgreSQL (issue 13).
+"""`ql3 worker` as real processes against real PostgreSQL (DESIGN §10).
 
 Each test admits its runs, starts workers, and proves the outcome from the database: attempt
 rows (state, exit code, output, database times) and their events, never from a sleep.

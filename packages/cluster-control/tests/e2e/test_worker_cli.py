@@ -1,4 +1,4 @@
-"""A schedule running a command end to end with the `ql3` verbs only (issue 13).
+"""A schedule running a command end to end with the `ql3` verbs only (DESIGN §10).
 
 `ql3 schedule add --command`, a `ql3 run` replica admitting, a `ql3 worker` executing; then
 `ql3 runs list`, `ql3 status`, `ql3 schedule list` and the worker's /metrics and /healthz tell

@@ -1,4 +1,4 @@
-"""Coordinator cycles meeting unreadable and undecidable schedules on real PostgreSQL (10.2)."""
+"""Coordinator cycles meeting unreadable and undecidable schedules, real PostgreSQL (DESIGN §8)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """The behaviours the Coordinator and its service rely on, against the fake AND PostgreSQL.
 
 Written once and parametrised, so the in-memory fake used by the unit tests cannot drift from
-the real repository (STYLE §8). Both are typed as `ql3_runtime_core.ServiceRepository`, the
-protocol runtime-core declares, so mypy checks that each implements all of it.
+the real repository (a fake is trusted only while the same tests pass against both). Both are
+typed as `ql3_runtime_core.ServiceRepository`, the protocol runtime-core declares, so mypy
+checks that each implements all of it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The replication-safety guard on a real primary, streaming standbys and a promotion (14.4).
+"""The replication-safety guard on a real primary, streaming standbys and a promotion (DESIGN §13).
 
 One Coordinator service runs in-process against a multi-host DSN (the primary, then its first
 standby; `target_session_attrs=read-write`), the way operators point replicas at an HA cluster.

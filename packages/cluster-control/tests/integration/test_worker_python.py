@@ -1,4 +1,4 @@
-"""Python tasks run by `Worker` in-process, against real PostgreSQL (issue 13).
+"""Python tasks run by `Worker` in-process, against real PostgreSQL (DESIGN §10).
 
 A consuming service registers callables by task name; the worker takes only the runs it can
 run and hands each callable the Run id as its idempotency key. Outcomes are read back from the

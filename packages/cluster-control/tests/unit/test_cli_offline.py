@@ -13,6 +13,7 @@ from pathlib import Path  # noqa: TC003  # pytest resolves fixture annotations
 import pytest
 from ql3_cluster_control import cli_app as app
 from ql3_cluster_control import main
+from ql3_cluster_postgres import VERIFY_RULES
 from ql3_runtime_core import zone_rules_version
 from typer.testing import CliRunner
 
@@ -405,3 +406,14 @@ def test_a_command_may_run_ql3_with_its_task_variables(cli: CliRunner) -> None:
         app, ["schedule", "preview", "--cron", "* * * * *", "--after-ms", "0"], env=env
     )
     assert result.exit_code == 0, result.stderr
+
+
+def test_verify_help_names_every_rule_on_one_line() -> None:
+    """`ql3 verify --help` lists each rule verify checks, one line each, and the time options."""
+    result = CliRunner().invoke(app, ["verify", "--help"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    for rule in VERIFY_RULES:
+        assert sum(1 for line in lines if line.strip().startswith(f"{rule} ")) == 1, rule
+    assert "--as-of" in result.output
+    assert "--lease-ms" in result.output

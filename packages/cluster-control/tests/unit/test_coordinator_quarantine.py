@@ -1,4 +1,4 @@
-"""One schedule never stops the others (issue 10.2): Coordinator cycles against the fake store."""
+"""One schedule never stops the others (DESIGN §8): Coordinator cycles against the fake store."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The tests run against the installed wheel, never the source tree (STYLE §9, shared checks)."""
+"""The tests run against the installed wheel, never the source tree (DESIGN §14, shared checks)."""
 
 from __future__ import annotations
 

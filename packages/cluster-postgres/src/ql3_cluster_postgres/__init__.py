@@ -43,6 +43,7 @@ from ._roles import (
 )
 from ._verify import (
     STALE_CLAIM_GRACE_MS_DEFAULT,
+    VERIFY_RULES,
     VIOLATIONS_PER_RULE_DEFAULT,
     VIOLATIONS_PER_RULE_MAX,
     ScheduleVerdict,
@@ -50,6 +51,7 @@ from ._verify import (
     Violation,
     verify_history,
 )
+from ._verify_lateness import ScheduleLateness
 from ._zone_adopt import adopt_zone_rules
 from ._zone_moves import ZoneMove
 from ._zone_rules import (
@@ -71,6 +73,7 @@ __all__ = [
     "SCHEDULE_NAME_MAX_LENGTH",
     "SCHEMA_VERSION",
     "STALE_CLAIM_GRACE_MS_DEFAULT",
+    "VERIFY_RULES",
     "VIOLATIONS_PER_RULE_DEFAULT",
     "VIOLATIONS_PER_RULE_MAX",
     "ApplyReport",
@@ -89,6 +92,7 @@ __all__ = [
     "RunRecord",
     "RunSummary",
     "ScheduleAdmin",
+    "ScheduleLateness",
     "ScheduleNotFoundError",
     "ScheduleRecord",
     "ScheduleSpec",

@@ -1,15 +1,15 @@
-"""ScheduleAdmin: tasks, triggers and schedule definitions, used as role `ql3_admin` (SPEC §5).
+"""ScheduleAdmin: tasks, triggers and schedule definitions, used as role `ql3_admin` (DESIGN §11).
 
 Admin never touches the claim columns: a change to a claimed schedule bumps its version, so the
 holder's commit fails its exact-claim fence (raced) and the next claim sees the new definition.
 Cursors are computed by runtime-core's cron engine from the database's `now`, read in the same
 transaction (rule zero) AFTER the changed rows are locked, together with each schedule's latest
 decided occurrence: a replica's commit can no longer land between the clock read and the lock
-and leave the new cursor at or before an admitted run (issue 10.4). Every creation, every cursor
+and leave the new cursor at or before an admitted run (DESIGN §7). Every creation, every cursor
 placed anew and every definition change opens a schedule revision in the same transaction, so
 `ql3 verify` can account for each definition's occurrences. Every change notifies
 `ql3_schedule_changed` inside its transaction. What a schedule's runs execute (command,
-attempts, timeout, backoff; issue 13) lives on its task and is written in the same transaction.
+attempts, timeout, backoff; DESIGN §10) lives on its task and is written in the same transaction.
 Occurrences are computed with the zone rules the database records, held FOR SHARE from the start
 of each placing transaction (before any schedule row is locked, the order an adopt takes them
 too), so an adopt either waits for the placement or the placement waits for it and then uses the
@@ -328,7 +328,7 @@ class ScheduleAdmin(Closing):
                 record.name: record
                 for record in self._records(conn, "lock_schedules", {"names": lock_names})
             }
-            # Lock first, then read the clock and what was decided (issue 10.4): a commit can
+            # Lock first, then read the clock and what was decided (DESIGN §7): a commit can
             # land before the lock, never between the reads and the writes.
             self._step("locked")
             now = _placement_now(conn)
@@ -547,7 +547,7 @@ class ScheduleAdmin(Closing):
                         " apply a corrected one (ql3 schedule apply)"
                     )
                     raise ScheduleStateError(name, record.state.value, action, detail)
-                # The row is locked: now read the clock and what was decided (issue 10.4).
+                # The row is locked: now read the clock and what was decided (DESIGN §7).
                 self._step("locked")
                 now = _placement_now(conn)
                 decided = self._latest_decided(conn, [record.schedule_id])
@@ -584,7 +584,7 @@ class ScheduleAdmin(Closing):
         return found[0]
 
     def task_executions(self) -> dict[str, TaskExecution]:
-        """Return what every schedule's task executes, by schedule name (issue 13)."""
+        """Return what every schedule's task executes, by schedule name (DESIGN §10)."""
         return self._in_transaction(
             "admin: read task executions", lambda conn: self._executions(conn, None)
         )

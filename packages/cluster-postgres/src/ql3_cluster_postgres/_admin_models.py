@@ -98,7 +98,7 @@ def definition_from_columns(fields: tuple[Any, ...]) -> ScheduleDefinition:
 class ScheduleSpec(BaseModel):
     """The desired state of one named schedule, as `apply_schedules` reconciles it.
 
-    `execution` is what its runs execute and how (stored on its task; issue 13): by default a
+    `execution` is what its runs execute and how (stored on its task; DESIGN §10): by default a
     Python task run by name, with the default attempts, timeout and backoff.
     """
 
@@ -179,8 +179,8 @@ class StatusReport(BaseModel):
     `invalid_schedules` counts quarantined schedules (state `invalid`): they admit nothing until
     an operator fixes them. `zone_rules_version` is the version every replica must decide with.
     `schedules_overdue` counts the overdue schedules, judged with `lease_ms` (see
-    `ScheduleStatus`). `replication` is the node answering and its replication mode (issue
-    14.4): `unsafe` when standbys stream without a synchronous one.
+    `ScheduleStatus`). `replication` is the node answering and its replication mode
+    (DESIGN §13): `unsafe` when standbys stream without a synchronous one.
     """
 
     model_config = _MODEL

@@ -2,7 +2,7 @@
 
 Pure functions of the specs, the stored records, the database's `now` and each schedule's latest
 decided occurrence (both read by the caller in the same transaction after locking the rows, rule
-zero and issue 10.4), so `_admin` stays about transactions and statements.
+zero and DESIGN §7), so `_admin` stays about transactions and statements.
 
 A cursor placed anew is the first occurrence strictly after max(now, start_at_ms - 1, latest
 decided occurrence): never at or before an occurrence a replica already admitted or skipped. Every
@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 # States a definition given by `apply` always rewrites, even an equal one: retired rows come
-# back, quarantined ones are brought back to active (issue 10.2).
+# back, quarantined ones are brought back to active (DESIGN §8).
 _ALWAYS_REWRITTEN = frozenset({ScheduleState.RETIRED, ScheduleState.INVALID})
 
 # Why a change opens a schedule revision (see migrations/0004): the cursor was placed anew, or the
@@ -240,7 +240,7 @@ def _keepable(
     Commits keep it so; a quarantined row may have been written past the admin (that is what
     quarantine is for), so its cursor must also be an occurrence of the definition it will be
     decided with. Keeping any other cursor would hand a replica an occurrence already decided
-    (issue 10.4) or one that is no occurrence at all.
+    (DESIGN §7) or one that is no occurrence at all.
     """
     cursor = record.next_due_at_ms
     if cursor is None or (decided_ms is not None and cursor <= decided_ms):
@@ -312,7 +312,7 @@ def initial_cursor(
     """First occurrence strictly after max(now, start_at_ms - 1, decided_ms); exhausted past end.
 
     `decided_ms` is the schedule's latest admitted or skipped occurrence (None for a new one): a
-    cursor at or before it would hand a replica an occurrence already decided (issue 10.4).
+    cursor at or before it would hand a replica an occurrence already decided (DESIGN §7).
     `rules` are the recorded zone rules.
     """
     # `start_at_ms - 1`: the search is strictly after, and start_at_ms itself may be the first.

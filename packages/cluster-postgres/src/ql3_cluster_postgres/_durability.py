@@ -1,4 +1,4 @@
-"""Commits acknowledged only with a WARNING, and the barrier that settles them (SPEC §7).
+"""Commits acknowledged only with a WARNING, and the barrier that settles them (DESIGN §6).
 
 A COMMIT that waits for the synchronous standby and is cancelled (a client cancel, an operator's
 `pg_cancel_backend`) answers *success* with the WARNING `canceling wait for synchronous

@@ -17,7 +17,8 @@ QL3Error (ql3_runtime_core)
 ```
 
 psycopg's own classes never escape this package: wrap them with `raise DatabaseError(...) from exc`
-(STYLE §3). Helpers owning other modules add their classes here, below these.
+(errors are typed and name the field or value). Helpers owning other modules add their classes
+here, below these.
 """
 
 from __future__ import annotations

@@ -4,10 +4,10 @@
 replicas and its worker run: the database clock, admissions per replica, each run of some
 schedules with its attempt and event counts (1:1:2 at admission) and whether it was executed, and
 the claims still held on them. It also
-answers what workers did (issue 13): attempts by state with the oldest queued age
+answers what workers did (DESIGN §10): attempts by state with the oldest queued age
 (`attempt_counts`, for `ql3 status`) and the latest runs with their attempts (`recent_runs`, for
 `ql3 runs list`). The control plane reads them through this typed API and never speaks SQL
-itself (issue 11.4). Rows are read by column name into the models below, never by position.
+itself (DESIGN §15). Rows are read by column name into the models below, never by position.
 """
 
 from __future__ import annotations

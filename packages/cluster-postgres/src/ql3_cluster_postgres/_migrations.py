@@ -1,4 +1,4 @@
-"""Schema migrations (SPEC §4): plain SQL files shipped in the wheel, applied once each, in order.
+"""Schema migrations (DESIGN §12): SQL files shipped in the wheel, each applied once, in order.
 
 `migrations/NNNN_verb_phrase.sql` files are applied in name order, each in its own transaction,
 under a session advisory lock (so concurrent runners apply each file once), as `ql3_owner` (so

@@ -1,4 +1,4 @@
-"""Commit outcomes: built from the commit statement's row, or from durable facts (SPEC §7).
+"""Commit outcomes: built from the commit statement's row, or from durable facts (DESIGN §5, §6).
 
 `committed_batch` / `uncertain_batch` turn the one row the commit statement returns into typed
 outcomes. A commit whose COMMIT reply was lost either landed completely or not at all; the other
@@ -39,7 +39,7 @@ class StoredSchedule:
 
     Shaped as a `ql3_runtime_core.ExactClaim`, so `same_claim` compares it with a claim: the claim
     columns are None when nobody holds the row, and the row's `updated_at_ms` is the acquired
-    time of the claim that stamped it (D3).
+    time of the claim that stamped it (DESIGN §3).
     """
 
     schedule_id: int
@@ -135,7 +135,7 @@ def decision_landed(commit: ClaimCommit, row: StoredSchedule | None) -> CommitOu
 
 
 def claim_stands(claim: ClusterScheduleClaim, row: StoredSchedule) -> bool:
-    """Tell whether the exact claim (D3) still stands on the stored row: `same_claim`, nothing else.
+    """Tell whether the exact claim (DESIGN §5) still stands on the stored row: `same_claim` only.
 
     Expiry is not judged here: a claim past its lease that nobody took over still stands, and
     the fenced commit it leads to decides by the database clock (raced).
@@ -165,7 +165,7 @@ def committed_batch(commits: Sequence[ClaimCommit], row: CommitRow, retries: int
         claim = owners[schedule_id]
         # `model_construct`: every value is already typed (bigint columns read by psycopg, the
         # claim's own owner and token), so validating it again is pure cost on the hot path:
-        # building 256 validated runs was ~9 % of a catch-up replica's CPU (py-spy, issue 12.3).
+        # building 256 validated runs was ~9 % of a catch-up replica's CPU (py-spy, bench cluster).
         runs.setdefault(schedule_id, []).append(
             AdmittedRun.model_construct(
                 run_id=run_id,

@@ -199,7 +199,7 @@ class PrivateServer(Started):
         return open_connection(options)
 
     def run_tool(self, tool: str, *args: str) -> str:
-        """Run server tool `tool` (pg_ctl, pg_basebackup, ...) as the OS user; return its stdout.
+        """Run server tool `tool` (pg_ctl, ...) of the bin folder as the OS user; return its stdout.
 
         Raises:
             PrivateServerError: the tool could not run or exited non-zero (with its stderr).

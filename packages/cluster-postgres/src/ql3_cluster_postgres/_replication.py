@@ -1,4 +1,4 @@
-"""The replication-safety guard's reading of a node (issue 14.4), for the repository and admin.
+"""The replication-safety guard's reading of a node (DESIGN §13), for the repository and admin.
 
 One statement (`sql/read_replication_state.sql`) that any QL3 role may run: whether the node is
 in recovery, its system identifier and timeline, its address, how many standbys stream from it

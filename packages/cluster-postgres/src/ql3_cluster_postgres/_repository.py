@@ -1,4 +1,4 @@
-"""The fenced PostgreSQL repository (SPEC D2, D3, D5, §7): claim, commit, release, resolve, hint.
+"""The fenced PostgreSQL repository (DESIGN §3, §5, §6): claim, commit, release, resolve, hint.
 
 Every time this module handles comes from `clock_timestamp()` inside the statement that uses it
 (rule zero): the claim statement observes once and writes that observation, the commit statement
@@ -7,7 +7,7 @@ waits.
 
 A claimed row whose definition this replica cannot read is quarantined (state `invalid`, with its
 reason, claim released) by a second fenced statement, and reported in the claim round instead of
-raised, so one bad row never stops the claim of the others (issue 10.2). Zone rules come from the
+raised, so one bad row never stops the claim of the others (DESIGN §8). Zone rules come from the
 database (`_zone_cache`): the claim statement refuses to claim while the version this replica has
 loaded is not the recorded one, the replica then loads the recorded one and claims again, and
 every commit is fenced on the version its decisions were made with.
@@ -102,7 +102,7 @@ _DEFINITION_MEMORY = 4096
 # committing different schedules would abort each other; the commit must use its TID scan.
 # The plans depend on no parameter value (the claim's time bound is its own observation, not a
 # parameter), so prepared statements keep their generic plan instead of replanning per call.
-# JIT off (issue 14.7): `enable_seqscan=off` adds PostgreSQL's disable cost (1e10) to the one
+# JIT off: `enable_seqscan=off` adds PostgreSQL's disable cost (1e10) to the one
 # sequential scan left (the one-row `ql3.zone_rules`), which lifts a claim's estimated cost far
 # above `jit_above_cost`, so a server with the default `jit = on` compiled every claim with LLVM:
 # 220-360 ms per statement on a Patroni member (perf: llvm:: frames in the backend) against ~1 ms.
@@ -315,7 +315,7 @@ class PostgresScheduleRepository(Closing):
         return row.overdue
 
     def read_replication_state(self) -> ReplicationState:
-        """Read the node's role, system identifier, timeline and replication mode (issue 14.4)."""
+        """Read the node's role, system identifier, timeline and replication mode (DESIGN §13)."""
         with self._lock:
             try:
                 return read_replication_state(self._connection())
@@ -323,7 +323,7 @@ class PostgresScheduleRepository(Closing):
                 self._discard_on_failure()
                 raise wrap_error(exc, "repository: read replication state") from exc
 
-    # -- claim (D2) -----------------------------------------------------------------------------
+    # -- claim (DESIGN §3) ----------------------------------------------------------------------
 
     @property
     def zone_rules_version(self) -> str | None:
@@ -351,7 +351,7 @@ class PostgresScheduleRepository(Closing):
         return list(self.claim_round(command, limit).claims)
 
     def claim_round(self, command: ClaimClusterScheduleCommand, limit: int) -> ClaimRound:
-        """Claim up to `limit` due schedules in one READ COMMITTED statement (D2).
+        """Claim up to `limit` due schedules in one READ COMMITTED statement (DESIGN §3).
 
         The statement observes `clock_timestamp()` once; its parameters are the owner, token,
         lease, limit and the zone rules version this replica has loaded, never a time. It claims
@@ -463,7 +463,7 @@ class PostgresScheduleRepository(Closing):
         while len(self._ctids) > _CTID_MEMORY:
             self._ctids.popitem(last=False)
 
-    # -- quarantine (issue 10.2) ------------------------------------------------------------
+    # -- quarantine (DESIGN §8) -------------------------------------------------------------
 
     def quarantine_claims(
         self, failures: Sequence[tuple[ClusterScheduleClaim, str]]
@@ -509,10 +509,10 @@ class PostgresScheduleRepository(Closing):
             for row in sorted(rows, key=lambda row: row.schedule_id)
         )
 
-    # -- commit (D5, §7) --------------------------------------------------------------------
+    # -- commit (DESIGN §5, §6) -------------------------------------------------------------
 
     def commit_decisions(self, commits: Sequence[ClaimCommit]) -> CommitBatch:
-        """Commit several fenced decisions in one SERIALIZABLE transaction (D5).
+        """Commit several fenced decisions in one SERIALIZABLE transaction (DESIGN §5).
 
         Raises:
             ClockRegressionError: the database clock read earlier than a claim's acquired time;
@@ -653,7 +653,7 @@ class PostgresScheduleRepository(Closing):
         close_quietly(self._conn)
         self._conn = None
 
-    # -- uncertainty (§7) -------------------------------------------------------------------
+    # -- uncertainty (DESIGN §6) ------------------------------------------------------------
 
     def resolve_uncertain_commit(self, commit: ClaimCommit) -> CommitOutcome:
         """Settle an `UNCERTAIN` commit from durable facts; never admits an occurrence twice.
@@ -714,7 +714,7 @@ class PostgresScheduleRepository(Closing):
         )
         return committed_outcome(commit, rows, state)
 
-    # -- release (§7) -----------------------------------------------------------------------
+    # -- release (DESIGN §5) ----------------------------------------------------------------
 
     def release_claims(self, claims: Sequence[ClusterScheduleClaim]) -> int:
         """Release claims that still stand exactly, at database time; returns how many."""

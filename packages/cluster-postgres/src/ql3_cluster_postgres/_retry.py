@@ -110,7 +110,7 @@ class RetryPolicy:
 
         The first try runs outside tenacity: it is the common case on the hot path (a commit
         without conflict), and building and stepping a `Retrying` costs 80 to 120 µs there
-        (measured between database round trips, issue 11) against a bare call's nothing. Only
+        (measured between database round trips) against a bare call's nothing. Only
         a retryable failure enters tenacity, which replays that failure as its first attempt,
         so waits, the bound and the retry log are all tenacity's.
         """

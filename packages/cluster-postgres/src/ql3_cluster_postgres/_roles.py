@@ -1,4 +1,4 @@
-"""Least-privilege role provisioning (SPEC §5): group roles, schema ownership, login users.
+"""Least-privilege role provisioning (DESIGN §11): group roles, schema ownership, login users.
 
 Group roles are cluster-global, the schema and its ACL belong to one database. Table grants are
 not here but in `migrations/0002_grant_privileges.sql`, run as `ql3_owner`, so grants always match

@@ -7,8 +7,8 @@ instead of shifting values into the wrong field, and a reordered list is read co
 Why named tuples and not pydantic models: the claim and commit statements run many times per
 second, and their rows only carry values into runtime-core's models, which validate them anyway.
 A named tuple is built at C speed once its columns are checked (about 1 µs for a claim round of 16
-rows, against 45 to 60 µs for `class_row` into a dataclass or a pydantic model; measured in
-issue 11), and mypy still sees each field's type.
+rows, against 45 to 60 µs for `class_row` into a dataclass or a pydantic model; measured on
+the bench machine), and mypy still sees each field's type.
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ class ClusterStateRow(NamedTuple):
 
 
 class ReplicationRow(NamedTuple):
-    """`read_replication_state`: the node's role, history and replication mode (issue 14.4)."""
+    """`read_replication_state`: the node's role, history and replication mode (DESIGN §13)."""
 
     in_recovery: bool
     system_identifier: str

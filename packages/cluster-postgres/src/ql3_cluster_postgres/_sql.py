@@ -1,7 +1,8 @@
 """The package's one SQL loader: `sql/`, `provisioning/` and `migrations/`, each read once.
 
-Every statement QL3 sends lives in a `.sql` file shipped inside the wheel (STYLE §4), so the SQL
-stays reviewable as SQL and a test can read exactly what is sent. Three folders, one loader:
+Every statement QL3 sends lives in a `.sql` file shipped inside the wheel, one statement per file,
+so the SQL stays reviewable as SQL and a test can read exactly what is sent. Three folders, one
+loader:
 
 - `sql/`: the repository, admin, ingress, history and verify statements (`query`), one per file,
   named after the method that sends it; sent compacted (whole-line comments and indentation
@@ -60,7 +61,7 @@ def _compact(name: str, text: str) -> str:
     Why: psycopg caches the conversion of a statement's `%(name)s` placeholders only for texts
     of at most 4 096 characters; the commit statement's file, comments included, is 6 467, so
     every commit paid the conversion again (163 us of CPU per round against 0.4 us cached,
-    timed on the bench machine, issue 12.3). Only whole-line comments are dropped (no statement
+    timed on the bench machine). Only whole-line comments are dropped (no statement
     has a string literal spanning lines), so the code is unchanged; the first line names the
     file, so `pg_stat_statements` and `pg_stat_activity` still say which statement it is.
     """

@@ -1,4 +1,4 @@
-"""The history checker behind `ql3 verify` (issue 6): proves exactly-once from the database alone.
+"""The history checker behind `ql3 verify` (DESIGN §14): exactly-once from the database alone.
 
 `verify_history` reads a live QL3 database in one READ ONLY REPEATABLE READ transaction (so the
 whole verdict is about one snapshot) and reports one `Violation` per finding (the first
@@ -11,10 +11,10 @@ whole verdict is about one snapshot) and reports one `Violation` per finding (th
   fast clock that is not the database's (rule zero). Right after a backwards step of the database
   clock this also reports rows from before the step, until the clock passes them again.
 - `shape`: not exactly one first attempt (number 1), one `run.admitted` event and one
-  `attempt.queued` event per attempt, the admission rows all with the run's commit time (D5);
+  `attempt.queued` event per attempt, the admission rows all with the run's commit time (DESIGN §5);
   attempts/events pointing at no run; a run whose schedule is unknown or whose task differs from
   its schedule's. Later attempts and the events workers append are the `attempts` rule's.
-- `attempts`: what workers did after admission does not hold together (issue 13, see
+- `attempts`: what workers did after admission does not hold together (DESIGN §10, see
   `_verify_attempts`): attempts not numbered 1..n, two live ones, a successor after a success or
   a live attempt, or an attempt whose events do not match its state.
 - `time_backwards`: per schedule, commit times in run id order decrease, or the schedule's
@@ -50,6 +50,12 @@ whole verdict is about one snapshot) and reports one `Violation` per finding (th
   overlaps another, it records another policy than its revision's, it skips an occurrence that
   was on time at its claim, under fire_once the occurrence after it has no run, under skip the
   occurrence after it was missed too, or it lies outside every revision's range.
+- `stall`, `late`, `misfire_policy` (with `lease_ms` only, see `_verify_timing`): an active
+  schedule whose cursor lies more than lease + grace behind the database clock (or `as_of_ms`),
+  with the span it left undecided (`_verify_stall`); a run admitted later than its misfire
+  policy allows, and a claim whose decision over its missed occurrences breaks its policy
+  (`_verify_lateness`). With them, `skip_record` also checks each record against when the
+  database wrote it, and the report carries each schedule's lateness distribution.
 - `not_occurrence`: a run whose `scheduled_for_ms` is not an occurrence of its revision's
   definition or lies outside every revision's range (before the first cursor, after `end_at_ms`,
   in an occurrence range a later revision dropped). Runs older than schema 4 (before a
@@ -61,7 +67,7 @@ needs a run); `missing` counts the occurrences with neither. Cron math comes fro
 loaded from the database (`_verify_zones`): a skip record of reason `zone_rules_changed` (written
 by an adopt) is judged against the old rules and the version history.
 
-How it reads (issue 12.6: ten million runs in under two minutes, memory bounded by the number of
+How it reads (ten million runs in under two minutes, memory bounded by the number of
 schedules, not of runs). The work is split by what each access path does cheaply:
 
 - in SQL, returning only violations: the shape (runs, attempts and events merged in run id order
@@ -79,21 +85,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 import psycopg
-from psycopg.rows import class_row, dict_row, scalar_row
-from ql3_runtime_core import EPOCH_MS_MAX, EPOCH_MS_MIN, MISFIRE_GRACE_MS_MAX, InvalidArgumentError
+from psycopg.rows import dict_row
+from ql3_runtime_core import (
+    EPOCH_MS_MAX,
+    EPOCH_MS_MIN,
+    LEASE_MS_MAX,
+    LEASE_MS_MIN,
+    MISFIRE_GRACE_MS_MAX,
+    InvalidArgumentError,
+)
 
 from ._connect import ConnectionOptions, open_connection
 from ._errors import DatabaseError
 from ._sql import query
-from ._verify_accounting import (
-    Accounting,
-    AccountingWalk,
-    Skip,
-    check_revisions,
-    revision_from_row,
-)
-from ._verify_attempts import check_attempts
-from ._verify_report import Findings, ScheduleVerdict, VerifyReport, Violation
+from ._verify_accounting import Accounting, AccountingWalk, revision_from_row
+from ._verify_attempts import check_attempt_timing, check_attempts
+from ._verify_report import RULE_NAMES, Findings, ScheduleVerdict, VerifyReport, Violation
+from ._verify_revisions import check_revisions
 from ._verify_rules import (
     RunCounts,
     Schedule,
@@ -107,6 +115,8 @@ from ._verify_rules import (
     schedule_from_row,
     schedule_verdict,
 )
+from ._verify_stream import RunIds, ScheduleStream
+from ._verify_timing import check_timing
 from ._verify_zones import VerifyZones
 
 if TYPE_CHECKING:
@@ -115,10 +125,12 @@ if TYPE_CHECKING:
     from psycopg.rows import RowFactory
 
     from ._verify_accounting import Revision
+    from ._verify_lateness import ScheduleLateness
 
 __all__ = [
     "RULES",
     "STALE_CLAIM_GRACE_MS_DEFAULT",
+    "VERIFY_RULES",
     "VIOLATIONS_PER_RULE_DEFAULT",
     "VIOLATIONS_PER_RULE_MAX",
     "ScheduleVerdict",
@@ -132,28 +144,14 @@ STALE_CLAIM_GRACE_MS_DEFAULT = 5_000
 # once per run: ten million lines help nobody and would hold the memory this bound saves.
 VIOLATIONS_PER_RULE_DEFAULT = 100
 VIOLATIONS_PER_RULE_MAX = 100_000
-RULES = (
-    "attempts",
-    "cursor",
-    "duplicate",
-    "early",
-    "future",
-    "invalid_schedule",
-    "missing",
-    "not_occurrence",
-    "order",
-    "revision",
-    "shape",
-    "skip_record",
-    "stale_claim",
-    "time_backwards",
-)
+RULES = RULE_NAMES
+# The same, under the name the package exports: every kind of finding `Violation.rule` may hold.
+VERIFY_RULES = RULE_NAMES
 # "Every occurrence" for the SQL's `>= since_ms`: below every bigint.
 _ALL_MS: Final = -(2**63)
 # Rows per round trip of a server-side cursor: large enough that the round trips do not count,
 # small enough that a batch of runs stays a few hundred kilobytes.
 _BATCH_ROWS: Final = 20_000
-_NO_MORE_MS: Final = 2**63  # above every occurrence: no skip record left
 
 
 def verify_history(
@@ -162,6 +160,8 @@ def verify_history(
     since_ms: int | None = None,
     stale_claim_grace_ms: int = STALE_CLAIM_GRACE_MS_DEFAULT,
     violations_per_rule: int = VIOLATIONS_PER_RULE_DEFAULT,
+    lease_ms: int | None = None,
+    as_of_ms: int | None = None,
 ) -> VerifyReport:
     """Check the history of the QL3 database at `conninfo`; read-only, runs as `ql3_admin`.
 
@@ -173,15 +173,23 @@ def verify_history(
             reported; 0 at rest, the default for a live system.
         violations_per_rule: how many findings of each rule the report lists in detail (the
             first found); every finding is counted in `VerifyReport.violation_counts`.
+        lease_ms: the replicas' claim lease; given, the time rules (`stall`, `late`,
+            `misfire_policy`, the writing of skip records) judge against lease + grace, and the
+            report holds each schedule's lateness. None: those rules are not applied.
+        as_of_ms: the instant the `stall` rule judges at (default: the database clock when the
+            check runs), to repeat a report; it may not be after that clock.
 
     Raises:
         DatabaseError: the database could not be read.
         InvalidArgumentError: `since_ms` outside `EPOCH_MS_MIN`..`EPOCH_MS_MAX`, a grace
-            outside 0..`MISFIRE_GRACE_MS_MAX`, or `violations_per_rule` outside
-            1..`VIOLATIONS_PER_RULE_MAX` (a `ValueError`; checked before connecting).
+            outside 0..`MISFIRE_GRACE_MS_MAX`, `violations_per_rule` outside
+            1..`VIOLATIONS_PER_RULE_MAX`, `lease_ms` outside `LEASE_MS_MIN`..`LEASE_MS_MAX`, or
+            `as_of_ms` outside the epoch range (a `ValueError`; checked before connecting), or
+            `as_of_ms` after the database clock (checked once it is read).
 
     """
     _check_arguments(since_ms, stale_claim_grace_ms, violations_per_rule)
+    _check_time_arguments(lease_ms, as_of_ms)
     findings = Findings(violations_per_rule)
     try:
         options = ConnectionOptions(conninfo, application_name="ql3-verify")
@@ -191,6 +199,7 @@ def verify_history(
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             conn.read_only = True
             check = _Check(_Reader(conn, since_ms), findings, stale_claim_grace_ms)
+            check.lease_ms, check.as_of_ms = lease_ms, as_of_ms
             verdicts, runs = check.run()
             conn.rollback()  # nothing to keep: a read-only transaction ends either way
     except psycopg.Error as exc:
@@ -206,6 +215,9 @@ def verify_history(
         since_ms=since_ms,
         stale_claim_grace_ms=stale_claim_grace_ms,
         per_schedule=tuple(verdicts),
+        lease_ms=lease_ms,
+        as_of_ms=check.as_of_ms if lease_ms is not None else as_of_ms,
+        lateness=check.lateness,
     )
 
 
@@ -224,6 +236,17 @@ def _check_arguments(since_ms: int | None, grace_ms: int, per_rule: int) -> None
     if not 1 <= per_rule <= VIOLATIONS_PER_RULE_MAX:
         raise InvalidArgumentError(
             "violations_per_rule", per_rule, f"must be within 1..{VIOLATIONS_PER_RULE_MAX}"
+        )
+
+
+def _check_time_arguments(lease_ms: int | None, as_of_ms: int | None) -> None:
+    if lease_ms is not None and not LEASE_MS_MIN <= lease_ms <= LEASE_MS_MAX:
+        raise InvalidArgumentError(
+            "lease_ms", lease_ms, f"must be within {LEASE_MS_MIN}..{LEASE_MS_MAX} (ms)"
+        )
+    if as_of_ms is not None and not EPOCH_MS_MIN <= as_of_ms <= EPOCH_MS_MAX:
+        raise InvalidArgumentError(
+            "as_of_ms", as_of_ms, f"must be within {EPOCH_MS_MIN}..{EPOCH_MS_MAX} (epoch ms)"
         )
 
 
@@ -275,6 +298,9 @@ class _Check:
         self.now_ms = 0
         self.schedule_rows = 0
         self.zones: VerifyZones | None = None
+        self.lease_ms: int | None = None
+        self.as_of_ms: int | None = None
+        self.lateness: tuple[ScheduleLateness, ...] = ()
 
     def run(self) -> tuple[list[ScheduleVerdict], int]:
         """Check everything; return the verdict of each schedule and the runs in scope."""
@@ -284,6 +310,13 @@ class _Check:
         # The snapshot's one clock reading: every "now" of every rule is this one.
         now = reader.rows("verify_now")[0]
         self.now_ms = int(now["now_ms"])
+        if self.as_of_ms is not None and self.as_of_ms > self.now_ms:
+            # Judging an instant still to come would report stalls that have not happened.
+            raise InvalidArgumentError(
+                "as_of_ms", self.as_of_ms, f"is after the database clock ({self.now_ms})"
+            )
+        if self.as_of_ms is None:
+            self.as_of_ms = self.now_ms
         # Refuses (one line) when the recorded rules' data is not stored: nothing to judge with.
         self.zones = VerifyZones(lambda: reader.conn, now["zone_rules_version"])
         schedule_rows = reader.rows("verify_schedules")
@@ -295,6 +328,16 @@ class _Check:
         self._strays({row["id"] for row in schedule_rows}, skipped)
         self._shape()
         check_attempts(findings, reader.stream("verify_attempts", dict_row))
+        check_attempt_timing(findings, reader.stream("verify_attempt_timing", dict_row))
+        if self.lease_ms is not None:
+            self.lateness = check_timing(
+                reader,
+                findings,
+                schedules,
+                revisions,
+                as_of_ms=self.as_of_ms,
+                lease_ms=self.lease_ms,
+            )
         counts = self._sequence({schedule.id for schedule in schedules})
         verdicts = [
             self._schedule(schedule, revisions.get(schedule.id, []), counts.get(schedule.id))
@@ -380,7 +423,7 @@ class _Check:
         findings = self.findings
         counts = counts or RunCounts()
         check_claim(findings, schedule, now_ms=self.now_ms, grace_ms=self.grace_ms)
-        run_id = _RunIds(self.reader, schedule.id)
+        run_id = RunIds(self.reader, schedule.id)
         walk = None
         zones = self._zones()
         if check_revisions(findings, schedule, revisions):
@@ -392,98 +435,11 @@ class _Check:
                 run_id=run_id,
                 switches=zones.switches,
             )
-        _Stream(self.reader, findings, schedule, counts=counts, walk=walk, run_id=run_id).run()
+        ScheduleStream(
+            self.reader, findings, schedule, counts=counts, walk=walk, run_id=run_id
+        ).run()
         # The cursor was placed with the live revision's rules.
         live = revisions[-1].rules if revisions else None
         check_schedule_row(findings, schedule, counts, live or zones.recorded_rules())
         accounting = walk.finish() if walk is not None else Accounting()
         return schedule_verdict(schedule, counts, accounting)
-
-
-def _ignore(at_ms: int, nth: int) -> None:
-    """Stand in for the accounting walk of a schedule whose revisions cannot account."""
-
-
-class _RunIds:
-    """Names runs for findings: the ids of one occurrence's runs, looked up when first needed."""
-
-    def __init__(self, reader: _Reader, schedule_id: int) -> None:
-        self.reader = reader
-        self.schedule_id = schedule_id
-        self._at_ms: int | None = None
-        self._ids: list[int] = []
-
-    def __call__(self, at_ms: int, nth: int) -> int:
-        # Only the last occurrence asked is remembered: findings come in occurrence order, and
-        # a duplicate names its first and its nth run from the same lookup.
-        if at_ms != self._at_ms:
-            rows = self.reader.rows(
-                "verify_run_ids", schedule_id=self.schedule_id, scheduled_for_ms=at_ms
-            )
-            self._at_ms, self._ids = at_ms, [int(row["id"]) for row in rows]
-        return self._ids[nth]
-
-
-class _Stream:
-    """One schedule's occurrences and skip records, merged in occurrence order, fed to the rules.
-
-    The loop over occurrences is the hot path of a large verify (one pass per run): it counts,
-    spots a repeat of the previous occurrence (`duplicate`), and hands the run to the walk.
-    """
-
-    def __init__(  # the rows of one schedule and where they go
-        self,
-        reader: _Reader,
-        findings: Findings,
-        schedule: Schedule,
-        *,
-        counts: RunCounts,
-        walk: AccountingWalk | None,
-        run_id: _RunIds,
-    ) -> None:
-        self.reader = reader
-        self.findings = findings
-        self.schedule = schedule
-        self.counts = counts
-        self.walk = walk
-        self.run_id = run_id
-
-    def run(self) -> None:
-        reader, walk, counts = self.reader, self.walk, self.counts
-        schedule_id = self.schedule.id
-        skips = reader.stream("verify_schedule_skips", class_row(Skip), schedule_id=schedule_id)
-        pending: Skip | None = next(skips, None) if walk is not None else None
-        next_skip_ms = pending.first_skipped_ms if pending is not None else _NO_MORE_MS
-        walk_run = walk.run if walk is not None else _ignore
-        previous, nth, admitted = None, 0, 0
-        for batch in reader.batches("verify_occurrences", scalar_row, schedule_id=schedule_id):
-            counts.runs += len(batch)
-            for at_ms in batch:
-                if at_ms != previous:
-                    previous, nth = at_ms, 0
-                    admitted += 1
-                else:
-                    nth += 1
-                    self._duplicate(at_ms, nth)
-                # A skip record goes before the runs at its first occurrence.
-                while at_ms >= next_skip_ms and pending is not None and walk is not None:
-                    walk.skip(pending)
-                    pending = next(skips, None)
-                    next_skip_ms = pending.first_skipped_ms if pending else _NO_MORE_MS
-                walk_run(at_ms, nth)
-        # Skip records after the last run (or of a schedule without runs) count too.
-        while pending is not None and walk is not None:
-            walk.skip(pending)
-            pending = next(skips, None)
-        counts.admitted, counts.latest_ms = admitted, previous
-
-    def _duplicate(self, at_ms: int, nth: int) -> None:
-        self.findings.add(
-            "duplicate",
-            self.schedule.id,
-            # A callable: the run ids are looked up only while the rule is under its cap.
-            lambda: (
-                f"occurrence {at_ms} admitted again by run {self.run_id(at_ms, nth)}"
-                f" (first by run {self.run_id(at_ms, 0)})"
-            ),
-        )

@@ -1,11 +1,11 @@
-"""The accounting rules of `verify_history` (issue 10.5): every occurrence is a run or skipped.
+"""The accounting rules of `verify_history` (DESIGN §7): every occurrence is a run or skipped.
 
 For each schedule revision, every occurrence of its definition from its first cursor up to where
 it ended (the schedule's cursor for the live revision, `end_at_ms` once exhausted) must be
 exactly one run or lie inside exactly one skip record.
 
 `AccountingWalk` is fed one schedule's runs and skip records in occurrence order, as the
-database streams them (issue 12.6: ten million runs are never held in memory), and keeps only
+database streams them (ten million runs are never held in memory), and keeps only
 the next occurrence it expects. A run at exactly that occurrence costs one step of a cheap
 occurrence stream (`occurrences_after_ms`), which is what a healthy history is made of; anything
 else (a gap, a run off the cron, a skip record) asks the cron engine directly. A gap is counted
@@ -14,7 +14,7 @@ every-second schedule costs a few steps, not 600 000.
 
 A revision's range (its window) ends at its end cursor or at the next revision's first cursor,
 whichever is earlier: every occurrence it decided lies before the next first cursor, because the
-admin places a cursor after the latest decided occurrence (issue 10.4). First cursors are checked
+admin places a cursor after the latest decided occurrence (DESIGN §7). First cursors are checked
 exactly against the database time recorded with them (`placed_after_ms`), so no slack is needed
 for the moment between the admin's clock read and its insert. Cron math comes from
 `ql3_runtime_core`, with the zone rules each revision was computed with (`_verify_zones`).
@@ -23,11 +23,9 @@ for the moment between the admin's clock read and its insert. Cron math comes fr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import TYPE_CHECKING, Any, Final
 
 from ql3_runtime_core import (
-    MisfirePolicy,
     count_occurrences_ms,
     latest_occurrence_ms,
     next_occurrence_ms,
@@ -35,7 +33,9 @@ from ql3_runtime_core import (
 )
 
 from ._admin_models import DefinitionColumns, definition_from_columns
-from ._verify_zones import ZONE_RULES_CHANGED, version_for, zone_skip_problems
+from ._verify_revisions import MIGRATED, revision_windows
+from ._verify_skips import check_skip
+from ._verify_zones import version_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -43,7 +43,9 @@ if TYPE_CHECKING:
     from ql3_runtime_core import ScheduleDefinition, ZoneRules
 
     from ._verify_report import Findings
+    from ._verify_revisions import Window
     from ._verify_rules import Schedule
+    from ._verify_skips import Skip
     from ._verify_zones import VerifyZones
 
     # Names the `nth` run (0: the first) of an occurrence: (occurrence ms, nth) -> run id.
@@ -53,15 +55,9 @@ __all__ = [
     "Accounting",
     "AccountingWalk",
     "Revision",
-    "Skip",
-    "check_revisions",
     "revision_from_row",
 ]
 
-MIGRATED = "migrated"
-# Revisions whose first cursor was placed from a database clock reading (the admin's, or the
-# instant adopted zone rules took effect); the others keep a cursor.
-_PLACED = frozenset({"created", "replaced", "zone_rules"})
 # Above every epoch-ms instant: "nothing awaited", "no window left".
 _NEVER: Final = 2**63
 
@@ -82,26 +78,6 @@ class Revision:
     rules: ZoneRules | None  # None: that version's rule data is not stored
 
 
-@dataclass(frozen=True)
-class Skip:
-    """One skip record, read by name (`verify_schedule_skips.sql` selects these columns).
-
-    A `misfire` record has a policy and a claim; a `zone_rules_changed` one names both versions.
-    """
-
-    id: int
-    schedule_id: int
-    first_skipped_ms: int
-    last_skipped_ms: int
-    skipped_count: int
-    reason: str
-    misfire_policy: str | None
-    claim_acquired_at_ms: int | None
-    zone_rules_from: str | None
-    zone_rules_to: str | None
-    created_at_ms: int
-
-
 @dataclass
 class Accounting:
     """What the walk found for one schedule, summed over its revisions' ranges."""
@@ -111,17 +87,6 @@ class Accounting:
     missing: int = 0
     range_start_ms: int | None = None
     range_end_ms: int | None = None
-
-
-@dataclass(frozen=True)
-class _Window:
-    revision: Revision
-    definition: ScheduleDefinition
-    rules: ZoneRules
-    low: int
-    # Exclusive, because a revision ends at a cursor: the cursor itself is still undecided and
-    # belongs to whichever revision comes next.
-    high: int
 
 
 def revision_from_row(row: dict[str, Any], zones: VerifyZones) -> Revision:
@@ -139,169 +104,6 @@ def revision_from_row(row: dict[str, Any], zones: VerifyZones) -> Revision:
         rules=zones.rules(version),
         **fields,
     )
-
-
-def check_revisions(findings: Findings, schedule: Schedule, revisions: Sequence[Revision]) -> bool:
-    """Check one schedule's revisions; return whether its occurrences can be accounted for."""
-    if not _revisions_readable(findings, schedule, revisions):
-        return False
-    for problem in [*_structure_problems(schedule, revisions), *_cursor_problems(revisions)]:
-        findings.add("revision", schedule.id, problem)
-    last = revisions[-1]
-    cursor, first = schedule.next_due_at_ms, last.first_cursor_ms
-    if cursor is not None and first is not None and cursor < first:
-        findings.add(
-            "cursor",
-            schedule.id,
-            f"cursor {cursor} is before its live revision {last.revision}'s first cursor {first}",
-        )
-    return True
-
-
-def _revisions_readable(
-    findings: Findings, schedule: Schedule, revisions: Sequence[Revision]
-) -> bool:
-    if not revisions:
-        findings.add(
-            "revision",
-            schedule.id,
-            "has no revision (written past ScheduleAdmin): its occurrences cannot be accounted for",
-        )
-        return False
-    unreadable = [rev.revision for rev in revisions if rev.definition is None and _covers(rev)]
-    if unreadable:
-        findings.add("revision", schedule.id, f"revisions {unreadable} have unreadable definitions")
-        return False
-    unjudged = [rev for rev in revisions if rev.rules is None and _covers(rev)]
-    for rev in unjudged:
-        findings.add(
-            "revision",
-            schedule.id,
-            f"revision {rev.revision} was computed with zone rules tzdata"
-            f" {rev.zone_rules_version}, whose rule data the database does not hold: its"
-            " occurrences cannot be judged (store it with `ql3 migrate` from a node with that"
-            " tzdata)",
-        )
-    return not unjudged
-
-
-def _covers(revision: Revision) -> bool:
-    """Whether a revision's range may hold occurrences to account for.
-
-    One whose definition cannot be read is harmless when it covers none: a 'migrated' revision
-    copied from a row already quarantined (or unreadable) at the upgrade to schema 4, which
-    admitted nothing and ended where it began when an operator brought the schedule back.
-    """
-    if revision.first_cursor_ms is None:
-        return False
-    return revision.ended_at_ms is None or revision.end_cursor_ms != revision.first_cursor_ms
-
-
-def _structure_problems(schedule: Schedule, revisions: Sequence[Revision]) -> list[str]:
-    """Numbering, the one live revision, and the live definition being the schedule's."""
-    numbers = [rev.revision for rev in revisions]
-    problems: list[str] = []
-    if numbers != list(range(1, len(numbers) + 1)):
-        problems.append(f"revision numbers are {numbers}, not 1..{len(numbers)}")
-    live = [rev.revision for rev in revisions if rev.ended_at_ms is None]
-    if live != numbers[-1:]:
-        problems.append(f"live revisions are {live}: exactly the last one must be live")
-    if any(rev.reason == MIGRATED for rev in revisions[1:]):
-        problems.append("only revision 1 may be 'migrated'")
-    last = revisions[-1]
-    if last.ended_at_ms is None and last.definition != schedule.definition:
-        problems.append(
-            f"the schedule's definition differs from its live revision {last.revision}:"
-            " changed without a revision"
-        )
-    return problems
-
-
-def _cursor_problems(revisions: Sequence[Revision]) -> list[str]:
-    """Each first cursor: where the previous revision ended, or placed exactly by the admin."""
-    problems = [
-        f"revision {rev.revision} keeps the cursor but starts at {rev.first_cursor_ms},"
-        f" not where revision {before.revision} ended ({before.end_cursor_ms})"
-        for before, rev in pairwise(revisions)
-        # A redefinition keeps the cursor: its range must continue exactly where the last ended.
-        if rev.reason == "redefined" and rev.first_cursor_ms != before.end_cursor_ms
-    ]
-    previous: list[Revision | None] = [None, *revisions[:-1]]
-    for before, rev in zip(previous, revisions, strict=True):
-        if rev.reason not in _PLACED:
-            continue
-        placed = _placed_cursor(rev, before)
-        if rev.first_cursor_ms != placed:
-            problems.append(
-                f"revision {rev.revision} ({rev.reason}) starts at {rev.first_cursor_ms}, but the"
-                f" first occurrence after its placement at {rev.placed_after_ms} and after every"
-                f" decided occurrence ({rev.decided_before_ms}) is {placed}"
-            )
-    return problems
-
-
-def _placed_cursor(revision: Revision, before: Revision | None) -> int | None:
-    """Return the first cursor the admin had to place (see `_admin_plan.initial_cursor`).
-
-    A `zone_rules` revision whose predecessor's rules are not stored was opened by a switch that
-    could not count under the old rules: it kept the cursor as far as the new rules allow (the
-    first occurrence at or after where the predecessor ended), see `_zone_moves`.
-    """
-    definition, rules = revision.definition, revision.rules
-    if definition is None or rules is None or revision.placed_after_ms is None:
-        return None
-    # The same arithmetic as the admin's, redone here from what the revision recorded: the
-    # checker must not trust the cursor the admin wrote, only recompute it.
-    after = revision.placed_after_ms
-    kept = before is not None and before.rules is None and before.end_cursor_ms is not None
-    if revision.reason == "zone_rules" and kept and before is not None:
-        after = (before.end_cursor_ms or 0) - 1
-    if definition.start_at_ms is not None:
-        after = max(after, definition.start_at_ms - 1)
-    if revision.decided_before_ms is not None:
-        after = max(after, revision.decided_before_ms)
-    cursor = _next(definition, after, rules)
-    if definition.end_at_ms is not None and cursor > definition.end_at_ms:
-        return None
-    return cursor
-
-
-def _windows(schedule: Schedule, revisions: Sequence[Revision]) -> list[_Window]:
-    """Return each revision's range of occurrences to account for, in occurrence order.
-
-    Ranges follow each other in revision order on any history the `revision` rule accepts. One
-    that begins before the previous one ends (possible only where that rule fails) is cut to
-    begin there, so the walk can take them one after the other.
-    """
-    windows = []
-    for index, rev in enumerate(revisions):
-        definition, rules = rev.definition, rev.rules
-        if definition is None or rules is None or rev.first_cursor_ms is None:
-            continue
-        low = rev.first_cursor_ms
-        if definition.start_at_ms is not None:
-            low = max(low, definition.start_at_ms)
-        end_cursor = schedule.next_due_at_ms if rev.ended_at_ms is None else rev.end_cursor_ms
-        end_at = definition.end_at_ms
-        # No end cursor: the revision ended (or is) exhausted, so its range runs to end_at_ms.
-        high = end_at + 1 if end_at is not None else low
-        if end_cursor is not None:
-            high = end_cursor
-        # A later revision's first cursor ends this one's range, even if its end cursor says later.
-        later = [r.first_cursor_ms for r in revisions[index + 1 :] if r.first_cursor_ms is not None]
-        if later:
-            high = min(high, later[0])
-        if end_at is not None:
-            high = min(high, end_at + 1)
-        windows.append(_Window(rev, definition, rules, low, high))
-    ordered: list[_Window] = []
-    for window in sorted(windows, key=lambda w: w.low):
-        low = max(window.low, ordered[-1].high) if ordered else window.low
-        if low < window.high:
-            ordered.append(
-                _Window(window.revision, window.definition, window.rules, low, window.high)
-            )
-    return ordered
 
 
 class AccountingWalk:
@@ -332,7 +134,7 @@ class AccountingWalk:
         self.since_ms = since_ms
         self.run_id = run_id
         self.result = Accounting()
-        self._windows = _windows(schedule, revisions)
+        self._windows = revision_windows(schedule, revisions)
         self._index = -1
         self._walk: _Walk | None = None
         self._low = self._high = _NEVER
@@ -460,7 +262,7 @@ class AccountingWalk:
 class _Walk:
     """One window: the first occurrence not yet accounted for, and the stream after it."""
 
-    def __init__(self, owner: AccountingWalk, window: _Window, start: int) -> None:
+    def __init__(self, owner: AccountingWalk, window: Window, start: int) -> None:
         self.owner = owner
         self.findings = owner.findings
         self.schedule = owner.schedule
@@ -501,6 +303,15 @@ class _Walk:
         if end < self.start:
             return
         if start < self.start:  # begins before since_ms: it covers what it covers
+            if skip is not None:
+                # Its occurrences from since_ms on are skipped, not expected: count them.
+                self.owner.result.skipped += count_occurrences_ms(
+                    definition.cron,
+                    definition.timezone,
+                    self.start,
+                    min(end, self.window.high - 1),
+                    rules=self.rules,
+                )
             self._expect_at_least_after(end)
             return
         if nth is not None and not _is_occurrence(definition, start, self.rules):
@@ -533,7 +344,7 @@ class _Walk:
                 self.findings, self.schedule, self.window, self.expected, start
             )
         if skip is not None:
-            _check_skip(self.owner, self.window, skip)
+            check_skip(self.owner, self.window, skip)
             self.owner.result.skipped += skip.skipped_count
         else:
             self.previous_run = start
@@ -555,7 +366,7 @@ class _Walk:
         result.range_end_ms = window.high
 
 
-def _gap(findings: Findings, schedule: Schedule, window: _Window, expected: int, until: int) -> int:
+def _gap(findings: Findings, schedule: Schedule, window: Window, expected: int, until: int) -> int:
     """Report the occurrences in `[expected, until)` (none accounted for); return how many."""
     definition, rules = window.definition, window.rules
     missing = count_occurrences_ms(
@@ -573,63 +384,6 @@ def _gap(findings: Findings, schedule: Schedule, window: _Window, expected: int,
             " are in no skip record",
         )
     return missing
-
-
-def _check_skip(owner: AccountingWalk, window: _Window, skip: Skip) -> None:
-    """Check that a skip record holds exactly the missed occurrences its policy had to skip."""
-    if skip.reason == ZONE_RULES_CHANGED:
-        what = owner.describe(skip.first_skipped_ms, skip.last_skipped_ms, None, skip)
-        revision = window.revision
-        for problem in zone_skip_problems(
-            skip,
-            window.definition,
-            window.rules,
-            revision_version=revision.zone_rules_version,
-            window_high=window.high,
-            switches=owner.switches,
-        ):
-            owner.findings.add("skip_record", owner.schedule.id, f"{what} {problem}")
-        return
-    _check_misfire_skip(owner, window, skip)
-
-
-def _check_misfire_skip(owner: AccountingWalk, window: _Window, skip: Skip) -> None:
-    """Check a misfire record: the missed occurrences its policy had to skip, exactly."""
-    definition, rules = window.definition, window.rules
-    acquired = skip.claim_acquired_at_ms if skip.claim_acquired_at_ms is not None else 0
-    first, last = skip.first_skipped_ms, skip.last_skipped_ms
-    grace = definition.misfire_grace_ms
-    problems: list[str] = []
-    if skip.misfire_policy != definition.misfire_policy.value:
-        problems.append(
-            f"records policy {skip.misfire_policy!r}, its revision has"
-            f" {definition.misfire_policy.value!r}"
-        )
-    if not (_is_occurrence(definition, first, rules) and _is_occurrence(definition, last, rules)):
-        problems.append("does not begin and end on occurrences")
-    else:
-        exact = count_occurrences_ms(definition.cron, definition.timezone, first, last, rules=rules)
-        if exact != skip.skipped_count:
-            problems.append(f"counts {skip.skipped_count} occurrences, its range holds {exact}")
-    if acquired - last <= grace:
-        problems.append(f"skips {last}, on time at the claim {acquired} (grace {grace} ms)")
-    if last >= window.high:
-        problems.append(f"reaches past the end of its revision's range ({window.high})")
-    following = _next(definition, last, rules)
-    missed_too = acquired - following > grace and (
-        definition.end_at_ms is None or following <= definition.end_at_ms
-    )
-    if definition.misfire_policy is MisfirePolicy.SKIP and missed_too:
-        problems.append(f"stops before {following}, which that claim had missed too")
-    what = owner.describe(first, last, None, skip)
-    for problem in problems:
-        owner.findings.add("skip_record", owner.schedule.id, f"{what} {problem}")
-    if definition.misfire_policy is MisfirePolicy.FIRE_ONCE:
-        # Runs come in occurrence order: whether one admits `following` is known once it passes.
-        owner.await_run(
-            following,
-            f"{what} but fire_once admits the latest missed occurrence, {following}: no run",
-        )
 
 
 def _next(definition: ScheduleDefinition, after_ms: int, rules: ZoneRules) -> int:

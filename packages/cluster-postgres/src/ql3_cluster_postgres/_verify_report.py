@@ -11,12 +11,36 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from ._verify_lateness import ScheduleLateness
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["Findings", "ScheduleVerdict", "VerifyReport", "Violation"]
+__all__ = ["RULE_NAMES", "Findings", "ScheduleVerdict", "VerifyReport", "Violation"]
+
+# Every kind of finding (`_verify`'s docstring says what each means); a `Violation` of any other
+# rule is refused, so a report's rules are a closed set a script can switch on.
+RULE_NAMES = (
+    "attempts",
+    "cursor",
+    "duplicate",
+    "early",
+    "future",
+    "invalid_schedule",
+    "late",
+    "misfire_policy",
+    "missing",
+    "not_occurrence",
+    "order",
+    "revision",
+    "shape",
+    "skip_record",
+    "stale_claim",
+    "stall",
+    "time_backwards",
+)
 
 
 class Violation(BaseModel):
@@ -27,6 +51,14 @@ class Violation(BaseModel):
     rule: str
     schedule_id: int | None
     detail: str
+
+    @field_validator("rule")
+    @classmethod
+    def _known_rule(cls, rule: str) -> str:
+        if rule not in RULE_NAMES:
+            msg = f"rule: {rule!r} is not one of {', '.join(RULE_NAMES)}"
+            raise ValueError(msg)
+        return rule
 
     def line(self) -> str:
         """Render the finding as the one line `ql3 verify` prints."""
@@ -73,6 +105,10 @@ class VerifyReport(BaseModel):
     since_ms: int | None
     stale_claim_grace_ms: int
     per_schedule: tuple[ScheduleVerdict, ...]
+    # The time rules' allowance and instant (None: not applied) and each schedule's lateness.
+    lease_ms: int | None = None
+    as_of_ms: int | None = None
+    lateness: tuple[ScheduleLateness, ...] = ()
 
     @property
     def expected(self) -> int:

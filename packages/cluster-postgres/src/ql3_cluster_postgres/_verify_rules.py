@@ -38,10 +38,10 @@ __all__ = [
     "schedule_verdict",
 ]
 
-# The admission shape (D5), as `verify_shape.sql` counts it per run id: each count's column, what
-# a well-formed run has, and how a finding names it; and the run's rows must all carry its commit
-# time. The SQL returns only the run ids where something differs; a new kind of row (a worker's
-# later attempt, say) is one more slot there and one more line here.
+# The admission shape (DESIGN §5), as `verify_shape.sql` counts it per run id: each count's
+# column, what a well-formed run has, and how a finding names it; and the run's rows must all
+# carry its commit time. The SQL returns only the run ids where something differs; a new kind of
+# row (a worker's later attempt, say) is one more slot there and one more line here.
 SHAPE_COUNTS: tuple[tuple[str, int, str], ...] = (
     ("first_attempts", 1, "first attempt(s)"),
     ("run_admitted", 1, "run.admitted event(s)"),

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import psycopg
     from ql3_runtime_core import ScheduleDefinition, ZoneRules
 
-    from ._verify_accounting import Skip
+    from ._verify_skips import Skip
 
 __all__ = ["ZONE_RULES_CHANGED", "VerifyZones", "version_for", "zone_skip_problems"]
 

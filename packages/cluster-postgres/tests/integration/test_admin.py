@@ -224,7 +224,7 @@ def test_status_reports_claims_runs_and_due_by_database_clock(ql3_db: Ql3Databas
 
 
 def test_admin_cannot_write_claim_columns(ql3_db: Ql3Database) -> None:
-    """The admin role is refused an UPDATE of the claim columns (least privilege, §5)."""
+    """The admin role is refused an UPDATE of the claim columns (least privilege, DESIGN §11)."""
     make_schedules(ql3_db, 1)
     with (
         psycopg.connect(ql3_db.dsn("admin"), autocommit=True) as conn,

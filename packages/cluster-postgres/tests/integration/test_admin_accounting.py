@@ -1,4 +1,4 @@
-"""Admin changes without a race (issue 10.4) and the schedule revisions they write (10.5).
+"""Admin changes without a race and the schedule revisions they write (DESIGN §7).
 
 The interleaving test drives a replica from inside the admin's transaction, through the
 `step_hook` seam called between the admin's lock and its clock read: the old order (clock read,

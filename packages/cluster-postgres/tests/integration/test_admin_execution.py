@@ -1,4 +1,4 @@
-"""What a schedule's runs execute (issue 13): stored on its task by ScheduleAdmin, bounded twice.
+"""What a schedule's runs execute (DESIGN §10): stored on its task by ScheduleAdmin, bounded twice.
 
 The admin writes it in the transaction that creates or changes the schedule; changing only what
 runs leaves the schedule row (cursor, version, revisions) alone. The model and the database

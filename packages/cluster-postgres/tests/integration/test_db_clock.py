@@ -1,4 +1,4 @@
-"""The database clock decides (D2, D5): PostgreSQL under libfaketime, its clock stepped live."""
+"""The database clock decides (DESIGN §3, §5): PostgreSQL under libfaketime, clock stepped live."""
 
 from __future__ import annotations
 
@@ -193,7 +193,7 @@ def _frozen_second(dsn: str) -> int:
 def test_commit_exactly_at_the_expiry_instant_is_raced(
     faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
 ) -> None:
-    """D5's fence is strict: a commit sampling the expiry instant races; 1 ms earlier commits."""
+    """The fence is strict: a commit sampling the expiry instant races; 1 ms earlier commits."""
     make_schedules(faketime_db, 1)
     dsn = faketime_db.dsn("runtime")
     acquired = _frozen_second(dsn)
@@ -215,7 +215,7 @@ def test_commit_exactly_at_the_expiry_instant_is_raced(
 def test_takeover_happens_exactly_at_the_expiry_instant(
     faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
 ) -> None:
-    """D2's takeover is `expires <= observation`: not 1 ms before the expiry, exactly at it."""
+    """A takeover is `expires <= observation`: not 1 ms before the expiry, exactly at it."""
     make_schedules(faketime_db, 1)
     dsn = faketime_db.dsn("runtime")
     acquired = _frozen_second(dsn)
@@ -232,7 +232,7 @@ def test_takeover_happens_exactly_at_the_expiry_instant(
 def test_an_occurrence_is_due_exactly_at_its_instant(
     faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
 ) -> None:
-    """D2's due-ness is `cursor <= observation`: nothing 1 ms before the cursor, the claim at it."""
+    """Due-ness is `cursor <= observation`: nothing 1 ms before the cursor, the claim at it."""
     (schedule_id,) = make_schedules(faketime_db, 1, shift_back_ms=0)
     dsn = faketime_db.dsn("runtime")
     ((cursor,),) = fetch(

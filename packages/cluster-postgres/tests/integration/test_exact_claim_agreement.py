@@ -1,4 +1,4 @@
-"""`same_claim` and the SQL fences agree on what the exact claim is (D3, issue 11.5).
+"""`same_claim` and the SQL fences agree on what the exact claim is (DESIGN §5).
 
 Python-side checks ask `same_claim` whether a claim still stands on its stored row; the commit,
 release and quarantine statements state the same six equalities in SQL. Each case presents the

@@ -1,4 +1,4 @@
-"""HistoryReader's views of execution (issue 13): attempts by state and recent runs, DB time.
+"""HistoryReader's views of execution (DESIGN §10): attempts by state and recent runs, DB time.
 
 The database clock is frozen, so the oldest queued age and the ready/waiting split are exact.
 """

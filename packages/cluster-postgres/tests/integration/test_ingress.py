@@ -1,4 +1,4 @@
-"""WorkerIngress against real PostgreSQL, connected as ql3_worker_ingress (issue 13).
+"""WorkerIngress against real PostgreSQL, connected as ql3_worker_ingress (DESIGN §10).
 
 What the database clock decides (leases, expiry, backoff) is in test_ingress_clock.py; this file
 covers what is taken, by whom, the fences, release, the one-live-attempt index and the bounds.
@@ -201,7 +201,7 @@ def test_schema_version_is_checked(ql3_db: Ql3Database) -> None:
 
 
 def test_ingress_has_no_schedule_access(ql3_db: Ql3Database) -> None:
-    """The worker ingress role cannot read schedules (least privilege, §5)."""
+    """The worker ingress role cannot read schedules (least privilege, DESIGN §11)."""
     with (
         psycopg.connect(ql3_db.dsn("worker_ingress"), autocommit=True) as conn,
         pytest.raises(psycopg.errors.InsufficientPrivilege),

@@ -1,4 +1,4 @@
-"""Leases, expiry and retry backoff are decided by the database clock (issue 13, rule zero).
+"""Leases, expiry and retry backoff are decided by the database clock (DESIGN §10, rule zero).
 
 PostgreSQL runs under libfaketime; each test freezes its clock at exact instants around a lease's
 expiry or a retry's not-before time and proves from the rows what each statement decided.

@@ -25,9 +25,9 @@ def _run_script(script: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_find_postgres_bin_dir_has_the_server_tools() -> None:
-    """The binary lookup finds a folder with initdb, postgres, pg_ctl and pg_basebackup."""
+    """The binary lookup finds a folder with initdb, postgres and pg_ctl."""
     folder = find_postgres_bin_dir()
-    for tool in ("initdb", "postgres", "pg_ctl", "pg_basebackup"):
+    for tool in ("initdb", "postgres", "pg_ctl"):
         assert os.access(folder / tool, os.X_OK)
 
 
@@ -127,7 +127,7 @@ def test_unusable_binaries_are_a_clear_error(tmp_path: Path) -> None:
     """Binaries the server's OS user cannot execute raise an error saying so, and leave nothing."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("initdb", "postgres", "pg_ctl", "pg_basebackup"):
+    for tool in ("initdb", "postgres", "pg_ctl"):
         (bin_dir / tool).write_text("not a program\n")
         (bin_dir / tool).chmod(0o644)
     server = PrivateServer(name="nobin", bin_dir=bin_dir)

@@ -1,4 +1,4 @@
-"""One unreadable row must not stop the cluster (issue 10.2), against real PostgreSQL.
+"""One unreadable row must not stop the cluster (DESIGN §8), against real PostgreSQL.
 
 Rows are planted by SQL as the superuser, past every application check: first the CHECKs of
 schema 3 must refuse what they can, then a row that passes them but that no replica can read

@@ -1,4 +1,4 @@
-"""Quarantine (issue 10.2) meets occurrence accounting (10.4, 10.5), against real PostgreSQL.
+"""Quarantine (DESIGN §8) meets occurrence accounting (DESIGN §7), against real PostgreSQL.
 
 A quarantined schedule is judged by `invalid_schedule` alone; bringing it back (a corrected
 definition, or resume) opens a schedule revision and never leaves its cursor at or before an

@@ -1,4 +1,4 @@
-"""Independent runtime repositories racing on the same schedules (SPEC §10.4), as ql3_runtime.
+"""Independent runtime repositories racing on the same schedules (DESIGN §14), as ql3_runtime.
 
 Each writer has its own connection and claims, decides and commits in a loop; every fifth granted
 claim round it abandons its claims as if it crashed, so others must wait for database-time expiry.

@@ -1,4 +1,4 @@
-"""The replication-safety reading on a real primary and streaming standbys (issue 14.4).
+"""The replication-safety reading on a real primary and streaming standbys (DESIGN §13).
 
 Each test builds its own small primary (the session cluster must not grow standbys) and reads it
 as the least-privileged runtime role, which may not see `pg_stat_replication.sync_state`: the

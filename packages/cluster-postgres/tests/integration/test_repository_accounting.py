@@ -1,4 +1,4 @@
-"""Every occurrence accounted for in the commit (issue 10.4, 10.5), as ql3_runtime.
+"""Every occurrence accounted for in the commit (DESIGN §7), as ql3_runtime.
 
 Skip records are written by the commit statement itself, for fenced claims only; an occurrence
 that already has a run is settled by that run instead of failing the batch.

@@ -1,4 +1,4 @@
-"""The claim statement (D2/D3) against real PostgreSQL, connected as ql3_runtime."""
+"""The claim statement (DESIGN §3) against real PostgreSQL, connected as ql3_runtime."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def test_claim_relaxes_only_its_own_commit(ql3_db: Ql3Database) -> None:
         row = conn.execute("SHOW synchronous_commit").fetchone()
     assert len(claims) == 2
     assert row is not None
-    # The fenced commit that follows a claim is synchronous again (issue 12.3).
+    # The fenced commit that follows a claim is synchronous again (DESIGN §3).
     assert row[0] == "on"
     text = resources.files("ql3_cluster_postgres").joinpath("sql", "claim_due_schedules.sql")
     assert "set_config('synchronous_commit', 'off', true)" in text.read_text(encoding="utf-8")

@@ -1,4 +1,4 @@
-"""The fenced commit (D5, §7), release, uncertainty and the next-due hint, as ql3_runtime."""
+"""The fenced commit (DESIGN §5, §6), release, uncertainty, the next-due hint, as ql3_runtime."""
 
 from __future__ import annotations
 

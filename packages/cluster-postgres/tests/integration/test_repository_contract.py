@@ -1,4 +1,4 @@
-"""The ScheduleRepository contract (SPEC D1, D3, D4, §10.1) held by the PostgreSQL repository.
+"""The ScheduleRepository contract (DESIGN §1, §3, §4, §5) held by the PostgreSQL repository.
 
 Written against the runtime-core protocol only, so the same assertions can run against any
 implementation; here it is the real one, connected as ql3_runtime.
@@ -42,7 +42,7 @@ def repository(ql3_db: Ql3Database) -> Iterator[ScheduleRepository]:
 
 
 def test_no_repository_method_takes_a_time(repository: ScheduleRepository) -> None:
-    """No protocol method accepts a caller time: claim takes a command and a limit only (D1)."""
+    """No protocol method accepts a caller time: claim takes a command and a limit (DESIGN §1)."""
     parameters = inspect.signature(repository.claim_due_schedules).parameters
     assert list(parameters) == ["command", "limit"]
     for name in ("commit_decisions", "resolve_uncertain_commit", "release_claims"):
@@ -61,7 +61,7 @@ def test_no_repository_method_takes_a_time(repository: ScheduleRepository) -> No
 def test_granted_claims_match_the_stored_row(
     repository: ScheduleRepository, ql3_db: Ql3Database
 ) -> None:
-    """A granted claim is bounded (1..60 s lease) and is exactly what the row stores (D3)."""
+    """A granted claim is bounded (1..60 s lease) and is exactly what the row stores (DESIGN §3)."""
     make_schedules(ql3_db, 3)
     claims = repository.claim_due_schedules(command(lease_ms=1000), 16)
     assert len(claims) == 3
@@ -97,7 +97,7 @@ def test_granted_claims_match_the_stored_row(
 def test_commit_fences_on_the_exact_claim(
     repository: ScheduleRepository, ql3_db: Ql3Database, field: str
 ) -> None:
-    """A claim differing in acquired time, expiry or version does not commit: raced (D3)."""
+    """A claim differing in acquired time, expiry or version does not commit: raced (DESIGN §5)."""
     make_schedules(ql3_db, 1)
     (claim,) = repository.claim_due_schedules(command(), 1)
     shift = 1 if field == "version" else -1
@@ -114,7 +114,7 @@ def test_commit_fences_on_the_exact_claim(
 
 
 def test_decisions_are_bound_to_the_claim_observation(repository: ScheduleRepository) -> None:
-    """A decision observed at any other time than the acquired time never reaches the store (D4)."""
+    """A decision observed at another time than the acquired time is never stored (DESIGN §4)."""
     claim_fields = {
         "schedule_id": 1,
         "task_id": 1,

@@ -1,4 +1,4 @@
-"""A COMMIT acknowledged only with the sync-rep cancel WARNING is uncertain (SPEC §7, issue 14.3).
+"""A COMMIT acknowledged only with the sync-rep cancel WARNING is uncertain (DESIGN §6).
 
 A primary with a synchronous standby; the standby is stopped, so a COMMIT waits for it; another
 session cancels the wait with `pg_cancel_backend`, and PostgreSQL answers *success* with

@@ -1,4 +1,4 @@
-"""The session runs on the PostgreSQL version it was asked for (the version matrix, issue 14.5)."""
+"""The session runs on the PostgreSQL version it was asked for (the version matrix)."""
 
 from __future__ import annotations
 

@@ -179,7 +179,7 @@ class History:
                 " VALUES (%s, %s, %s, %s)",
                 (run_id, attempt_id, kind, created_at_ms),
             )
-        # The commit also writes its time on the schedule row (D5).
+        # The commit also writes its time on the schedule row (DESIGN §5).
         self.conn.execute(
             "UPDATE ql3.trigger_schedules SET updated_at_ms = greatest(updated_at_ms, %s)"
             " WHERE id = %s",

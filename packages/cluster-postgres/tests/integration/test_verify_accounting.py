@@ -1,4 +1,4 @@
-"""`ql3 verify` accounts for every occurrence (issue 10.5), on histories the real code wrote.
+"""`ql3 verify` accounts for every occurrence (DESIGN §7), on histories the real code wrote.
 
 Schedules come from ScheduleAdmin and decisions from the repository, as in production; only the
 faults are planted by SQL (as the owner).
@@ -14,6 +14,7 @@ from ql3_cluster_postgres import (
     ScheduleAdmin,
     ScheduleSpec,
     VerifyReport,
+    verify_history,
 )
 from ql3_runtime_core import CommitStatus, MisfirePolicy, ScheduleDefinition
 from repo_helpers import command, db_now_ms, decide, make_schedules, owner_conn, wait_until
@@ -125,3 +126,27 @@ def test_a_definition_changed_by_sql_is_caught(ql3_db: Ql3Database) -> None:
         owner.execute("UPDATE ql3.trigger_schedules SET cron = '*/3 * * * * *'")
     report = _verify(ql3_db)
     assert report.count("revision") == 1, report.lines()
+
+
+def test_since_inside_a_skip_record_counts_its_occurrences_as_skipped(ql3_db: Ql3Database) -> None:
+    """A `since_ms` inside a skip record: the occurrences it covers from there are skipped.
+
+    They were counted as expected (each needing a run) before: `expected` exceeded `admitted` by
+    the part of the record after the cut, on a clean history.
+    """
+    make_schedules(ql3_db, 1, policy=MisfirePolicy.SKIP, grace_ms=1_000, shift_back_ms=MINUTE)
+    _cycle(ql3_db)
+    with owner_conn(ql3_db) as owner:
+        row = owner.execute(
+            "SELECT first_skipped_ms, last_skipped_ms FROM ql3.skipped_occurrences"
+        ).fetchone()
+    assert row is not None
+    first, last = int(row[0]), int(row[1])
+    assert last - first >= 50_000  # an every-second schedule, a minute down
+    since = first + 20_000  # inside the record, on an occurrence
+    report = verify_history(ql3_db.dsn("admin"), since_ms=since, stale_claim_grace_ms=0)
+    assert report.ok, report.lines()
+    (verdict,) = report.per_schedule
+    assert verdict.skipped == (last - since) // 1_000 + 1
+    assert verdict.expected == verdict.admitted
+    assert verdict.missing == 0

@@ -1,4 +1,4 @@
-"""`ql3 verify` judges what workers did (issue 13): the `attempts` rule and the admission shape.
+"""`ql3 verify` judges what workers did (DESIGN §10): the `attempts` rule and the admission shape.
 
 A history written by the real ingress (failures, retries, an abandoned lease, a release) passes;
 histories broken by hand as the owner (a gap in the numbers, a retry after a success, an event

@@ -1,4 +1,4 @@
-"""Migrations against real PostgreSQL (SPEC §4): apply once, in order, fenced by a ledger."""
+"""Migrations against real PostgreSQL (DESIGN §12): apply once, in order, fenced by a ledger."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Role provisioning (SPEC §5): NOLOGIN groups, ownership, nothing for PUBLIC, login users."""
+"""Role provisioning (DESIGN §11): NOLOGIN groups, ownership, nothing for PUBLIC, login users."""
 
 from __future__ import annotations
 

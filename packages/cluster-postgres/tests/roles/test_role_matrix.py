@@ -1,4 +1,4 @@
-"""The least-privilege matrix of SPEC §5, proven with real login users over TCP and SCRAM.
+"""The least-privilege matrix of DESIGN §11, proven with real login users over TCP and SCRAM.
 
 One table of expectations (`ALLOWED`) drives every probe: each role x each table x SELECT / INSERT
 / UPDATE of each column group / DELETE / TRUNCATE. A probe runs as the role's login user inside a

@@ -1,6 +1,6 @@
 """The README's module map and SQL map name every module and statement file the wheel ships.
 
-The maps are how a newcomer finds where to work (issue 11.6); a module or `.sql` file added
+The maps are how a newcomer finds where to work; a module or `.sql` file added
 without a line there would be invisible to them, so the installed package is held against the
 README of the checkout the tests run from.
 """

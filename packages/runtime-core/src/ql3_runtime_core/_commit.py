@@ -1,4 +1,4 @@
-"""The commit check (D4, SPEC's "commit normalization"): the last check before the database.
+"""The commit check (DESIGN §4): the last check before the fenced commit (DESIGN §5).
 
 A decision reaches the repository only as a `ClaimCommit`, and the only way to build one is
 `checked_commit`, which refuses anything a correct decision could not have produced. It changes
@@ -133,7 +133,7 @@ def _check_cursor(claim: ClusterScheduleClaim, decision: ScheduleDecision) -> No
 def _check_skipped(
     claim: ClusterScheduleClaim, decision: ScheduleDecision, rules: ZoneRules
 ) -> None:
-    """Refuse a skipped range the commit could not record as the exact truth (SPEC §6).
+    """Refuse a skipped range the commit could not record as the exact truth (DESIGN §4, §7).
 
     The commit writes the range as the durable record of what the cursor passed without
     admitting, and `ql3 verify` accounts every occurrence with it; so it must be exact here.

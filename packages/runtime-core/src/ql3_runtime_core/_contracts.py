@@ -1,4 +1,4 @@
-"""Claim contracts of ADR-0107 (SPEC D1, D3): the claim command, the claim, the schedule definition.
+"""Claim contracts (DESIGN §1, §3): the claim command, the claim, the schedule definition.
 
 None of these models carries a caller-supplied time: the only observation in a claim is
 `claim_acquired_at_ms`, which the database wrote with `clock_timestamp()` (rule zero).
@@ -51,7 +51,7 @@ _CONTRACT = ConfigDict(
 
 
 class MisfirePolicy(StrEnum):
-    """What to do with occurrences that are due but later than the grace (SPEC §6).
+    """What to do with occurrences that are due but later than the grace (DESIGN §4).
 
     - `FIRE_ONCE`: admit only the latest missed occurrence (the default).
     - `SKIP`: admit no missed occurrence.
@@ -113,7 +113,7 @@ EndMs = Annotated[
 
 
 class ClaimClusterScheduleCommand(BaseModel):
-    """What a Coordinator asks for when it claims (D1): who, with which token, for how long.
+    """What a Coordinator asks for when it claims (DESIGN §3): who, with which token, how long.
 
     It has no time field on purpose: `observedAtMs` and any other extra field are rejected, so a
     caller cannot smuggle its wall clock into due-ness or takeover.
@@ -172,10 +172,10 @@ class ScheduleDefinition(BaseModel):
 
 
 class ClusterScheduleClaim(BaseModel):
-    """A claim the database granted (D3).
+    """A claim the database granted (DESIGN §3).
 
     `claim_acquired_at_ms` is the database observation of the claim statement, durable as the
-    row's `updated_at_ms`; every decision about this claim uses it and nothing else (D4).
+    row's `updated_at_ms`; every decision about this claim uses it and nothing else (DESIGN §4).
     """
 
     model_config = _CONTRACT
@@ -203,7 +203,7 @@ class ClusterScheduleClaim(BaseModel):
 
 
 class ExactClaim(Protocol):
-    """The six fields that make one claim exact (D3), as a granted claim or a stored row has them.
+    """The six fields that make one claim exact (DESIGN §5), as a claim or a stored row has them.
 
     `ClusterScheduleClaim` is one; a stored schedule row read by a repository is another, with
     `owner_id`, `claim_token` and `claim_expires_at_ms` None when nobody holds it and
@@ -245,7 +245,7 @@ def same_claim(left: ExactClaim, right: ExactClaim) -> bool:
     """Tell whether two claims are the exact same claim; the one comparison used everywhere.
 
     Identity is schedule, owner, token, version, acquired time and expiry: a claim re-granted
-    with the same token but a new acquired time is a different claim (D3). Python-side checks
+    with the same token but a new acquired time is a different claim (DESIGN §5). Python checks
     (a repository asking whether a claim still stands on its stored row) use this; the SQL
     fences (commit, release, quarantine) state the same six equalities as their own predicate,
     and a test against PostgreSQL pins that both agree.

@@ -1,4 +1,4 @@
-"""Cron occurrence engine (SPEC §6): QL3's dialect matches wall times, zones map them to instants.
+"""Cron occurrence engine (DESIGN §4): QL3's dialect matches wall times, zones map them to instants.
 
 The dialect (fields, names, ranges, steps, `?`, nicknames, Vixie's rule for the two day fields) is
 the table in runtime-core's README, implemented by `_cron_fields` alone; this module walks the

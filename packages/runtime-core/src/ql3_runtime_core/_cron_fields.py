@@ -1,4 +1,4 @@
-"""QL3's cron dialect (SPEC §6): an expression parsed into explicit value sets, or refused.
+"""QL3's cron dialect (DESIGN §4): an expression parsed into explicit value sets, or refused.
 
 The dialect is the table in runtime-core's README and this module is its only implementation: no
 third-party parser decides what a field means, because croniter 7 widened `9-9` to the whole field,

@@ -1,4 +1,4 @@
-"""The cron and misfire decision (SPEC §6, D4): what a claim admits, and where its cursor goes.
+"""The cron and misfire decision (DESIGN §4): what a claim admits, and where its cursor goes.
 
 The only observation is the claim's `claim_acquired_at_ms`, written by the database's
 `clock_timestamp()`; `resolve_cluster_schedule_decision` takes no time argument (rule zero). Its
@@ -30,13 +30,13 @@ __all__ = ["ScheduleDecision", "resolve_cluster_schedule_decision"]
 class ScheduleDecision(BaseModel):
     """What one claim decided: admitted occurrences (oldest first), new cursor and state.
 
-    `observed_at_ms` is always the claim's `claim_acquired_at_ms` (D4); the commit check
+    `observed_at_ms` is always the claim's `claim_acquired_at_ms` (DESIGN §4); the commit check
     refuses anything else. `skipped` counts the missed occurrences the policy chose not to admit,
     exactly (computed arithmetically, not by enumeration), so nothing is dropped silently.
     `skipped_first_ms` and `skipped_last_ms` bound them (None when `skipped` is 0): they are
     contiguous, every occurrence from the first due one up to the latest missed one (that one
     excluded under fire_once, which admits it), so one range describes them all and the commit
-    records it durably (SPEC §6). The cursor `next_due_at_ms` is the first undecided occurrence
+    records it durably (DESIGN §7). The cursor `next_due_at_ms` is the first undecided occurrence
     (None once the schedule is exhausted).
     """
 

@@ -10,7 +10,8 @@ QL3Error
 └── RepositoryUnavailableError             the store could not be reached (retryable)
 ```
 
-Contract validation itself raises pydantic's `ValidationError` (SPEC D1), not a class from here.
+Contract validation itself raises pydantic's `ValidationError` (a caller-supplied time is refused
+by name, DESIGN §3), not a class from here.
 """
 
 from __future__ import annotations

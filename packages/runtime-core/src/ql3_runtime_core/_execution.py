@@ -1,4 +1,4 @@
-"""Execution of admitted runs (issue 13): what a task runs, the attempt a worker holds, protocol.
+"""Execution of admitted runs (DESIGN §10): what a task runs, the attempt a worker holds, protocol.
 
 A Run is admitted once; its attempts execute it. A worker *takes* a queued attempt (it becomes
 `running` under the worker's lease token with a lease expiring at database time + lease), keeps the

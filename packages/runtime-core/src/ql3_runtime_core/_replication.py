@@ -4,7 +4,7 @@ QL3 has no leader of its own, so it is exactly as durable as the PostgreSQL clus
 admission acknowledged by a primary that streams to standbys *asynchronously* can vanish at
 failover (the promoted standby never received it), and an occurrence could then be admitted a
 second time by the new primary. The service reads a `ReplicationState` at every (re)connect and
-reports `replication: unsafe` when commits do not wait for a synchronous standby (issue 14.4).
+reports `replication: unsafe` when commits do not wait for a synchronous standby (DESIGN §13).
 
 A node is identified by its system identifier (one per `initdb`, shared by its physical standbys)
 and its timeline (incremented by every promotion): either changing between two connections means

@@ -1,7 +1,7 @@
 """The repository protocols the Coordinator and its service call, and their typed outcomes.
 
 Storage backends (ql3-cluster-postgres) implement `ScheduleRepository` (what one Coordinator
-cycle needs, SPEC §6, §7) and `ServiceRepository` (that plus what the service loop needs: the
+cycle needs, DESIGN §3-§6) and `ServiceRepository` (that plus what the service loop needs: the
 schema check, wake-ups, the periodic cluster reads, close). They are declared here, in the lowest
 layer, so the backend implementing them and the control plane calling them both depend on this
 package and neither on the other's internals. Expected outcomes
@@ -10,7 +10,7 @@ fail-closed cases are exceptions: `ClockRegressionError` when the database clock
 `RepositoryUnavailableError` when the store cannot be reached before anything was sent.
 
 A schedule row that cannot be read or decided is *quarantined* (state `invalid`, with its reason)
-instead of raising: one bad row must never stop the other schedules (issue 10.2).
+instead of raising: one bad row must never stop the other schedules (DESIGN §8).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class AdmittedRun(BaseModel):
 class CommitOutcome(BaseModel):
     """The result of committing one claim's decision.
 
-    `committed_at_ms` is the commit statement's own `clock_timestamp()` sample (D5), present when
+    `committed_at_ms` is the commit statement's own `clock_timestamp()` sample (DESIGN §5), set when
     the status is `COMMITTED`. `already_admitted` lists the decided occurrences that already had
     a run (the UNIQUE occurrence is the durable fact): the commit admitted them no second time
     and wrote nothing for them, and the rest of the decision still committed.
@@ -292,7 +292,7 @@ class ServiceRepository(ScheduleRepository, Protocol):
         ...
 
     def read_replication_state(self) -> ReplicationState:
-        """Read the node's role, system identifier, timeline and replication mode (issue 14.4)."""
+        """Read the node's role, system identifier, timeline and replication mode (DESIGN §13)."""
         ...
 
     def close(self) -> None:

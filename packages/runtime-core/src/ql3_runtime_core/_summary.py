@@ -1,4 +1,4 @@
-"""Cycle summary (D6): what one Coordinator cycle claimed and admitted, in database time only."""
+"""Cycle summary (DESIGN §13): what one Coordinator cycle claimed and admitted, in database time."""
 
 from __future__ import annotations
 

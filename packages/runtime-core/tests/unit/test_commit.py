@@ -1,4 +1,4 @@
-"""Commit normalization (D4): a decision is bound to its claim's observation and cursor."""
+"""The commit check (DESIGN §4): a decision is bound to its claim's observation and cursor."""
 
 from __future__ import annotations
 

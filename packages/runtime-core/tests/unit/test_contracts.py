@@ -1,4 +1,4 @@
-"""Contract tests (SPEC D1, D3, §10.1): caller time rejected, lease bounds, exact claims."""
+"""Contract tests (DESIGN §1, §3, §5): caller time rejected, lease bounds, exact claims."""
 
 from __future__ import annotations
 

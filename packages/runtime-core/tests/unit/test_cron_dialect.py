@@ -1,7 +1,8 @@
 """The cron dialect of runtime-core's README, case by case: what it accepts means exactly that.
 
-Includes every case of issue 10.1: croniter 7 widened single-value ranges (`0 9-9 * * *` fired
-hourly), read `?` as a wildcard in both day fields, and accepted `R` (a random minute per process).
+Includes every case the third-party parser QL3 used to rely on got wrong: croniter 7 widened
+single-value ranges (`0 9-9 * * *` fired hourly), read `?` as a wildcard in both day fields, and
+accepted `R` (a random minute per process).
 """
 
 from __future__ import annotations

@@ -174,5 +174,5 @@ def test_six_field_expressions_agree_with_cronsim(
     ],
 )
 def test_named_cases_agree_with_cronsim_over_a_month(expression: str, zone_name: str) -> None:
-    """The cases of issue 10.1 (and Vixie's day rule) match cronsim over 40 days around a change."""
+    """The cases croniter 7 got wrong (and Vixie's day rule) match cronsim over 40 days."""
     compare(expression, zone_name, 0, 40 * 86_400)

@@ -1,4 +1,4 @@
-"""Fixed cron examples: SPEC §6 DST rules on known days, validation and zone errors."""
+"""Fixed cron examples: the DST rules of DESIGN §4 on known days, validation and zone errors."""
 
 from __future__ import annotations
 

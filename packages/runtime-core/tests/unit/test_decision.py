@@ -1,4 +1,4 @@
-"""Misfire decision (SPEC §6, D4): each policy on time, missed and with a budget-limited backlog."""
+"""Misfire decision (DESIGN §4): each policy on time, missed and with a budget-limited backlog."""
 
 from __future__ import annotations
 

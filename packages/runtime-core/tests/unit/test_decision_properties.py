@@ -113,7 +113,7 @@ def due_occurrences(claim: ClusterScheduleClaim) -> tuple[list[int], int]:
 
 
 def model(claim: ClusterScheduleClaim, budget: int) -> ScheduleDecision:
-    """Compute the decision SPEC §6 describes, naively, from the full list of due occurrences."""
+    """Compute the decision DESIGN §4 describes, naively, from the full list of due occurrences."""
     definition = claim.definition
     observed = claim.claim_acquired_at_ms
     due, after_due = due_occurrences(claim)

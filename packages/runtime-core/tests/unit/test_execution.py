@@ -1,4 +1,4 @@
-"""The execution models (issue 13): bounds named by field, commands a shell runs as written."""
+"""The execution models (DESIGN §10): bounds named by field, commands a shell runs as written."""
 
 from __future__ import annotations
 

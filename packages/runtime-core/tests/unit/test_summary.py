@@ -1,4 +1,4 @@
-"""Cycle summary (D6): database times of the cycle's claims, never a node observation."""
+"""Cycle summary (DESIGN §13): database times of the cycle's claims, never a node observation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""QL3 import audit: the package closure (SPEC §3) and rule zero (SPEC §1) over src and tests.
+"""QL3 import audit: the package closure (DESIGN §15) and rule zero (DESIGN §1) over src and tests.
 
 Run `ql3-import-audit [--root PATH]` from the repository root. Every finding prints as
 `file:line: rule: detail` (paths relative to the root), then one summary line. Exit status: 0 clean,

@@ -1,4 +1,4 @@
-"""AST pass for rule zero: no node wall clock in src, tests, bench, chaos, examples, tools (§1).
+"""AST pass for rule zero (DESIGN §1): no wall clock in src, tests, bench, chaos, examples, tools.
 
 ruff's TID251 (root pyproject) bans the direct spellings; this pass finds what it cannot. The data
 flow of `_flow` / `_bindings` gives every expression the stdlib objects it may hold, over the whole
@@ -197,7 +197,7 @@ def check_clock(workspace: Workspace) -> list[Finding]:
         for path in workspace.python_files(folder)
     }
     return [
-        Finding(relative, line, RULE_CLOCK, f"{detail} (SPEC §1)")
+        Finding(relative, line, RULE_CLOCK, f"{detail} (DESIGN §1)")
         for relative, problems in analyse(files).items()
         for line, detail in problems
     ]

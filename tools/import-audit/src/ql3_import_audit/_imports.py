@@ -1,4 +1,4 @@
-"""AST pass for the package closure where import-linter cannot look (SPEC §3).
+"""AST pass for the package closure where import-linter cannot look (DESIGN §15).
 
 import-linter sees only the installed import packages; the tests folders are not packages and
 `from ql3_x import _helper` (a private non-module name) never becomes a graph edge. This pass
@@ -48,7 +48,7 @@ def forbidden_reason(
             " it (its tests may, declared in [dependency-groups] test)"
         )
     if imported in FORBIDDEN_EXTERNAL.get(importer, ()):
-        return f"{importer} must not import {imported} (runtime-core does no I/O, SPEC §3)"
+        return f"{importer} must not import {imported} (runtime-core does no I/O, DESIGN §15)"
     if (
         importer in LAYERS
         and imported in LAYERS

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-# Layer order, lowest first (SPEC §3): a package may import only packages listed before it.
+# Layer order, lowest first (DESIGN §15): a package may import only packages listed before it.
 LAYERS: Final = ("ql3_runtime_core", "ql3_cluster_postgres", "ql3_cluster_control")
 # Third-party imports a package must never make even if declared (runtime-core does no I/O).
 FORBIDDEN_EXTERNAL: Final[dict[str, tuple[str, ...]]] = {
@@ -92,7 +92,7 @@ class Package:
 
     @property
     def layer(self) -> int | None:
-        """Return the layer index (higher may import lower), None for a package outside SPEC §3."""
+        """Return the layer index (higher may import lower), None outside DESIGN §15's layers."""
         return LAYERS.index(self.import_name) if self.import_name in LAYERS else None
 
 

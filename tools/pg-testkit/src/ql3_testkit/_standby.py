@@ -41,6 +41,12 @@ def base_backup(primary: PrivateServer, standby: PrivateServer, *, no_sync: bool
     The slot and the application name are the standby's name, so `wait_streaming` and
     synchronous_standby_names can refer to it.
     """
+    # The product's lookup asks only for what an embedded server runs; a standby needs more.
+    if not (standby.bin_dir / "pg_basebackup").exists():
+        raise ThrowawayClusterError(
+            f"{standby.bin_dir} has no pg_basebackup, which a standby is cloned with: install the"
+            " PostgreSQL client tools of the same major version (Debian: postgresql-client-NN)"
+        )
     argv = [
         "-D",
         str(standby.data_dir),

@@ -1,4 +1,4 @@
-"""The check that a package README's module map names every module the wheel ships (issue 11.6).
+"""The check that a package README's module map names every module the wheel ships.
 
 Each package README has a `## Module map` (or `### Module map`) table whose first column is
 `` `_module` ``: how a newcomer finds where to work. A module added or renamed without its line

@@ -1,4 +1,4 @@
-"""The guard against positional row reads (issue 11.2): rows are read by column name only.
+"""The guard against positional row reads: rows are read by column name only.
 
 A read such as `row[0]` or `cur.fetchone()[0]` makes the column order of a statement's SELECT or
 RETURNING list a second, silent contract between the SQL file and the Python: reorder the

@@ -1,4 +1,4 @@
-"""The public-surface and installed-wheel checks every QL3 package runs on itself (STYLE §2, §9).
+"""The public-surface and installed-wheel checks every QL3 package runs on itself.
 
 Each wheel pins its surface (`__all__` sorted, complete, errors shown at the package) and proves
 its tests import the installed wheel, not the checkout. Written once per package, the checks
@@ -102,7 +102,8 @@ def check_installed(module: types.ModuleType) -> None:
     """Require `module` to come from an installed wheel (site-packages), not a source checkout.
 
     An editable install or a `src/` folder on the path would let a test pass with files the
-    wheel does not ship (STYLE §9); the nox sessions install only built wheels.
+    wheel does not ship (tests run against the installed wheel, DESIGN §14); the nox sessions
+    install only built wheels.
     """
     location = Path(module.__file__ or "").resolve()
     if "site-packages" not in location.parts:

@@ -1,20 +1,20 @@
--- D2: one statement, one database observation. `obs` is MATERIALIZED so the database clock is
--- read exactly once; due-ness, takeover of an expired claim and never-backwards all compare
--- against it, and it is written as the acquired time (updated_at_ms) and the lease base.
+-- DESIGN §3: one statement, one database observation. `obs` is MATERIALIZED so the database
+-- clock is read exactly once; due-ness, takeover of an expired claim and never-backwards all
+-- compare against it, and it is written as the acquired time (updated_at_ms) and the lease base.
 -- Parameters: owner_id, claim_token, lease_ms, batch_limit, zone_rules_version. No time is ever
 -- a parameter.
 -- The scalar subquery makes the cursor bound an index condition on trigger_schedules_due,
 -- so the scan walks only due active rows, in due order, and idle schedules cost nothing.
--- Zone rules (SPEC §6): nothing is claimed unless the replica's zone rules version is the one
+-- Zone rules (DESIGN §9): nothing is claimed unless the replica's zone rules version is the one
 -- recorded in ql3.zone_rules, read by this very statement, so an operator's switch is atomic for
 -- every replica. The result always has at least one row carrying the recorded version; claimed
 -- rows follow it in the same rows (claim columns NULL when nothing was claimed).
 -- The column names below are the fields of ClaimedRow (_rows.py): Python reads them by name.
--- Commit mode (issue 12.3): this statement's own commit does not wait for the WAL flush (or a
+-- Commit mode (DESIGN §3): this statement's own commit does not wait for the WAL flush (or a
 -- synchronous standby): `set_config(..., true)` is local to its transaction, so the session's
 -- next transaction, the fenced commit, is synchronous again. A claim lost by a crash is safe:
 -- it only sets a lease, and nothing is admitted on its strength until the fenced commit proves
--- it (owner, token, version, acquired time and ctid all equal, SPEC §7). A lost claim makes that
+-- it (owner, token, version, acquired time and ctid all equal, DESIGN §5). A lost claim makes that
 -- fence fail (raced, nothing written); and a fenced commit that is durable implies its claim is,
 -- because WAL is flushed in order and the claim's record precedes the commit's. On a failover the
 -- same holds on the new primary. A durable claim flush cost ~2.2 ms of every round (p50, durable

@@ -1,4 +1,4 @@
--- D5 / SPEC §7: runs inside a SERIALIZABLE transaction. One statement samples the database clock
+-- DESIGN §5: runs inside a SERIALIZABLE transaction. One statement samples the database clock
 -- once (`obs`) and locks each schedule by its exact claim (the UPDATE below), so the fence and
 -- the time are the same observation.
 -- * obs >= claim_expires_at_ms: that claim is raced, nothing written for it.
@@ -11,14 +11,14 @@
 -- * obs < claim_acquired_at_ms for any claim: the clock went back; `regressed` blocks every write
 --   and the caller rolls back and raises.
 -- * otherwise obs is created_at_ms/updated_at_ms of the Run, Attempt, both Events and schedule,
---   and of the skip record of each fenced claim whose decision skipped occurrences (SPEC §6).
+--   and of the skip record of each fenced claim whose decision skipped occurrences (DESIGN §7).
 -- SSI: the schedule rows are found by ctid (a TID scan takes a tuple-level SIREAD lock only) and
 -- the history tables are only inserted into (UNIQUE enforces one run per occurrence), so
 -- replicas committing different schedules hold no predicate lock that the other's writes hit.
 -- Identities come from INSERTs fed only by fenced rows: none is allocated for a raced claim.
 -- An occurrence that already has a run is settled by that durable fact (ON CONFLICT DO NOTHING):
 -- it is not admitted again and does not fail the other claims of the batch; no attempt, event or
--- notification is written for it, and the caller reports it (issue 10.4). The arbiter probe
+-- notification is written for it, and the caller reports it (DESIGN §5). The arbiter probe
 -- reads the index with a dirty snapshot, which takes no SIREAD lock; a conflicting run committed
 -- after this transaction's snapshot still raises 40001 (retried) rather than being ignored.
 WITH obs AS MATERIALIZED (

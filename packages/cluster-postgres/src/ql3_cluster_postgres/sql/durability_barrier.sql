@@ -1,4 +1,4 @@
--- The durability barrier (SPEC §7): a transaction that writes WAL (a transactional logical
+-- The durability barrier (DESIGN §6): a transaction that writes WAL (a transactional logical
 -- message, no table touched; an xid alone writes none and would not wait), so its COMMIT waits
 -- until a synchronous standby has it. Once it is acknowledged cleanly, every earlier commit on
 -- this timeline is durable there too, so the durable facts read next are the ones a failover keeps.

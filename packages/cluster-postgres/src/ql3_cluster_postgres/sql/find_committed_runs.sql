@@ -1,4 +1,4 @@
--- Durable facts for an uncertain commit (SPEC §7): the runs of the given occurrences of one
+-- Durable facts for an uncertain commit (DESIGN §6): the runs of the given occurrences of one
 -- schedule, whoever admitted them, with their first attempts (a run admitted by this commit always
 -- has one; a run found already there is only evidence that the occurrence was taken).
 -- Read by name into FoundRun (_rows.py).

@@ -1,6 +1,6 @@
 -- ScheduleAdmin: per locked schedule, the latest occurrence already decided (admitted as a run or
 -- passed by a skip record), read after the lock so no commit can land in between. A cursor placed
--- anew goes strictly after it (issue 10.4). Both reads walk an index of that schedule only.
+-- anew goes strictly after it (DESIGN §7). Both reads walk an index of that schedule only.
 SELECT i.id,
        greatest(
            (SELECT max(r.scheduled_for_ms) FROM ql3.runs AS r WHERE r.schedule_id = i.id),

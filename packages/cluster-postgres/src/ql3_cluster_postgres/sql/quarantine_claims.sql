@@ -1,4 +1,4 @@
--- Quarantine (issue 10.2): put each claimed schedule that cannot be read or decided in state
+-- Quarantine (DESIGN §8): put each claimed schedule that cannot be read or decided in state
 -- `invalid` with its reason, releasing its claim in the same write, fenced on the exact claim
 -- (like release_claims). The statement's own clock_timestamp() is the quarantine time and the
 -- new updated_at_ms; a row whose updated_at_ms is later (the clock went back) is left to expire

@@ -1,4 +1,4 @@
--- The service's periodic look at the cluster (issue 10.2, 10.3): the zone rules version recorded
+-- The service's periodic look at the cluster (DESIGN §8, §9): the zone rules version recorded
 -- for every replica and how many schedules are quarantined (state `invalid`, a partial index).
 SELECT
     (SELECT z.version FROM ql3.zone_rules AS z) AS zone_rules_version,

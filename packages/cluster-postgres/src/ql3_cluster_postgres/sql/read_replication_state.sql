@@ -1,4 +1,4 @@
--- The replication-safety guard's reading of the node (issue 14.4), one statement, any role.
+-- The replication-safety guard's reading of the node (DESIGN §13), one statement, any role.
 -- Timeline: on a primary the current WAL file name starts with it (8 hex digits), exact right
 -- after a promotion; in recovery only the last checkpoint's is readable (it may lag).
 -- Commits wait for a standby when synchronous_standby_names names one and this session's

@@ -1,4 +1,4 @@
--- Graceful stop (SPEC §7): clear claims that still stand exactly, at database time. A row whose
+-- Graceful stop (DESIGN §5): clear claims that still stand exactly, at database time. A row whose
 -- updated_at_ms is later than the observation (the clock went back) is left to expire rather
 -- than written backwards. Others are woken through ql3_schedule_changed, inside the transaction.
 WITH obs AS MATERIALIZED (

@@ -3,7 +3,7 @@
 -- are never touched, and while a claim is held updated_at_ms stays its acquired time (the
 -- claim_window CHECK); otherwise it moves to the database time, never backwards.
 -- keep_definition leaves the stored definition as it is (a state change of a row this node may
--- not be able to read); any state but `invalid` clears the quarantine reason (issue 10.2).
+-- not be able to read); any state but `invalid` clears the quarantine reason (DESIGN §8).
 WITH obs AS MATERIALIZED (
     SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
 ),

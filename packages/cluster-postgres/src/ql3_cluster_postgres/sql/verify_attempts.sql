@@ -1,5 +1,5 @@
 -- verify_history: the attempts of the runs in scope whose attempts or attempt events break the
--- `attempts` rule (issue 13), each with the events that name it counted by kind, in run and number
+-- `attempts` rule (DESIGN §10), each with the events that name it counted by kind, in run and number
 -- order: numbers 1..n, at most one live, a successor only after an attempt that ended without
 -- success, and each attempt's events telling its own story (one attempt.queued; one
 -- attempt.running per take, each take but the last released; one final event, of its final

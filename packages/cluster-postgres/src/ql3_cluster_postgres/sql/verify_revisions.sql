@@ -1,6 +1,6 @@
 -- verify_history: every schedule revision (migrations/0004), with the latest occurrence already
 -- decided (a run, or the end of a skip record) before its first cursor: what the admin had to
--- place that cursor after (issue 10.4). NULL first cursor: every decided occurrence counts. Each
+-- place that cursor after (DESIGN §7). NULL first cursor: every decided occurrence counts. Each
 -- revision names the zone rules version its occurrences are computed with.
 SELECT v.schedule_id,
        v.revision,

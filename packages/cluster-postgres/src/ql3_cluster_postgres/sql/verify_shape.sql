@@ -1,5 +1,5 @@
 -- verify_history: every run id whose rows in runs, attempts and events do not have the admission
--- shape (D5): one run, one first attempt, one run.admitted event and one attempt.queued event per
+-- shape (DESIGN §5): one run, one first attempt, one run.admitted event and one attempt.queued event per
 -- attempt, the run, its first attempt and run.admitted at the run's commit time and the earliest
 -- attempt.queued with them (later attempts, queued by workers after a failure, and the events
 -- workers append are the `attempts` rule's, verify_attempts.sql). A run id without a run is an
