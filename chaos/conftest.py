@@ -2,8 +2,8 @@
 
 Every scenario records one evidence row (faults injected; expected / admitted / duplicated / early
 / missing occurrences; 40001 retries; duration; outcome). At the end of the session the rows are
-written to docs/EVIDENCE.md beside the record's own evidence list (SPEC §10), so the document always
-shows the latest run.
+written to docs/EVIDENCE.md beside the evidence list the design asks for (DESIGN §14), so the
+document always shows the latest run.
 """
 
 from __future__ import annotations
