@@ -165,7 +165,12 @@ def judge(tests: list[str], suites: tuple[str, ...], timeout_s: int, budget_s: f
 
 
 def _verdict(findings: list[dict[str, str]], seconds: float, ran: int) -> Outcome:
-    """Decide: an assertion kills; else a timeout; else a SQL error or crash is invalid."""
+    """Decide: an assertion kills; else a timeout; else a SQL error or crash is invalid.
+
+    A selection that ran no test judged nothing: `untested`, never `survived` (pytest runs
+    nothing when one id of its arguments no longer exists, so a stale id must not pass for a
+    survivor, nor for a control that passed).
+    """
     for category, verdict in (
         ("assertion", Verdict.CAUGHT),
         ("timeout", Verdict.TIMEOUT),
@@ -176,6 +181,8 @@ def _verdict(findings: list[dict[str, str]], seconds: float, ran: int) -> Outcom
         if first is not None:
             reason = first["test"] if verdict is Verdict.CAUGHT else _describe(first)
             return Outcome(verdict, reason, seconds, ran, findings)
+    if ran == 0:
+        return Outcome(Verdict.UNTESTED, "the selection ran no test", seconds, ran, findings)
     return Outcome(Verdict.SURVIVED, "", seconds, ran, findings)
 
 

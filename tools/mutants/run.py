@@ -8,6 +8,7 @@ group (cosmic-ray, coverage) into the session:
                                            # rewrite docs/MUTANTS.md and the EVIDENCE.md block
     uv run nox -s mutants -- --module _decision.py --module sql/commit_decisions.sql --report
     uv run nox -s mutants -- --id py:_decision:1a2b3c4d     # one mutant, printed
+    uv run nox -s mutants -- --map-only    # map the tests anew (tools/mutants/test_map.json)
 
 Generation: `generate.py` (cosmic-ray for the Python modules of `mutants.toml`, why cosmic-ray
 and not mutmut is in `py_mutants.py`; our token-based SQL operators in `sql_mutants.py`). Each
@@ -18,6 +19,11 @@ assertion; invalid on a build, import, SQL or crash error; timeout apart. A test
 mutant is run once on the unmutated wheels (the control, on demand): a kill by a test that fails
 anyway is invalid, so "caught" means the mutation was noticed. The map run of `--all` is the
 control of every test at once (a test failing there is left out of the map).
+
+Before any mutant runs, every test id the chosen mutants (and the named ones) would run is
+checked against the test files: a stale map (a test renamed or deleted since it was made) stops
+the run with status 2, naming the ids, because pytest given a missing id runs nothing. A
+selection that ran no test is `untested`, never `survived`.
 
 Exit status: 0 when the control passed and no selected valid mutant survived, timed out or went
 untested without an entry in `equivalent.toml`, and every named mutant (`catalog.toml`) was
@@ -82,7 +88,7 @@ def passes_unmutated(test: str, judges: dict[str, bool], config: generate.Config
     """
     if test not in judges:
         outcome = judge([test], config.suites, config.test_timeout_s, 600)
-        judges[test] = not outcome.findings
+        judges[test] = not outcome.findings and outcome.tests_run > 0
     return judges[test]
 
 
@@ -94,7 +100,7 @@ def control(tests: list[str], config: generate.Config, suites: tuple[str, ...]) 
     print(f"mutants: control of {outcome.tests_run} tests: {len(outcome.findings)} failures")
     for finding in outcome.findings:
         print(f"mutants:   {finding['test']}: {finding['exception']}: {finding['message']}")
-    return not outcome.findings
+    return not outcome.findings and outcome.tests_run > 0
 
 
 def run_generated(
@@ -158,34 +164,50 @@ def choose(args: argparse.Namespace, config: generate.Config) -> tuple[list[Muta
     return chosen, f"the CI sample: {len(chosen)} of {total}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Map (if asked), control, run the chosen mutants and the named ones, report."""
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """Read the command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all", action="store_true", help="map anew and run every mutant")
     parser.add_argument("--module", action="append", help="run this module's mutants")
     parser.add_argument("--id", action="append", help="run this mutant")
     parser.add_argument("--limit", type=int, help="with --module: at most this many")
     parser.add_argument("--map", action="store_true", help="map the tests anew first")
+    parser.add_argument("--map-only", action="store_true", help="map the tests anew and stop")
     parser.add_argument("--minutes", type=float, help="start no mutant after this many minutes")
     parser.add_argument("--no-named", action="store_true", help="skip catalog.toml")
     parser.add_argument("--report", action="store_true", help="write docs/ for this selection")
     parser.add_argument("--evidence", type=Path, default=DOCS / "EVIDENCE.md")
-    args = parser.parse_args(argv)
-    config = generate.load_config()
-    equivalents = report.load_equivalents()
-    chosen, described = choose(args, config)
-    print(f"mutants: {described}", flush=True)
-    wheels = Wheels()
-    wheels.restore()
-    test_map = make_map(config) if args.all or args.map else selection.TestMap.load()
-    selected = {m.id: test_map.select(m) for m in chosen}
+    return parser.parse_args(argv)
+
+
+def stale_ids(selected: dict[str, list[str]], named: list[catalog.Named]) -> list[str]:
+    """Return the test ids to be run that no longer exist, printed loudly when there are any."""
+    wanted = {t for tests in selected.values() for t in tests}
+    wanted |= {t for entry in named for t in entry.tests}
+    stale = selection.stale(sorted(wanted))
+    if stale:
+        print(
+            f"mutants: the test map is stale: {len(stale)} selected test ids no longer exist"
+            " (run `nox -s mutants -- --map-only` to map anew):\n  " + "\n  ".join(stale),
+            flush=True,
+        )
+    return stale
+
+
+def run_chosen(
+    chosen: list[Mutant],
+    selected: dict[str, list[str]],
+    wheels: Wheels,
+    config: generate.Config,
+    minutes: float | None,
+) -> tuple[list[report.Row], str]:
+    """Run the chosen mutants in order; return their rows and why the run stopped early, if so."""
     judges: dict[str, bool] = {}
     rows: list[report.Row] = []
     started = time.monotonic()
     for number, generated in enumerate(chosen, 1):
-        if args.minutes and time.monotonic() - started > args.minutes * 60:
-            described += f"; stopped by --minutes {args.minutes:g} after {number - 1} mutants"
-            break
+        if minutes and time.monotonic() - started > minutes * 60:
+            return rows, f"; stopped by --minutes {minutes:g} after {number - 1} mutants"
         mutant, outcome = run_generated(generated, selected[generated.id], wheels, config)
         if outcome.verdict is Verdict.CAUGHT and not passes_unmutated(
             outcome.reason, judges, config
@@ -207,12 +229,39 @@ def main(argv: list[str] | None = None) -> int:
             f" ({len(selected[mutant.id])} tests) {outcome.reason[:160]}",
             flush=True,
         )
-    named = [] if args.no_named or args.id or args.module else run_named(catalog.load(), wheels)
+    return rows, ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Map (if asked), check the map, run the chosen mutants and the named ones, report."""
+    args = parse(argv)
+    config = generate.load_config()
+    equivalents = report.load_equivalents()
+    chosen, described = choose(args, config)
+    print(f"mutants: {described}", flush=True)
+    mapping = args.all or args.map or args.map_only
+    wheels = Wheels() if mapping else None
+    if wheels is not None:
+        wheels.restore()
+    test_map = make_map(config) if mapping else selection.TestMap.load()
+    if args.map_only:
+        return 0
+    selected = {m.id: test_map.select(m) for m in chosen}
+    named_entries = [] if args.no_named or args.id or args.module else catalog.load()
+    if stale_ids(selected, named_entries):
+        return 2
+    if wheels is None:
+        wheels = Wheels()
+        wheels.restore()
+    rows, stopped = run_chosen(chosen, selected, wheels, config, args.minutes)
+    named = run_named(named_entries, wheels) if named_entries else []
     wheels.restore()
+    options = " ".join(a for a in (argv or sys.argv[1:]) if not a.startswith("--evidence"))
+    options = options.replace(str(args.evidence), "").strip()
     context = {
-        "command": "nox -s mutants -- --all" if args.all else "nox -s mutants",
+        "command": f"nox -s mutants -- {options}" if options else "nox -s mutants",
         "commit": commit(),
-        "selection": described,
+        "selection": described + stopped,
         "control": "all (the map run)" if args.all else "each killing test, checked once",
         "goal": ",".join(config.goal_modules),
         "percent": str(config.goal_percent),

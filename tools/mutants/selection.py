@@ -16,6 +16,11 @@ map run) with each file's sha256:
 
 Only tests that passed in the map run are in the map (a test that fails unmutated cannot judge).
 Selections run fastest first, so a kill usually comes from a short test.
+
+A map outlives the tests it names: a renamed or deleted test leaves a stale id, and pytest given
+one id it cannot find runs nothing at all, so a selection holding one would judge nothing. The
+runner checks every selected id against the test files (`stale`) before any mutant runs and
+stops, naming them; the cure is the one command that maps anew (`run.py --map-only`).
 """
 
 from __future__ import annotations
@@ -194,6 +199,35 @@ class TestMap:
         # Import-time code fans out to every user of a class; its fastest tests judge it.
         fastest = sorted(found, key=lambda i: self.data["durations"][i])
         return set(fastest[:IMPORT_TIME_TESTS])
+
+
+def stale(tests: list[str]) -> list[str]:
+    """Return the test ids whose file, class or function no longer exists in the tree.
+
+    Read from the test files' syntax (no collection run): an id `path::[Class::]function`
+    names a file under the repository and a chain of definitions in it.
+    """
+    trees: dict[str, ast.Module | None] = {}
+    missing: list[str] = []
+    for test in tests:
+        path, *names = test.split("[", 1)[0].split("::")
+        if path not in trees:
+            source = ROOT / path
+            trees[path] = ast.parse(source.read_text()) if source.is_file() else None
+        tree = trees[path]
+        body: list[ast.stmt] = tree.body if tree is not None else []
+        for name in names if tree is not None else ["<file>"]:
+            found = [
+                node
+                for node in body
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and node.name == name
+            ]
+            if not found:
+                missing.append(test)
+                break
+            body = found[0].body
+    return missing
 
 
 def _tests_in(lines: dict[int, set[int]], function: ast.AST) -> set[int]:
