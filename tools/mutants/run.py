@@ -177,6 +177,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-named", action="store_true", help="skip catalog.toml")
     parser.add_argument("--report", action="store_true", help="write docs/ for this selection")
     parser.add_argument("--evidence", type=Path, default=DOCS / "EVIDENCE.md")
+    parser.add_argument(
+        "--keep", type=Path, help="report also the rows of this earlier last-run.json not rerun now"
+    )
     return parser.parse_args(argv)
 
 
@@ -232,6 +235,29 @@ def run_chosen(
     return rows, ""
 
 
+def keep(earlier: Path, rows: list[report.Row], described: str) -> tuple[list[report.Row], str]:
+    """Merge this run's rows into an earlier run's (its `last-run.json`), in the earlier order.
+
+    For a long run continued in parts, or the survivors of a run judged again once new tests
+    exist: a mutant run now replaces its earlier row, the others are reported as they were, and
+    the selection sentence says how many of each and against which commit they ran.
+    """
+    data = json.loads(earlier.read_text())
+    fresh = {row.id: row for row in rows}
+    kept = [
+        report.Row(**{**item, "verdict": Verdict(item["verdict"])})
+        for item in data["rows"]
+        if item["id"] not in fresh
+    ]
+    order = {item["id"]: index for index, item in enumerate(data["rows"])}
+    merged = sorted([*kept, *rows], key=lambda row: order.get(row.id, len(order)))
+    sentence = (
+        f"{data['selection']} (against `{data['commit']}`); then {described}, whose"
+        f" {len(rows)} verdicts replace the earlier ones"
+    )
+    return merged, sentence
+
+
 def main(argv: list[str] | None = None) -> int:
     """Map (if asked), check the map, run the chosen mutants and the named ones, report."""
     args = parse(argv)
@@ -247,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.map_only:
         return 0
     selected = {m.id: test_map.select(m) for m in chosen}
-    named_entries = [] if args.no_named or args.id or args.module else catalog.load()
+    partial = (args.id or args.module) and not args.report
+    named_entries = [] if args.no_named or partial else catalog.load()
     if stale_ids(selected, named_entries):
         return 2
     if wheels is None:
@@ -258,10 +285,13 @@ def main(argv: list[str] | None = None) -> int:
     wheels.restore()
     options = " ".join(a for a in (argv or sys.argv[1:]) if not a.startswith("--evidence"))
     options = options.replace(str(args.evidence), "").strip()
+    described += stopped
+    if args.keep:
+        rows, described = keep(args.keep, rows, described)
     context = {
         "command": f"nox -s mutants -- {options}" if options else "nox -s mutants",
         "commit": commit(),
-        "selection": described + stopped,
+        "selection": described,
         "control": "all (the map run)" if args.all else "each killing test, checked once",
         "goal": ",".join(config.goal_modules),
         "percent": str(config.goal_percent),
@@ -270,7 +300,14 @@ def main(argv: list[str] | None = None) -> int:
         (DOCS / "MUTANTS.md").write_text(report.mutants_page(rows, equivalents, context))
         report.write_block(args.evidence, report.evidence_block(rows, equivalents, context, named))
     Path(selection.MAP_FILE.with_name("last-run.json")).write_text(
-        json.dumps([{**r.__dict__, "verdict": r.verdict.value} for r in rows], indent=1)
+        json.dumps(
+            {
+                "commit": context["commit"],
+                "selection": described,
+                "rows": [{**r.__dict__, "verdict": r.verdict.value} for r in rows],
+            },
+            indent=1,
+        )
     )
     failing = [
         r.id for r in rows
