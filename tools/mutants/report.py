@@ -137,6 +137,9 @@ def evidence_block(
             " the tests anew, runs every generated mutant and rewrites this block and"
             " MUTANTS.md); CI (`nox -s mutants`) runs a fixed sample and fails on a sampled"
             " valid mutant that survives without an entry in `tools/mutants/equivalent.toml`."
+            " The test map alone is made anew by `uv run nox -s mutants -- --map-only`; a map"
+            " naming a test that no longer exists stops the run with the stale ids, and a"
+            " selection that ran no test is `untested`, never `survived`."
         ),
         "",
         "### Named mutants",
