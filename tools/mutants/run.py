@@ -62,18 +62,26 @@ def commit() -> str:
     return f"{head}+changes" if dirty else head
 
 
-def make_map(config: generate.Config) -> selection.TestMap:
-    """Run every test folder once on the unmutated wheels, recording coverage per test."""
+def make_map(config: generate.Config, only: list[str] | None = None) -> selection.TestMap:
+    """Run every test folder once on the unmutated wheels, recording coverage per test.
+
+    With `only` (test files), run just those and merge them into the stored map: the tests a
+    change added or renamed join the map in minutes instead of a whole map run.
+    """
     outputs = []
     for suite in config.suites:
         started = time.monotonic()
-        command = pytest_command(suite, [suite], 600)
+        chosen = [path for path in only or [] if path.startswith(f"{suite}/")]
+        if only and not chosen:
+            continue
+        command = pytest_command(suite, chosen or [suite], 600)
         record, tail = run_pytest(command, "MUTANTS_QL3_MAP", 3 * 3600)
         if record is None:
             raise SystemExit(f"mutants: the map run of {suite} did not finish:\n{tail}")
         outputs.append(Path(str(record["folder"])))
         print(f"mutants: mapped {suite} in {time.monotonic() - started:.0f} s", flush=True)
-    data = selection.build(outputs, commit())
+    earlier = json.loads(selection.MAP_FILE.read_text()) if only else None
+    data = selection.build(outputs, commit(), earlier)
     selection.MAP_FILE.write_text(json.dumps(data, separators=(",", ":")) + "\n")
     failed = data["failed_unmutated"]
     print(f"mutants: map of {len(data['tests'])} tests; {len(failed)} failed unmutated: {failed}")
@@ -173,6 +181,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, help="with --module: at most this many")
     parser.add_argument("--map", action="store_true", help="map the tests anew first")
     parser.add_argument("--map-only", action="store_true", help="map the tests anew and stop")
+    parser.add_argument(
+        "--map-file", action="append", help="with --map-only: map only this test file, merged"
+    )
     parser.add_argument("--minutes", type=float, help="start no mutant after this many minutes")
     parser.add_argument("--no-named", action="store_true", help="skip catalog.toml")
     parser.add_argument("--report", action="store_true", help="write docs/ for this selection")
@@ -269,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     wheels = Wheels() if mapping else None
     if wheels is not None:
         wheels.restore()
-    test_map = make_map(config) if mapping else selection.TestMap.load()
+    test_map = make_map(config, args.map_file) if mapping else selection.TestMap.load()
     if args.map_only:
         return 0
     selected = {m.id: test_map.select(m) for m in chosen}

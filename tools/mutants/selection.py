@@ -80,12 +80,25 @@ def _numbits_to_lines(numbits: bytes) -> list[int]:
     ]
 
 
-def build(outputs: list[Path], commit: str) -> dict[str, Any]:
-    """Combine the map runs' outputs (one folder per test suite) into the stored map."""
+def build(
+    outputs: list[Path], commit: str, earlier: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Combine the map runs' outputs (one folder per test suite) into the stored map.
+
+    With `earlier` (a stored map), the outputs map only some test files: the earlier map's
+    entries for every other test are kept, those of the mapped files replaced.
+    """
     durations: dict[str, float] = {}
     failed: set[str] = set()
     statements: dict[str, set[str]] = {}
     lines: dict[str, dict[int, set[str]]] = {}
+    if earlier is not None:
+        mapped = {
+            test.split("::", 1)[0]
+            for output in outputs
+            for test in json.loads((output / "tests.json").read_text())["durations"]
+        }
+        _decode(earlier, mapped, durations, statements, lines)
     for output in outputs:
         record = json.loads((output / "tests.json").read_text())
         durations.update(record["durations"])
@@ -122,6 +135,26 @@ def build(outputs: list[Path], commit: str) -> dict[str, Any]:
         "files": files,
         "statements": {name: encode(group) for name, group in sorted(statements.items())},
     }
+
+
+def _decode(
+    data: dict[str, Any],
+    mapped: set[str],
+    durations: dict[str, float],
+    statements: dict[str, set[str]],
+    lines: dict[str, dict[int, set[str]]],
+) -> None:
+    """Add a stored map's records of the tests outside the files in `mapped` to the others."""
+    tests: list[str] = data["tests"]
+    keep = {i for i, test in enumerate(tests) if test.split("::", 1)[0] not in mapped}
+    durations.update({tests[i]: float(data["durations"][i]) for i in keep})
+    for name, group in data["statements"].items():
+        statements.setdefault(name, set()).update(tests[i] for i in group if i in keep)
+    for source, entry in data["files"].items():
+        by_line = lines.setdefault(source, {})
+        for line, position in entry["lines"].items():
+            group = {tests[i] for i in entry["sets"][position] if i in keep}
+            by_line.setdefault(int(line), set()).update(group)
 
 
 @dataclass
