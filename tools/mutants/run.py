@@ -189,7 +189,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--report", action="store_true", help="write docs/ for this selection")
     parser.add_argument("--evidence", type=Path, default=DOCS / "EVIDENCE.md")
     parser.add_argument(
-        "--keep", type=Path, help="report also the rows of this earlier last-run.json not rerun now"
+        "--keep",
+        type=Path,
+        action="append",
+        help="report also the rows of this earlier run's record not rerun now (repeatable)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=selection.MAP_FILE.with_name("last-run.json"),
+        help="where this run's record goes (rows, commit, selection), for a later --keep",
     )
     return parser.parse_args(argv)
 
@@ -246,26 +255,27 @@ def run_chosen(
     return rows, ""
 
 
-def keep(earlier: Path, rows: list[report.Row], described: str) -> tuple[list[report.Row], str]:
-    """Merge this run's rows into an earlier run's (its `last-run.json`), in the earlier order.
+def keep(
+    earlier: list[Path], rows: list[report.Row], described: str
+) -> tuple[list[report.Row], str]:
+    """Merge this run's rows into earlier runs' (their `--out` records), in the earlier order.
 
-    For a long run continued in parts, or the survivors of a run judged again once new tests
-    exist: a mutant run now replaces its earlier row, the others are reported as they were, and
-    the selection sentence says how many of each and against which commit they ran.
+    For a long run done in parts, or the survivors of a run judged again once new tests exist:
+    a mutant run now replaces its earlier row, the others are reported as they were, and the
+    selection sentence says what each part was and against which commit it ran.
     """
-    data = json.loads(earlier.read_text())
+    records = [json.loads(path.read_text()) for path in earlier]
     fresh = {row.id: row for row in rows}
+    items = [item for record in records for item in record["rows"]]
     kept = [
         report.Row(**{**item, "verdict": Verdict(item["verdict"])})
-        for item in data["rows"]
+        for item in items
         if item["id"] not in fresh
     ]
-    order = {item["id"]: index for index, item in enumerate(data["rows"])}
+    order = {item["id"]: index for index, item in enumerate(items)}
     merged = sorted([*kept, *rows], key=lambda row: order.get(row.id, len(order)))
-    sentence = (
-        f"{data['selection']} (against `{data['commit']}`); then {described}, whose"
-        f" {len(rows)} verdicts replace the earlier ones"
-    )
+    parts = "; ".join(f"{r['selection']} (against `{r['commit']}`)" for r in records)
+    sentence = f"{parts}; then {described}, whose {len(rows)} verdicts replace the earlier ones"
     return merged, sentence
 
 
@@ -310,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.all or args.report:
         (DOCS / "MUTANTS.md").write_text(report.mutants_page(rows, equivalents, context))
         report.write_block(args.evidence, report.evidence_block(rows, equivalents, context, named))
-    Path(selection.MAP_FILE.with_name("last-run.json")).write_text(
+    args.out.write_text(
         json.dumps(
             {
                 "commit": context["commit"],
