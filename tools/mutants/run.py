@@ -182,6 +182,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--map", action="store_true", help="map the tests anew first")
     parser.add_argument("--map-only", action="store_true", help="map the tests anew and stop")
     parser.add_argument(
+        "--test-map", type=Path, default=selection.MAP_FILE, help="read this map instead"
+    )
+    parser.add_argument(
         "--map-file", action="append", help="with --map-only: map only this test file, merged"
     )
     parser.add_argument("--minutes", type=float, help="start no mutant after this many minutes")
@@ -290,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     wheels = Wheels() if mapping else None
     if wheels is not None:
         wheels.restore()
-    test_map = make_map(config, args.map_file) if mapping else selection.TestMap.load()
+    test_map = make_map(config, args.map_file) if mapping else selection.TestMap.load(args.test_map)
     if args.map_only:
         return 0
     selected = {m.id: test_map.select(m) for m in chosen}
