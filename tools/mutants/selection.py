@@ -11,7 +11,8 @@ map run) with each file's sha256:
   changed, by the tests that ran any line of its enclosing function. Code that runs at import
   (module constants, class bodies such as the contracts' field bounds) has no test context; it
   is judged by the tests of the functions that name what it binds (or its class), in any
-  product module, else by every test of its file; the 40 fastest of them.
+  product module, else by every test of its file; the fastest of them, as many as fit in 60 s
+  of their mapped durations (hundreds of unit tests, a few dozen integration tests).
 - SQL: the tests that sent the statement.
 
 Only tests that passed in the map run are in the map (a test that fails unmutated cannot judge).
@@ -36,8 +37,9 @@ from typing import Any
 from model import ROOT, Mutant
 
 MAP_FILE = Path(__file__).with_name("test_map.json")
-# How many of the fastest tests judge code that runs at import (a class body, a constant).
-IMPORT_TIME_TESTS = 40
+# How many seconds (mapped durations) of the fastest tests judge code that runs at import (a
+# class body, a constant): a count would cut unit tests short and let integration tests run long.
+IMPORT_TIME_BUDGET_S = 60.0
 
 
 def sha(path: Path) -> str:
@@ -231,7 +233,14 @@ class TestMap:
             found = {t for tests in self._lines(mutant.file).values() for t in tests}
         # Import-time code fans out to every user of a class; its fastest tests judge it.
         fastest = sorted(found, key=lambda i: self.data["durations"][i])
-        return set(fastest[:IMPORT_TIME_TESTS])
+        chosen: set[int] = set()
+        spent = 0.0
+        for test in fastest:
+            spent += self.data["durations"][test]
+            if chosen and spent > IMPORT_TIME_BUDGET_S:
+                break
+            chosen.add(test)
+        return chosen
 
 
 def stale(tests: list[str]) -> list[str]:
