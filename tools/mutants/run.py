@@ -260,12 +260,13 @@ def run_chosen(
 
 def keep(
     earlier: list[Path], rows: list[report.Row], described: str
-) -> tuple[list[report.Row], str]:
+) -> tuple[list[report.Row], str, list[str]]:
     """Merge this run's rows into earlier runs' (their `--out` records), in the earlier order.
 
     For a long run done in parts, or the survivors of a run judged again once new tests exist:
     a mutant run now replaces its earlier row, the others are reported as they were, and the
-    selection sentence says what each part was and against which commit it ran.
+    selection sentence says what each part was and against which commit it ran. The named
+    mutants' rows of the last record that ran them come along (for a run that does not).
     """
     records = [json.loads(path.read_text()) for path in earlier]
     fresh = {row.id: row for row in rows}
@@ -279,7 +280,8 @@ def keep(
     merged = sorted([*kept, *rows], key=lambda row: order.get(row.id, len(order)))
     parts = "; ".join(f"{r['selection']} (against `{r['commit']}`)" for r in records)
     sentence = f"{parts}; then {described}, whose {len(rows)} verdicts replace the earlier ones"
-    return merged, sentence
+    named: list[str] = next((r["named"] for r in reversed(records) if r.get("named")), [])
+    return merged, sentence, named
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -311,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     options = options.replace(str(args.evidence), "").strip()
     described += stopped
     if args.keep:
-        rows, described = keep(args.keep, rows, described)
+        rows, described, earlier_named = keep(args.keep, rows, described)
+        named = named or earlier_named
     context = {
         "command": f"nox -s mutants -- {options}" if options else "nox -s mutants",
         "commit": commit(),
@@ -329,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
                 "commit": context["commit"],
                 "selection": described,
                 "rows": [{**r.__dict__, "verdict": r.verdict.value} for r in rows],
+                "named": named,
             },
             indent=1,
         )
