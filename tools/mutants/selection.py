@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sql_mutants
 from model import ROOT, Mutant
 
 MAP_FILE = Path(__file__).with_name("test_map.json")
@@ -185,10 +186,60 @@ class TestMap:
         """Return the test ids that judge `mutant`, fastest first (empty: untested)."""
         if mutant.kind == "sql":
             found = set(self.data["statements"].get(mutant.target, []))
+            if "/migrations/" in mutant.file:
+                found |= self._calling(mutant)
         else:
             found = self._python(mutant)
         order = sorted(found, key=lambda i: (self.data["durations"][i], self.data["tests"][i]))
         return [self.data["tests"][i] for i in order]
+
+    def _calling(self, mutant: Mutant) -> set[int]:
+        """Return the tests whose own code names the migration function holding the mutant.
+
+        The role tests call the worker functions directly (as a worker login would, with
+        arguments the Python API never sends); they send no `sql/` statement the map could see.
+        """
+        text = (ROOT / mutant.file).read_text()
+        names = [
+            body.function.rsplit(".", 1)[-1]
+            for body in sql_mutants.definer_bodies(text)
+            if body.start <= mutant.span[0] <= body.start + len(body.text)
+        ]
+        if not names:
+            return set()
+        found: set[int] = set()
+        for index, test in enumerate(self.data["tests"]):
+            source = self._test_source(test)
+            if any(name in source for name in names):
+                found.add(index)
+        return found
+
+    def _test_source(self, test: str) -> str:
+        """Return the source of one test function (empty when it cannot be found)."""
+        path, *names = test.split("::")
+        if path not in self._sources:
+            file = ROOT / path
+            self._sources[path] = (
+                ast.parse(file.read_text())
+                if file.is_file()
+                else ast.Module(body=[], type_ignores=[])
+            )
+        body: list[ast.stmt] = self._sources[path].body
+        node: ast.AST | None = None
+        for name in names:
+            node = next(
+                (
+                    n
+                    for n in body
+                    if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                    and n.name == name
+                ),
+                None,
+            )
+            if node is None:
+                return ""
+            body = node.body
+        return ast.unparse(node) if node is not None else ""
 
     def _lines(self, file: str) -> dict[int, set[int]]:
         entry = self.data["files"].get(file)
