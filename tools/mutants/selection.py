@@ -215,7 +215,10 @@ class TestMap:
         return found
 
     def _test_source(self, test: str) -> str:
-        """Return the source of one test function (empty when it cannot be found)."""
+        """Return the source of one test function and of its module's top-level constants.
+
+        A parametrized test's cases (a probe matrix, say) live in module constants.
+        """
         path, *names = test.split("::")
         if path not in self._sources:
             file = ROOT / path
@@ -239,7 +242,14 @@ class TestMap:
             if node is None:
                 return ""
             body = node.body
-        return ast.unparse(node) if node is not None else ""
+        if node is None:
+            return ""
+        constants = [
+            statement
+            for statement in self._sources[path].body
+            if isinstance(statement, ast.Assign | ast.AnnAssign)
+        ]
+        return "\n".join(ast.unparse(n) for n in (node, *constants))
 
     def _lines(self, file: str) -> dict[int, set[int]]:
         entry = self.data["files"].get(file)
