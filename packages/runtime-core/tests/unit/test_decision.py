@@ -273,5 +273,5 @@ def test_the_zone_rules_are_passed_by_name_only() -> None:
     """`rules` is keyword-only: a third positional argument cannot be mistaken for it."""
     claim = claim_at(T0)
     with pytest.raises(TypeError, match="positional argument"):
-        resolve_cluster_schedule_decision(claim, 16, None)  # type: ignore[misc]
+        resolve_cluster_schedule_decision(claim, 16, None)  # type: ignore[call-arg]
     assert resolve_cluster_schedule_decision(claim=claim, budget=16).occurrences == (T0,)
