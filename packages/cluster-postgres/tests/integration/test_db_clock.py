@@ -269,3 +269,26 @@ def test_a_row_written_at_the_observed_instant_is_released_and_claimed_at_it(
     assert [(claim.schedule_id, claim.claim_acquired_at_ms) for claim in again] == [
         (first[0].schedule_id, instant)
     ]
+
+
+def test_a_commit_in_the_claims_own_millisecond_is_not_a_regression(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """Only a clock earlier than the claim's acquired time is a regression, not the same instant.
+
+    With the clock frozen on one millisecond, the claim and its commit sample the same time; the
+    commit must land (the promise under test is that this call succeeds).
+    """
+    make_schedules(faketime_db, 1)
+    dsn = faketime_db.dsn("runtime")
+    instant = _frozen_second(dsn)
+    faketime_cluster.freeze_clock_at_ms(instant)
+    with PostgresScheduleRepository(dsn) as repo:
+        claims = repo.claim_due_schedules(command(), 1)
+        try:
+            batch = repo.commit_decisions([decide(claim) for claim in claims])
+        except ClockRegressionError as exc:
+            pytest.fail(f"a commit at the claim's own instant was taken for a regression: {exc}")
+    assert [(o.status, o.committed_at_ms) for o in batch.outcomes] == [
+        (CommitStatus.COMMITTED, instant)
+    ]
