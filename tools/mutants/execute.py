@@ -25,7 +25,8 @@ from model import ROOT, Verdict
 PACKAGES = ("runtime-core", "cluster-postgres", "cluster-control")
 PLUGIN_DIR = Path(__file__).with_name("plugin")
 PLUGIN = "ql3_mutants_plugin"
-# The plugin's bound (`_ERRORS_ENOUGH`): this many errors that are no assertion end a selection.
+# The plugin's bound (`_ERRORS_ENOUGH`): errors that are no assertion, in this many test files,
+# end a selection.
 ERRORS_ENOUGH = 3
 
 
@@ -163,8 +164,10 @@ def judge(tests: list[str], suites: tuple[str, ...], timeout_s: int, budget_s: f
         findings += found if isinstance(found, list) else []
         if any(f["category"] in ("assertion", "sql") for f in findings):
             break
-        if sum(1 for f in findings if f["category"] == "error") >= ERRORS_ENOUGH:
-            # The plugin stopped this folder at its third error: the mutant breaks what it
+        if len({f["test"].split("::")[0] for f in findings if f["category"] == "error"}) >= (
+            ERRORS_ENOUGH
+        ):
+            # The plugin stopped this folder at errors in a third file: the mutant breaks what it
             # touches, and the next folder's tests (services waiting on it) would only hang.
             break
     return _verdict(findings, time.monotonic() - started, ran)

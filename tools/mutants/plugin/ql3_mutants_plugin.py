@@ -16,7 +16,7 @@ unknown `QL3_*` variables, and they inherit the environment):
   42501) anywhere in the chain means the mutated statement cannot run at all: `sql`. Anything
   else (an error in setup, at collection, or a non-assertion exception) is an `error`. The run
   stops at the first kill or `sql` finding (`-x`, but only for findings that decide the verdict),
-  or at the third `error`.
+  or at `error`s in a third test file.
 - `MUTANTS_QL3_MAP=<folder>`: measure line coverage of the three product packages with one
   coverage context per test function (parametrizations folded), record which `sql/` statements
   each test looks up (`ql3_cluster_postgres._sql._lookup`, called each time a statement is sent)
@@ -47,7 +47,7 @@ PRODUCT = ("ql3_runtime_core", "ql3_cluster_postgres", "ql3_cluster_control")
 _TIMEOUT_MARK = "from pytest-timeout"
 _MISMATCH = "_ql3_raises_mismatch"
 _UNPACK = ("not enough values to unpack", "too many values to unpack")
-# Errors that are not assertions in this many tests: the mutant breaks everything it touches
+# Errors that are not assertions in this many test files: the mutant breaks everything it touches
 # (a removed decorator, say), and running the rest of its selection would only take time.
 _ERRORS_ENOUGH = 3
 
@@ -142,7 +142,9 @@ if VERDICT:
                     "message": str(call.excinfo.value).strip().split("\n", 1)[0][:300],
                 }
             )
-            errors = sum(1 for f in _findings if f["category"] == "error")
+            # Counted by test file: one module fixture that fails on the mutant errors every
+            # test of its file, which says no more than its first error did.
+            errors = len({f["test"].split("::")[0] for f in _findings if f["category"] == "error"})
             if category in ("assertion", "sql") or errors >= _ERRORS_ENOUGH:
                 item.session.shouldstop = f"mutants: {category} in {item.nodeid}"
         return report
