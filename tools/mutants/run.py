@@ -287,6 +287,7 @@ def keep(
 def main(argv: list[str] | None = None) -> int:
     """Map (if asked), check the map, run the chosen mutants and the named ones, report."""
     args = parse(argv)
+    built_from = commit()  # the wheels are built from the tree as it is now, not as it ends
     config = generate.load_config()
     equivalents = report.load_equivalents()
     chosen, described = choose(args, config)
@@ -317,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         named = named or earlier_named
     context = {
         "command": f"nox -s mutants -- {options}" if options else "nox -s mutants",
-        "commit": commit(),
+        "commit": built_from,
         "selection": described,
         "control": "all (the map run)" if args.all else "each killing test, checked once",
         "goal": ",".join(config.goal_modules),
