@@ -38,6 +38,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import catalog
 import generate
@@ -270,13 +271,15 @@ def keep(
     """
     records = [json.loads(path.read_text()) for path in earlier]
     fresh = {row.id: row for row in rows}
-    items = [item for record in records for item in record["rows"]]
+    latest: dict[str, dict[str, Any]] = {}
+    for record in records:  # a later record's verdict of a mutant replaces an earlier one's
+        latest.update({item["id"]: item for item in record["rows"]})
     kept = [
         report.Row(**{**item, "verdict": Verdict(item["verdict"])})
-        for item in items
+        for item in latest.values()
         if item["id"] not in fresh
     ]
-    order = {item["id"]: index for index, item in enumerate(items)}
+    order = {mutant: index for index, mutant in enumerate(latest)}
     merged = sorted([*kept, *rows], key=lambda row: order.get(row.id, len(order)))
     parts = "; ".join(f"{r['selection']} (against `{r['commit']}`)" for r in records)
     sentence = f"{parts}; then {described}, whose {len(rows)} verdicts replace the earlier ones"
