@@ -265,8 +265,9 @@ def mutants(session: nox.Session) -> None:
     the test kit stays as installed); the tests that run the mutated line must fail an
     assertion. Without arguments: the fixed CI sample and the named mutants (catalog.toml).
     `-- --all`: map the tests anew, run every mutant, rewrite docs/MUTANTS.md and the
-    EVIDENCE.md block. The `mutants` dependency group (cosmic-ray, coverage) is installed here
-    only.
+    EVIDENCE.md block. `-- --map-only`: map the tests anew (tools/mutants/test_map.json) and
+    stop; a stale map (a selected test that no longer exists) stops any run, naming the ids.
+    The `mutants` dependency group (cosmic-ray, coverage) is installed here only.
     """
     _install_wheels(session, "ql3-cluster-control")
     session.install("-r", _export(session, "--only-group", "mutants"))

@@ -25,6 +25,9 @@ from model import ROOT, Verdict
 PACKAGES = ("runtime-core", "cluster-postgres", "cluster-control")
 PLUGIN_DIR = Path(__file__).with_name("plugin")
 PLUGIN = "ql3_mutants_plugin"
+# The plugin's bound (`_ERRORS_ENOUGH`): errors that are no assertion, in this many test files,
+# end a selection.
+ERRORS_ENOUGH = 3
 
 
 @dataclass
@@ -161,11 +164,22 @@ def judge(tests: list[str], suites: tuple[str, ...], timeout_s: int, budget_s: f
         findings += found if isinstance(found, list) else []
         if any(f["category"] in ("assertion", "sql") for f in findings):
             break
+        if len({f["test"].split("::")[0] for f in findings if f["category"] == "error"}) >= (
+            ERRORS_ENOUGH
+        ):
+            # The plugin stopped this folder at errors in a third file: the mutant breaks what it
+            # touches, and the next folder's tests (services waiting on it) would only hang.
+            break
     return _verdict(findings, time.monotonic() - started, ran)
 
 
 def _verdict(findings: list[dict[str, str]], seconds: float, ran: int) -> Outcome:
-    """Decide: an assertion kills; else a timeout; else a SQL error or crash is invalid."""
+    """Decide: an assertion kills; else a timeout; else a SQL error or crash is invalid.
+
+    A selection that ran no test judged nothing: `untested`, never `survived` (pytest runs
+    nothing when one id of its arguments no longer exists, so a stale id must not pass for a
+    survivor, nor for a control that passed).
+    """
     for category, verdict in (
         ("assertion", Verdict.CAUGHT),
         ("timeout", Verdict.TIMEOUT),
@@ -176,6 +190,8 @@ def _verdict(findings: list[dict[str, str]], seconds: float, ran: int) -> Outcom
         if first is not None:
             reason = first["test"] if verdict is Verdict.CAUGHT else _describe(first)
             return Outcome(verdict, reason, seconds, ran, findings)
+    if ran == 0:
+        return Outcome(Verdict.UNTESTED, "the selection ran no test", seconds, ran, findings)
     return Outcome(Verdict.SURVIVED, "", seconds, ran, findings)
 
 

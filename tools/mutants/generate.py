@@ -7,6 +7,7 @@ Generation is deterministic: files in configuration order, sites in file order, 
 from __future__ import annotations
 
 import hashlib
+import re
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import py_mutants
 import sql_mutants
+import sql_tokens
 from model import ROOT, Mutant, Site, name_mutants
 
 CONFIG = Path(__file__).with_name("mutants.toml")
@@ -26,6 +28,7 @@ class Config:
     modules: tuple[str, ...]
     exclude: tuple[str, ...]
     sql_files: tuple[str, ...]
+    function_files: tuple[str, ...]
     states: tuple[tuple[str, ...], ...]
     goal_modules: tuple[str, ...]
     goal_percent: int
@@ -50,6 +53,7 @@ def load_config(path: Path = CONFIG) -> Config:
         modules=tuple(data["python"]["modules"]),
         exclude=tuple(data["python"]["exclude"]),
         sql_files=tuple(sql_files),
+        function_files=tuple(data["sql"].get("functions", [])),
         states=tuple(tuple(group) for group in data["sql"]["states"]),
         goal_modules=tuple(data["goal"]["modules"]),
         goal_percent=int(data["goal"]["percent"]),
@@ -80,7 +84,39 @@ def generate_all(config: Config) -> list[Mutant]:
             for found in sql_mutants.generate(text, config.states)
         ]
         mutants += name_mutants("sql", sql_file, text, sites)
+    callers = _callers(config.sql_files)
+    for migration in config.function_files:
+        text = (ROOT / migration).read_text()
+        sites = [
+            Site(
+                found.operator,
+                (body.start + found.edit.start, body.start + found.edit.end),
+                callers.get(body.function.lower(), ""),
+                replace(
+                    found.edit,
+                    start=body.start + found.edit.start,
+                    end=body.start + found.edit.end,
+                ),
+            )
+            for body in sql_mutants.definer_bodies(text)
+            for found in sql_mutants.generate(body.text, config.states)
+        ]
+        mutants += name_mutants("sql", migration, text, sites)
     return mutants
+
+
+def _callers(sql_files: tuple[str, ...]) -> dict[str, str]:
+    """Map each `ql3.<function>` a statement calls to that statement's name (its selection key).
+
+    A function no statement calls has no key: its mutants are untested, which the report shows.
+    """
+    found: dict[str, str] = {}
+    for sql_file in sql_files:
+        tokens = sql_tokens.tokenize((ROOT / sql_file).read_text())
+        text = " ".join(token.text for token in tokens if token.code).lower()
+        for name in re.findall(r"\bql3\s*\.\s*([a-z_0-9]+)\s*\(", text):
+            found.setdefault(f"ql3.{name}", Path(sql_file).stem)
+    return found
 
 
 def realize(mutant: Mutant) -> Mutant:

@@ -74,9 +74,14 @@ class Mutant:
 
     @property
     def module(self) -> str:
-        """Return the report's module name: the file name (`_decision.py`, `sql/x.sql`)."""
-        name = self.file.rsplit("/", 1)[-1]
-        return f"sql/{name}" if self.kind == "sql" else name
+        """Return the report's module name: the file name under its folder for SQL.
+
+        `_decision.py`, `sql/x.sql`, or `migrations/x.sql` for the functions a migration defines.
+        """
+        folder, name = self.file.rsplit("/", 2)[-2:]
+        if self.kind != "sql":
+            return name
+        return f"migrations/{name}" if folder == "migrations" else f"sql/{name}"
 
 
 def describe(edit: Edit, original: str) -> tuple[str, str]:

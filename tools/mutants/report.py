@@ -23,8 +23,11 @@ END = "<!-- mutants:end -->"
 ABOUT = (
     "Mutants of the protocol are generated, not chosen: cosmic-ray 8 (its operators, less the"
     " exclusions in `tools/mutants/mutants.toml`) for the Python modules, and QL3's own"
-    " token-based operator set for the `sql/` statements (drop a `WHERE`/`ON` conjunct, flip a"
-    " comparison, change a constant or a state literal, drop a `SET` column). cosmic-ray was"
+    " token-based operator set for the `sql/` statements and the bodies of the worker's"
+    " SECURITY DEFINER functions in migration 0007 (drop a `WHERE`/`ON`/`IF` conjunct, flip a"
+    " comparison, change a constant or a state literal, drop a `SET` column); a function's"
+    " mutants are judged by the tests sending the statement that calls it and the tests that"
+    " call it by name. cosmic-ray was"
     " chosen over mutmut 3 after trying both: mutmut 3 compiles every mutant of a file into"
     " one trampolined copy that imports mutmut at run time and mutates only function bodies"
     " (not decorated functions, class bodies or constants), while cosmic-ray returns the"
@@ -137,6 +140,9 @@ def evidence_block(
             " the tests anew, runs every generated mutant and rewrites this block and"
             " MUTANTS.md); CI (`nox -s mutants`) runs a fixed sample and fails on a sampled"
             " valid mutant that survives without an entry in `tools/mutants/equivalent.toml`."
+            " The test map alone is made anew by `uv run nox -s mutants -- --map-only`; a map"
+            " naming a test that no longer exists stops the run with the stale ids, and a"
+            " selection that ran no test is `untested`, never `survived`."
         ),
         "",
         "### Named mutants",
@@ -146,7 +152,9 @@ def evidence_block(
             " in: changes judged end to end by chaos scenarios, and semantic slips no operator"
             " makes. The others of the earlier hand-picked table were folded: the SQL operator"
             " set generates the same boundary flips and dropped conjuncts, cosmic-ray the same"
-            " narrowed `except`."
+            " narrowed `except`. The entries on the worker functions of migration 0007 stay"
+            " beside the generated mutants of those bodies: they move a bound 1 ms earlier or"
+            " drop an added term (the successor grace), which no operator of the set does."
         ),
         "",
         "| mutant | what it breaks | file | verdict | judged by | seconds |",

@@ -9,6 +9,7 @@ group (cosmic-ray, coverage) into the session:
     uv run nox -s mutants -- --module _decision.py --module sql/commit_decisions.sql --report
     uv run nox -s mutants -- --id py:_decision:1a2b3c4d     # one mutant, printed
     uv run nox -s mutants -- --named replica-wakes-300-ms-late   # one named mutant
+    uv run nox -s mutants -- --map-only    # map the tests anew (tools/mutants/test_map.json)
 
 Generation: `generate.py` (cosmic-ray for the Python modules of `mutants.toml`, why cosmic-ray
 and not mutmut is in `py_mutants.py`; our token-based SQL operators in `sql_mutants.py`). Each
@@ -19,6 +20,11 @@ assertion; invalid on a build, import, SQL or crash error; timeout apart. A test
 mutant is run once on the unmutated wheels (the control, on demand): a kill by a test that fails
 anyway is invalid, so "caught" means the mutation was noticed. The map run of `--all` is the
 control of every test at once (a test failing there is left out of the map).
+
+Before any mutant runs, every test id the chosen mutants (and the named ones) would run is
+checked against the test files: a stale map (a test renamed or deleted since it was made) stops
+the run with status 2, naming the ids, because pytest given a missing id runs nothing. A
+selection that ran no test is `untested`, never `survived`.
 
 Exit status: 0 when the control passed and no selected valid mutant survived, timed out or went
 untested without an entry in `equivalent.toml`, and every named mutant (`catalog.toml`) was
@@ -33,6 +39,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import catalog
 import generate
@@ -57,18 +64,26 @@ def commit() -> str:
     return f"{head}+changes" if dirty else head
 
 
-def make_map(config: generate.Config) -> selection.TestMap:
-    """Run every test folder once on the unmutated wheels, recording coverage per test."""
+def make_map(config: generate.Config, only: list[str] | None = None) -> selection.TestMap:
+    """Run every test folder once on the unmutated wheels, recording coverage per test.
+
+    With `only` (test files), run just those and merge them into the stored map: the tests a
+    change added or renamed join the map in minutes instead of a whole map run.
+    """
     outputs = []
     for suite in config.suites:
         started = time.monotonic()
-        command = pytest_command(suite, [suite], 600)
+        chosen = [path for path in only or [] if path.startswith(f"{suite}/")]
+        if only and not chosen:
+            continue
+        command = pytest_command(suite, chosen or [suite], 600)
         record, tail = run_pytest(command, "MUTANTS_QL3_MAP", 3 * 3600)
         if record is None:
             raise SystemExit(f"mutants: the map run of {suite} did not finish:\n{tail}")
         outputs.append(Path(str(record["folder"])))
         print(f"mutants: mapped {suite} in {time.monotonic() - started:.0f} s", flush=True)
-    data = selection.build(outputs, commit())
+    earlier = json.loads(selection.MAP_FILE.read_text()) if only else None
+    data = selection.build(outputs, commit(), earlier)
     selection.MAP_FILE.write_text(json.dumps(data, separators=(",", ":")) + "\n")
     failed = data["failed_unmutated"]
     print(f"mutants: map of {len(data['tests'])} tests; {len(failed)} failed unmutated: {failed}")
@@ -83,7 +98,7 @@ def passes_unmutated(test: str, judges: dict[str, bool], config: generate.Config
     """
     if test not in judges:
         outcome = judge([test], config.suites, config.test_timeout_s, 600)
-        judges[test] = not outcome.findings
+        judges[test] = not outcome.findings and outcome.tests_run > 0
     return judges[test]
 
 
@@ -95,7 +110,7 @@ def control(tests: list[str], config: generate.Config, suites: tuple[str, ...]) 
     print(f"mutants: control of {outcome.tests_run} tests: {len(outcome.findings)} failures")
     for finding in outcome.findings:
         print(f"mutants:   {finding['test']}: {finding['exception']}: {finding['message']}")
-    return not outcome.findings
+    return not outcome.findings and outcome.tests_run > 0
 
 
 def run_generated(
@@ -172,14 +187,21 @@ def choose(args: argparse.Namespace, config: generate.Config) -> tuple[list[Muta
     return chosen, f"the CI sample: {len(chosen)} of {total}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Map (if asked), control, run the chosen mutants and the named ones, report."""
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """Read the command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all", action="store_true", help="map anew and run every mutant")
     parser.add_argument("--module", action="append", help="run this module's mutants")
     parser.add_argument("--id", action="append", help="run this mutant")
     parser.add_argument("--limit", type=int, help="with --module: at most this many")
     parser.add_argument("--map", action="store_true", help="map the tests anew first")
+    parser.add_argument("--map-only", action="store_true", help="map the tests anew and stop")
+    parser.add_argument(
+        "--test-map", type=Path, default=selection.MAP_FILE, help="read this map instead"
+    )
+    parser.add_argument(
+        "--map-file", action="append", help="with --map-only: map only this test file, merged"
+    )
     parser.add_argument("--minutes", type=float, help="start no mutant after this many minutes")
     parser.add_argument("--no-named", action="store_true", help="skip catalog.toml")
     parser.add_argument(
@@ -187,22 +209,49 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--report", action="store_true", help="write docs/ for this selection")
     parser.add_argument("--evidence", type=Path, default=DOCS / "EVIDENCE.md")
-    args = parser.parse_args(argv)
-    config = generate.load_config()
-    equivalents = report.load_equivalents()
-    chosen, described = choose(args, config)
-    print(f"mutants: {described}", flush=True)
-    wheels = Wheels()
-    wheels.restore()
-    test_map = make_map(config) if args.all or args.map else selection.TestMap.load()
-    selected = {m.id: test_map.select(m) for m in chosen}
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        action="append",
+        help="report also the rows of this earlier run's record not rerun now (repeatable)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=selection.MAP_FILE.with_name("last-run.json"),
+        help="where this run's record goes (rows, commit, selection), for a later --keep",
+    )
+    return parser.parse_args(argv)
+
+
+def stale_ids(selected: dict[str, list[str]], named: list[catalog.Named]) -> list[str]:
+    """Return the test ids to be run that no longer exist, printed loudly when there are any."""
+    wanted = {t for tests in selected.values() for t in tests}
+    wanted |= {t for entry in named for t in entry.tests}
+    stale = selection.stale(sorted(wanted))
+    if stale:
+        print(
+            f"mutants: the test map is stale: {len(stale)} selected test ids no longer exist"
+            " (run `nox -s mutants -- --map-only` to map anew):\n  " + "\n  ".join(stale),
+            flush=True,
+        )
+    return stale
+
+
+def run_chosen(
+    chosen: list[Mutant],
+    selected: dict[str, list[str]],
+    wheels: Wheels,
+    config: generate.Config,
+    minutes: float | None,
+) -> tuple[list[report.Row], str]:
+    """Run the chosen mutants in order; return their rows and why the run stopped early, if so."""
     judges: dict[str, bool] = {}
     rows: list[report.Row] = []
     started = time.monotonic()
     for number, generated in enumerate(chosen, 1):
-        if args.minutes and time.monotonic() - started > args.minutes * 60:
-            described += f"; stopped by --minutes {args.minutes:g} after {number - 1} mutants"
-            break
+        if minutes and time.monotonic() - started > minutes * 60:
+            return rows, f"; stopped by --minutes {minutes:g} after {number - 1} mutants"
         mutant, outcome = run_generated(generated, selected[generated.id], wheels, config)
         if outcome.verdict is Verdict.CAUGHT and not passes_unmutated(
             outcome.reason, judges, config
@@ -224,11 +273,72 @@ def main(argv: list[str] | None = None) -> int:
             f" ({len(selected[mutant.id])} tests) {outcome.reason[:160]}",
             flush=True,
         )
-    named = [] if args.no_named or args.id or args.module else run_named(pick(args), wheels)
+    return rows, ""
+
+
+def keep(
+    earlier: list[Path], rows: list[report.Row], described: str
+) -> tuple[list[report.Row], str, list[str]]:
+    """Merge this run's rows into earlier runs' (their `--out` records), in the earlier order.
+
+    For a long run done in parts, or the survivors of a run judged again once new tests exist:
+    a mutant run now replaces its earlier row, the others are reported as they were, and the
+    selection sentence says what each part was and against which commit it ran. The named
+    mutants' rows of the last record that ran them come along (for a run that does not).
+    """
+    records = [json.loads(path.read_text()) for path in earlier]
+    fresh = {row.id: row for row in rows}
+    latest: dict[str, dict[str, Any]] = {}
+    for record in records:  # a later record's verdict of a mutant replaces an earlier one's
+        latest.update({item["id"]: item for item in record["rows"]})
+    kept = [
+        report.Row(**{**item, "verdict": Verdict(item["verdict"])})
+        for item in latest.values()
+        if item["id"] not in fresh
+    ]
+    order = {mutant: index for index, mutant in enumerate(latest)}
+    merged = sorted([*kept, *rows], key=lambda row: order.get(row.id, len(order)))
+    parts = "; ".join(f"{r['selection']} (against `{r['commit']}`)" for r in records)
+    sentence = f"{parts}; then {described}, whose {len(rows)} verdicts replace the earlier ones"
+    named: list[str] = next((r["named"] for r in reversed(records) if r.get("named")), [])
+    return merged, sentence, named
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Map (if asked), check the map, run the chosen mutants and the named ones, report."""
+    args = parse(argv)
+    built_from = commit()  # the wheels are built from the tree as it is now, not as it ends
+    config = generate.load_config()
+    equivalents = report.load_equivalents()
+    chosen, described = choose(args, config)
+    print(f"mutants: {described}", flush=True)
+    mapping = args.all or args.map or args.map_only
+    wheels = Wheels() if mapping else None
+    if wheels is not None:
+        wheels.restore()
+    test_map = make_map(config, args.map_file) if mapping else selection.TestMap.load(args.test_map)
+    if args.map_only:
+        return 0
+    selected = {m.id: test_map.select(m) for m in chosen}
+    partial = (args.id or args.module) and not args.report
+    named_entries = [] if args.no_named or partial else pick(args)
+    if stale_ids(selected, named_entries):
+        return 2
+    if wheels is None:
+        wheels = Wheels()
+        wheels.restore()
+    rows, stopped = run_chosen(chosen, selected, wheels, config, args.minutes)
+    named = run_named(named_entries, wheels) if named_entries else []
     wheels.restore()
+    options = " ".join(a for a in (argv or sys.argv[1:]) if not a.startswith("--evidence"))
+    options = options.replace(str(args.evidence), "").strip()
+    described += stopped
+    if args.keep:
+        rows, described, earlier_named = keep(args.keep, rows, described)
+        named = named or earlier_named
     context = {
-        "command": "nox -s mutants -- --all" if args.all else "nox -s mutants",
-        "commit": commit(),
+        "command": f"nox -s mutants -- {options}" if options else "nox -s mutants",
+        "commit": built_from,
         "selection": described,
         "control": "all (the map run)" if args.all else "each killing test, checked once",
         "goal": ",".join(config.goal_modules),
@@ -237,8 +347,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.all or args.report:
         (DOCS / "MUTANTS.md").write_text(report.mutants_page(rows, equivalents, context))
         report.write_block(args.evidence, report.evidence_block(rows, equivalents, context, named))
-    Path(selection.MAP_FILE.with_name("last-run.json")).write_text(
-        json.dumps([{**r.__dict__, "verdict": r.verdict.value} for r in rows], indent=1)
+    args.out.write_text(
+        json.dumps(
+            {
+                "commit": context["commit"],
+                "selection": described,
+                "rows": [{**r.__dict__, "verdict": r.verdict.value} for r in rows],
+                "named": named,
+            },
+            indent=1,
+        )
     )
     failing = [
         r.id for r in rows

@@ -11,11 +11,17 @@ map run) with each file's sha256:
   changed, by the tests that ran any line of its enclosing function. Code that runs at import
   (module constants, class bodies such as the contracts' field bounds) has no test context; it
   is judged by the tests of the functions that name what it binds (or its class), in any
-  product module, else by every test of its file; the 40 fastest of them.
+  product module, else by every test of its file; the fastest of them, as many as fit in 60 s
+  of their mapped durations (hundreds of unit tests, a few dozen integration tests).
 - SQL: the tests that sent the statement.
 
 Only tests that passed in the map run are in the map (a test that fails unmutated cannot judge).
 Selections run fastest first, so a kill usually comes from a short test.
+
+A map outlives the tests it names: a renamed or deleted test leaves a stale id, and pytest given
+one id it cannot find runs nothing at all, so a selection holding one would judge nothing. The
+runner checks every selected id against the test files (`stale`) before any mutant runs and
+stops, naming them; the cure is the one command that maps anew (`run.py --map-only`).
 """
 
 from __future__ import annotations
@@ -28,11 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sql_mutants
 from model import ROOT, Mutant
 
 MAP_FILE = Path(__file__).with_name("test_map.json")
-# How many of the fastest tests judge code that runs at import (a class body, a constant).
-IMPORT_TIME_TESTS = 40
+# How many seconds (mapped durations) of the fastest tests judge code that runs at import (a
+# class body, a constant): a count would cut unit tests short and let integration tests run long.
+IMPORT_TIME_BUDGET_S = 60.0
 
 
 def sha(path: Path) -> str:
@@ -75,12 +83,25 @@ def _numbits_to_lines(numbits: bytes) -> list[int]:
     ]
 
 
-def build(outputs: list[Path], commit: str) -> dict[str, Any]:
-    """Combine the map runs' outputs (one folder per test suite) into the stored map."""
+def build(
+    outputs: list[Path], commit: str, earlier: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Combine the map runs' outputs (one folder per test suite) into the stored map.
+
+    With `earlier` (a stored map), the outputs map only some test files: the earlier map's
+    entries for every other test are kept, those of the mapped files replaced.
+    """
     durations: dict[str, float] = {}
     failed: set[str] = set()
     statements: dict[str, set[str]] = {}
     lines: dict[str, dict[int, set[str]]] = {}
+    if earlier is not None:
+        mapped = {
+            test.split("::", 1)[0]
+            for output in outputs
+            for test in json.loads((output / "tests.json").read_text())["durations"]
+        }
+        _decode(earlier, mapped, durations, statements, lines)
     for output in outputs:
         record = json.loads((output / "tests.json").read_text())
         durations.update(record["durations"])
@@ -119,6 +140,26 @@ def build(outputs: list[Path], commit: str) -> dict[str, Any]:
     }
 
 
+def _decode(
+    data: dict[str, Any],
+    mapped: set[str],
+    durations: dict[str, float],
+    statements: dict[str, set[str]],
+    lines: dict[str, dict[int, set[str]]],
+) -> None:
+    """Add a stored map's records of the tests outside the files in `mapped` to the others."""
+    tests: list[str] = data["tests"]
+    keep = {i for i, test in enumerate(tests) if test.split("::", 1)[0] not in mapped}
+    durations.update({tests[i]: float(data["durations"][i]) for i in keep})
+    for name, group in data["statements"].items():
+        statements.setdefault(name, set()).update(tests[i] for i in group if i in keep)
+    for source, entry in data["files"].items():
+        by_line = lines.setdefault(source, {})
+        for line, position in entry["lines"].items():
+            group = {tests[i] for i in entry["sets"][position] if i in keep}
+            by_line.setdefault(int(line), set()).update(group)
+
+
 @dataclass
 class TestMap:
     """The stored map, with lookups for mutants."""
@@ -145,10 +186,70 @@ class TestMap:
         """Return the test ids that judge `mutant`, fastest first (empty: untested)."""
         if mutant.kind == "sql":
             found = set(self.data["statements"].get(mutant.target, []))
+            if "/migrations/" in mutant.file:
+                found |= self._calling(mutant)
         else:
             found = self._python(mutant)
         order = sorted(found, key=lambda i: (self.data["durations"][i], self.data["tests"][i]))
         return [self.data["tests"][i] for i in order]
+
+    def _calling(self, mutant: Mutant) -> set[int]:
+        """Return the tests whose own code names the migration function holding the mutant.
+
+        The role tests call the worker functions directly (as a worker login would, with
+        arguments the Python API never sends); they send no `sql/` statement the map could see.
+        """
+        text = (ROOT / mutant.file).read_text()
+        names = [
+            body.function.rsplit(".", 1)[-1]
+            for body in sql_mutants.definer_bodies(text)
+            if body.start <= mutant.span[0] <= body.start + len(body.text)
+        ]
+        if not names:
+            return set()
+        found: set[int] = set()
+        for index, test in enumerate(self.data["tests"]):
+            source = self._test_source(test)
+            if any(name in source for name in names):
+                found.add(index)
+        return found
+
+    def _test_source(self, test: str) -> str:
+        """Return the source of one test function and of its module's top-level constants.
+
+        A parametrized test's cases (a probe matrix, say) live in module constants.
+        """
+        path, *names = test.split("::")
+        if path not in self._sources:
+            file = ROOT / path
+            self._sources[path] = (
+                ast.parse(file.read_text())
+                if file.is_file()
+                else ast.Module(body=[], type_ignores=[])
+            )
+        body: list[ast.stmt] = self._sources[path].body
+        node: ast.AST | None = None
+        for name in names:
+            node = next(
+                (
+                    n
+                    for n in body
+                    if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                    and n.name == name
+                ),
+                None,
+            )
+            if node is None:
+                return ""
+            body = node.body
+        if node is None:
+            return ""
+        constants = [
+            statement
+            for statement in self._sources[path].body
+            if isinstance(statement, ast.Assign | ast.AnnAssign)
+        ]
+        return "\n".join(ast.unparse(n) for n in (node, *constants))
 
     def _lines(self, file: str) -> dict[int, set[int]]:
         entry = self.data["files"].get(file)
@@ -193,7 +294,43 @@ class TestMap:
             found = {t for tests in self._lines(mutant.file).values() for t in tests}
         # Import-time code fans out to every user of a class; its fastest tests judge it.
         fastest = sorted(found, key=lambda i: self.data["durations"][i])
-        return set(fastest[:IMPORT_TIME_TESTS])
+        chosen: set[int] = set()
+        spent = 0.0
+        for test in fastest:
+            spent += self.data["durations"][test]
+            if chosen and spent > IMPORT_TIME_BUDGET_S:
+                break
+            chosen.add(test)
+        return chosen
+
+
+def stale(tests: list[str]) -> list[str]:
+    """Return the test ids whose file, class or function no longer exists in the tree.
+
+    Read from the test files' syntax (no collection run): an id `path::[Class::]function`
+    names a file under the repository and a chain of definitions in it.
+    """
+    trees: dict[str, ast.Module | None] = {}
+    missing: list[str] = []
+    for test in tests:
+        path, *names = test.split("[", 1)[0].split("::")
+        if path not in trees:
+            source = ROOT / path
+            trees[path] = ast.parse(source.read_text()) if source.is_file() else None
+        tree = trees[path]
+        body: list[ast.stmt] = tree.body if tree is not None else []
+        for name in names if tree is not None else ["<file>"]:
+            found = [
+                node
+                for node in body
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and node.name == name
+            ]
+            if not found:
+                missing.append(test)
+                break
+            body = found[0].body
+    return missing
 
 
 def _tests_in(lines: dict[int, set[int]], function: ast.AST) -> set[int]:

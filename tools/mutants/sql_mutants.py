@@ -15,6 +15,12 @@ in file order, so ids and order are deterministic:
   naming a state becomes the next state of its set (`mutants.toml`, `[sql] states`).
 - `drop-set-column`: drop one assignment of an `UPDATE ... SET` list (each in turn, when there
   are at least two).
+
+The same operators reach the bodies of the worker's SECURITY DEFINER functions (`definer_bodies`,
+migration files named in `[sql] functions`): there the attempt protocol lives in PL/pgSQL, and
+a `IF ... THEN` condition is a condition like a `WHERE` (its conjuncts dropped in turn), while
+the `:=` of an assignment is not a comparison. Each function is judged by the tests that send
+the statement calling it (`sql/take_attempts.sql` calls `ql3.worker_take_attempts_v1`, ...).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ _CONDITION_ENDS = frozenset(
     {
         "GROUP", "ORDER", "LIMIT", "OFFSET", "RETURNING", "FOR", "HAVING", "WINDOW", "UNION",
         "INTERSECT", "EXCEPT", "JOIN", "LEFT", "RIGHT", "INNER", "FULL", "CROSS", "WHERE", "ON",
-        "DO", "WITH",
+        "DO", "WITH", "THEN", "LOOP",
     }
 )  # fmt: skip
 # Words that end a SET list.
@@ -84,11 +90,17 @@ def _depths(code: list[Token]) -> list[int]:
 
 
 def _condition_starts(code: list[Token]) -> Iterator[int]:
-    """Yield the index after each WHERE and each join's ON (not ON CONFLICT / ON CONSTRAINT)."""
+    """Yield the index after each condition's opening word.
+
+    WHERE, a join's ON (not ON CONFLICT / ON CONSTRAINT), PL/pgSQL's IF / ELSIF (not END IF).
+    """
     for index, token in enumerate(code[:-1]):
         following = code[index + 1]
-        if token.is_word("WHERE") or (
-            token.is_word("ON") and not following.is_word("CONFLICT", "CONSTRAINT")
+        previous = code[index - 1] if index else None
+        if (
+            token.is_word("WHERE", "ELSIF")
+            or (token.is_word("ON") and not following.is_word("CONFLICT", "CONSTRAINT"))
+            or (token.is_word("IF") and not (previous is not None and previous.is_word("END")))
         ):
             yield index + 1
 
@@ -173,6 +185,8 @@ def _drop_set_columns(code: list[Token], depths: list[int]) -> Iterator[Found]:
 
 def _flip_comparisons(code: list[Token], assignments: set[int]) -> Iterator[Found]:
     for index, token in enumerate(code):
+        if token.text == "=" and index and code[index - 1].text == ":":
+            continue  # PL/pgSQL's `:=` assigns
         if token.kind is Kind.OP and token.text in _FLIPS and index not in assignments:
             for replacement in _FLIPS[token.text]:
                 yield Found("flip-comparison", Edit(token.start, token.end, replacement))
@@ -213,3 +227,42 @@ def _constants(code: list[Token], states: Sequence[Sequence[str]]) -> Iterator[F
             yield Found(
                 "constant", Edit(token.start, token.end, f"'{next_state[token.text[1:-1]]}'")
             )
+
+
+@dataclass(frozen=True)
+class Body:
+    """The body of one SECURITY DEFINER function of a migration: its name, text and offset."""
+
+    function: str  # the schema-qualified name, e.g. ql3.worker_take_attempts_v1
+    start: int
+    text: str
+
+
+def definer_bodies(text: str) -> list[Body]:
+    """Return the `$tag$` bodies of the file's `CREATE FUNCTION ... SECURITY DEFINER` functions.
+
+    A definer function's body is where a worker's write is decided (the worker login may only
+    call it), so it is mutated like a statement; the other functions (argument checks, the
+    grace constant) are reached through these.
+    """
+    code = [token for token in tokenize(text) if token.code]
+    bodies: list[Body] = []
+    for index, token in enumerate(code):
+        if not (token.is_word("FUNCTION") and index and code[index - 1].is_word("CREATE")):
+            continue
+        name = ""
+        cursor = index + 1
+        while cursor < len(code) and code[cursor].text != "(":
+            name += code[cursor].text
+            cursor += 1
+        words: set[str] = set()
+        while cursor < len(code) and code[cursor].kind is not Kind.DOLLAR:
+            words.add(code[cursor].upper)
+            cursor += 1
+        if cursor == len(code) or not {"SECURITY", "DEFINER"} <= words:
+            continue
+        body = code[cursor]
+        tag = body.text[: body.text.index("$", 1) + 1]
+        inner = body.text[len(tag) : -len(tag)]
+        bodies.append(Body(name, body.start + len(tag), inner))
+    return bodies

@@ -7,12 +7,16 @@ unknown `QL3_*` variables, and they inherit the environment):
 - `MUTANTS_QL3_VERDICT=<file.json>`: classify every failure. A kill is a test whose call failed
   an assertion: `AssertionError` (a bare `assert`, a `match=` mismatch of `pytest.raises`, a wait
   helper's deadline), `pytest.fail` (DID NOT RAISE included), or an exception of the wrong type
-  escaping a `pytest.raises` block (tagged by the wrapper below). pytest-timeout's failure is a
+  escaping a `pytest.raises` block (tagged by the wrapper below), or a destructuring in the
+  test's own code that found another number of items than it names (`(claim,) = repo.claim(..)`
+  states that exactly one comes back; Python's unpacking `ValueError` raised in a file under the
+  test's `tests` folder is that expectation failing, while one raised in product code stays an
+  error). pytest-timeout's failure is a
   `timeout`, not a kill. A PostgreSQL syntax or undefined-object error (SQLSTATE class 42 but
   42501) anywhere in the chain means the mutated statement cannot run at all: `sql`. Anything
   else (an error in setup, at collection, or a non-assertion exception) is an `error`. The run
   stops at the first kill or `sql` finding (`-x`, but only for findings that decide the verdict),
-  or at the third `error`.
+  or at `error`s in a third test file.
 - `MUTANTS_QL3_MAP=<folder>`: measure line coverage of the three product packages with one
   coverage context per test function (parametrizations folded), record which `sql/` statements
   each test looks up (`ql3_cluster_postgres._sql._lookup`, called each time a statement is sent)
@@ -42,7 +46,8 @@ MAP = os.environ.get("MUTANTS_QL3_MAP")
 PRODUCT = ("ql3_runtime_core", "ql3_cluster_postgres", "ql3_cluster_control")
 _TIMEOUT_MARK = "from pytest-timeout"
 _MISMATCH = "_ql3_raises_mismatch"
-# Errors that are not assertions in this many tests: the mutant breaks everything it touches
+_UNPACK = ("not enough values to unpack", "too many values to unpack")
+# Errors that are not assertions in this many test files: the mutant breaks everything it touches
 # (a removed decorator, say), and running the rest of its selection would only take time.
 _ERRORS_ENOUGH = 3
 
@@ -85,12 +90,29 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
-def classify(exc: BaseException, when: str) -> str:
+def _unpacked_in_tests(exc: BaseException, tests: Path | None) -> bool:
+    """Return whether `exc` is a destructuring mismatch raised in code under `tests`."""
+    if tests is None or not isinstance(exc, ValueError) or not str(exc).startswith(_UNPACK):
+        return False
+    trace, last = exc.__traceback__, None
+    while trace is not None:
+        last, trace = trace, trace.tb_next
+    return last is not None and Path(last.tb_frame.f_code.co_filename).is_relative_to(tests)
+
+
+def _tests_folder(path: Path) -> Path | None:
+    """Return the nearest `tests` folder holding a test file."""
+    return next((parent for parent in path.parents if parent.name == "tests"), None)
+
+
+def classify(exc: BaseException, when: str, tests: Path | None = None) -> str:
     """Return `assertion`, `timeout`, `sql` or `error` for a failure in phase `when`."""
     if isinstance(exc, Failed) and _TIMEOUT_MARK in str(exc):
         return "timeout"
     if when == "call" and (
-        isinstance(exc, (AssertionError, Failed)) or getattr(exc, _MISMATCH, False)
+        isinstance(exc, (AssertionError, Failed))
+        or getattr(exc, _MISMATCH, False)
+        or _unpacked_in_tests(exc, tests)
     ):
         return "assertion"
     for link in _chain(exc):
@@ -110,7 +132,7 @@ if VERDICT:
         """Classify each failed phase; stop the session once the verdict is decided."""
         report: TestReport = yield
         if report.failed and call.excinfo is not None:
-            category = classify(call.excinfo.value, call.when)
+            category = classify(call.excinfo.value, call.when, _tests_folder(Path(item.path)))
             _findings.append(
                 {
                     "test": item.nodeid,
@@ -120,7 +142,9 @@ if VERDICT:
                     "message": str(call.excinfo.value).strip().split("\n", 1)[0][:300],
                 }
             )
-            errors = sum(1 for f in _findings if f["category"] == "error")
+            # Counted by test file: one module fixture that fails on the mutant errors every
+            # test of its file, which says no more than its first error did.
+            errors = len({f["test"].split("::")[0] for f in _findings if f["category"] == "error"})
             if category in ("assertion", "sql") or errors >= _ERRORS_ENOUGH:
                 item.session.shouldstop = f"mutants: {category} in {item.nodeid}"
         return report

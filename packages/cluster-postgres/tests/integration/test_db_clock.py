@@ -246,3 +246,49 @@ def test_an_occurrence_is_due_exactly_at_its_instant(
         outcome = repo.commit_decisions([decide(claim)]).outcomes[0]
     assert claim.claim_acquired_at_ms == cursor
     assert [run.scheduled_for_ms for run in outcome.runs] == [cursor]
+
+
+def test_a_row_written_at_the_observed_instant_is_released_and_claimed_at_it(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """Claim and release refuse only rows written after their observation, not at it.
+
+    The guard exists for a clock stepped back (a row from the future is left alone), so with the
+    clock frozen on one millisecond a claim, its release and a new claim all happen in it.
+    """
+    make_schedules(faketime_db, 1)
+    dsn = faketime_db.dsn("runtime")
+    instant = _frozen_second(dsn)
+    faketime_cluster.freeze_clock_at_ms(instant)
+    with PostgresScheduleRepository(dsn) as repo:
+        first = repo.claim_due_schedules(command("a"), 1)
+        assert [claim.claim_acquired_at_ms for claim in first] == [instant]
+        assert repo.release_claims(first) == 1
+        assert _row(dsn, first[0])[0][4] == instant
+        again = repo.claim_due_schedules(command("b"), 1)
+    assert [(claim.schedule_id, claim.claim_acquired_at_ms) for claim in again] == [
+        (first[0].schedule_id, instant)
+    ]
+
+
+def test_a_commit_in_the_claims_own_millisecond_is_not_a_regression(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """Only a clock earlier than the claim's acquired time is a regression, not the same instant.
+
+    With the clock frozen on one millisecond, the claim and its commit sample the same time; the
+    commit must land (the promise under test is that this call succeeds).
+    """
+    make_schedules(faketime_db, 1)
+    dsn = faketime_db.dsn("runtime")
+    instant = _frozen_second(dsn)
+    faketime_cluster.freeze_clock_at_ms(instant)
+    with PostgresScheduleRepository(dsn) as repo:
+        claims = repo.claim_due_schedules(command(), 1)
+        try:
+            batch = repo.commit_decisions([decide(claim) for claim in claims])
+        except ClockRegressionError as exc:
+            pytest.fail(f"a commit at the claim's own instant was taken for a regression: {exc}")
+    assert [(o.status, o.committed_at_ms) for o in batch.outcomes] == [
+        (CommitStatus.COMMITTED, instant)
+    ]

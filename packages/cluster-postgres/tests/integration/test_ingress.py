@@ -117,6 +117,8 @@ def test_release_puts_the_same_attempt_back_in_the_queue(ql3_db: Ql3Database) ->
     with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
         (attempt,) = take(ingress, old)
         assert ingress.release_attempts("worker-a", uuid4(), [attempt.attempt_id]) == []
+        # The token is right but the holder the take recorded is not: nothing is handed back.
+        assert ingress.release_attempts("worker-z", old, [attempt.attempt_id]) == []
         assert ingress.release_attempts("worker-a", old, [attempt.attempt_id]) == [
             attempt.attempt_id
         ]

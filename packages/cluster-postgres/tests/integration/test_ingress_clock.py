@@ -35,6 +35,37 @@ def _frozen_start(db: Ql3Database, cluster: ThrowawayCluster) -> int:
     return start
 
 
+def test_a_heartbeat_renews_only_the_attempts_it_names_and_dates_them(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """Of two attempts held under one token, a renewal of one leaves the other's lease alone.
+
+    Each write of an attempt dates the row at the database time it was made: the take at its
+    start, the renewal at the renewal's instant.
+    """
+    admit(faketime_db, 2)
+    start = _frozen_start(faketime_db, faketime_cluster)
+    token = uuid4()
+    with WorkerIngress(faketime_db.dsn("worker_ingress")) as ingress:
+        first, second = sorted(take(ingress, token), key=lambda attempt: attempt.attempt_id)
+        taken = {
+            row["id"]: row for a in (first, second) for row in attempts_of(faketime_db, a.run_id)
+        }
+        assert [taken[a.attempt_id]["updated_at_ms"] for a in (first, second)] == [start, start]
+        faketime_cluster.freeze_clock_at_ms(start + 2_000)
+        renewed = ingress.renew_leases(token, [first.attempt_id], LEASE_MS)
+    assert renewed == {first.attempt_id: start + 2_000 + LEASE_MS}
+    rows = {row["id"]: row for a in (first, second) for row in attempts_of(faketime_db, a.run_id)}
+    assert (
+        rows[first.attempt_id]["lease_expires_at_ms"],
+        rows[first.attempt_id]["updated_at_ms"],
+    ) == (
+        start + 2_000 + LEASE_MS,
+        start + 2_000,
+    )
+    assert rows[second.attempt_id] == taken[second.attempt_id]
+
+
 def test_lease_and_heartbeat_follow_the_database_clock(
     faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
 ) -> None:

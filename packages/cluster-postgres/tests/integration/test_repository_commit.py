@@ -236,6 +236,31 @@ def test_resolve_after_a_landed_commit_reports_committed(ql3_db: Ql3Database) ->
     assert history_counts(ql3_db) == counts
 
 
+def test_resolve_after_a_retry_names_each_run_with_its_first_attempt(ql3_db: Ql3Database) -> None:
+    """A landed commit is rebuilt from its runs and their first attempts, even after a retry.
+
+    Once a first attempt failed and its successor was queued, a run has two attempts; the
+    resolution still reports each run once, with the attempt the commit wrote.
+    """
+    make_schedules(ql3_db, 1)
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        commit = decide(claim)
+        (landed,) = repo.commit_decisions([commit]).outcomes
+        with owner_conn(ql3_db) as owner:
+            owner.execute(
+                "UPDATE ql3.attempts SET state = 'failed', finished_at_ms = updated_at_ms"
+            )
+            owner.execute(
+                "INSERT INTO ql3.attempts (run_id, attempt_number, state, created_at_ms,"
+                " updated_at_ms) SELECT run_id, 2, 'queued', updated_at_ms, updated_at_ms"
+                " FROM ql3.attempts"
+            )
+        resolved = repo.resolve_uncertain_commit(commit)
+    assert len(landed.runs) == len(commit.decision.occurrences) > 0
+    assert resolved.runs == landed.runs
+
+
 def test_resolve_when_the_claim_still_stands_commits_once(ql3_db: Ql3Database) -> None:
     """A commit that never landed is committed by the resolution, exactly once."""
     make_schedules(ql3_db, 1)

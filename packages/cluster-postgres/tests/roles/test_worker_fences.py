@@ -173,6 +173,12 @@ FORBIDDEN: Final = (
         FENCED,
     ),
     Probe(
+        "take a command task without saying it runs commands",
+        "b",
+        "SELECT * FROM ql3.worker_take_attempts_v1('b', gen_random_uuid(), 30000, 10, '{}', NULL)",
+        FENCED,
+    ),
+    Probe(
         "append an event to its attempt under another run",
         "a",
         "SELECT * FROM ql3.worker_append_event_v1(%(run_b)s, %(a1)s, %(token_a)s, 'task.note',"
@@ -347,8 +353,8 @@ def test_an_owned_write_is_made(
 
 
 def test_fence_counts() -> None:
-    """The matrix holds 27 refused writes (privilege, argument, fence) and 5 allowed ones."""
+    """The matrix holds 28 refused writes (privilege, argument, fence) and 5 allowed ones."""
     kinds = [probe.expect for probe in FORBIDDEN]
-    assert (kinds.count(PRIVILEGE), kinds.count(ARGUMENT), kinds.count(FENCED)) == (14, 6, 7)
+    assert (kinds.count(PRIVILEGE), kinds.count(ARGUMENT), kinds.count(FENCED)) == (14, 6, 8)
     assert len(ALLOWED) == 5
     assert len({probe.what for probe in (*FORBIDDEN, *ALLOWED)}) == len(FORBIDDEN) + len(ALLOWED)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from claims import make_claim, make_decision
+from pydantic import ValidationError
 from ql3_runtime_core import (
     ClaimCommit,
     InvalidDecisionError,
@@ -174,3 +175,12 @@ def test_inconsistent_skipped_range_is_refused(
     with pytest.raises(InvalidDecisionError) as caught:
         checked_commit(claim, _skip_decision(claim, **change), 16)
     assert caught.value.field == field, str(caught.value)
+
+
+def test_a_checked_commit_cannot_be_edited() -> None:
+    """A checked commit is frozen: what the repository writes is what was checked."""
+    claim = make_claim()
+    commit = checked_commit(claim, resolve_cluster_schedule_decision(claim, 16), 16)
+    with pytest.raises(ValidationError, match="frozen"):
+        commit.zone_rules_version = "other"  # type: ignore[misc]
+    assert commit.claim == claim

@@ -267,3 +267,11 @@ def test_a_decision_cannot_be_edited_after_it_is_made() -> None:
     with pytest.raises(ValidationError, match="frozen"):
         decision.next_due_at_ms = T0  # type: ignore[misc]
     assert decision.occurrences == (T0,)
+
+
+def test_the_zone_rules_are_passed_by_name_only() -> None:
+    """`rules` is keyword-only: a third positional argument cannot be mistaken for it."""
+    claim = claim_at(T0)
+    with pytest.raises(TypeError, match="positional argument"):
+        resolve_cluster_schedule_decision(claim, 16, None)  # type: ignore[call-arg]
+    assert resolve_cluster_schedule_decision(claim=claim, budget=16).occurrences == (T0,)
