@@ -66,6 +66,32 @@ def test_a_heartbeat_renews_only_the_attempts_it_names_and_dates_them(
     assert rows[second.attempt_id] == taken[second.attempt_id]
 
 
+def test_a_finish_dates_the_row_at_its_own_instant(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """A finish records its end and dates the row at the database time it was made.
+
+    `updated_at_ms` is what every later write of the row is ordered after (`greatest(...)`), so
+    a finish that left it at the take's instant would let a later write date itself earlier
+    than the attempt's end.
+    """
+    admit(faketime_db)
+    start = _frozen_start(faketime_db, faketime_cluster)
+    token = uuid4()
+    done = AttemptResult(outcome=AttemptOutcome.SUCCEEDED, exit_code=0, output_tail="")
+    with WorkerIngress(faketime_db.dsn("worker_ingress")) as ingress:
+        (attempt,) = take(ingress, token)
+        faketime_cluster.freeze_clock_at_ms(start + 1_500)
+        finished = ingress.finish_attempt(attempt.attempt_id, token, done)
+    assert finished.recorded
+    (row,) = attempts_of(faketime_db, attempt.run_id)
+    assert (row["started_at_ms"], row["finished_at_ms"], row["updated_at_ms"]) == (
+        start,
+        start + 1_500,
+        start + 1_500,
+    )
+
+
 def test_lease_and_heartbeat_follow_the_database_clock(
     faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
 ) -> None:

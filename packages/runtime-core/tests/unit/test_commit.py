@@ -184,3 +184,13 @@ def test_a_checked_commit_cannot_be_edited() -> None:
     with pytest.raises(ValidationError, match="frozen"):
         commit.zone_rules_version = "other"  # type: ignore[misc]
     assert commit.claim == claim
+
+
+def test_the_zone_rules_are_passed_by_name_only() -> None:
+    """`rules` is keyword-only: a fourth positional argument cannot be mistaken for it."""
+    claim = make_claim()
+    decision = resolve_cluster_schedule_decision(claim, 16)
+    with pytest.raises(TypeError, match="positional argument"):
+        checked_commit(claim, decision, 16, None)  # type: ignore[call-arg]
+    commit = checked_commit(claim=claim, decision=decision, budget=16, rules=None)
+    assert commit.decision == decision
