@@ -110,4 +110,4 @@ def test_stop_removes_every_process_and_the_folder() -> None:
     cluster.stop()
     assert not folder.exists()
     assert all(not member.patroni_alive for member in members)
-    assert not any(_running(pid) for pid in pids)
+    assert not any(_running(pid) for pid in pids if pid is not None)
