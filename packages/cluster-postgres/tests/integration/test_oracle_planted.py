@@ -16,16 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
+from planted import copy_of
 from ql3_cluster_postgres import PostgresScheduleRepository, verify_history
 from ql3_runtime_core import CommitStatus, MisfirePolicy
-from ql3_testkit import Ql3Database, drop_database, oracle_verdict, prepare_ql3_database
+from ql3_testkit import Ql3Database, oracle_verdict
 from repo_helpers import command, db_now_ms, decide, fetch, make_schedules, wait_until
 from verify_compare import compare
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+__all__ = ["copy_of"]  # the fixture, imported so that pytest finds it here
 
-    from ql3_testkit import ThrowawayCluster
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def _middle_run(owner: psycopg.Connection[Any], schedule_id: int) -> int:
@@ -139,21 +140,6 @@ def history(ql3_db: Ql3Database) -> tuple[int, int]:
     assert none == 0, (none, some)
     assert some > 10, (none, some)
     return catch_up, fire_once
-
-
-@pytest.fixture
-def copy_of(pg_cluster: ThrowawayCluster) -> Iterator[Callable[[Ql3Database], Ql3Database]]:
-    """Clone a QL3 database (it must have no open session); drop the clones afterwards."""
-    made: list[str] = []
-
-    def clone(source: Ql3Database) -> Ql3Database:
-        name = f"{source.name}_copy{len(made)}"
-        made.append(name)
-        return prepare_ql3_database(pg_cluster, name, template=source.name)
-
-    yield clone
-    for name in made:
-        drop_database(pg_cluster, name)
 
 
 @pytest.mark.parametrize("plant", sorted(PLANTS))
