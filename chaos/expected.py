@@ -8,7 +8,7 @@ which instants an expression names.
 cronsim reads 5 fields, or 6 with seconds first (`* * * * * *`, `*/10 * * * * *`), the dialect
 the scenarios use. Its iterator yields the first match strictly after the start instant (it drops
 the start's fraction of a second, then ticks one second), which is QL3's "first occurrence
-strictly after" (SPEC §6). The one place where cron engines legitimately differ is local wall
+strictly after" (DESIGN §4). The one place where cron engines legitimately differ is local wall
 time that a daylight-saving change skips or repeats; rather than guess QL3's rule there, the
 walker refuses a span in which the zone's UTC offset changes (every scenario schedules in UTC, so
 this never fires in the suite; it stops a future scenario from trusting an unchecked answer).

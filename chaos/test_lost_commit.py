@@ -1,4 +1,4 @@
-"""Lost COMMIT response (SPEC §7, §10.6): committed on the server, the reply never arrives.
+"""Lost COMMIT response (DESIGN §6): committed on the server, the reply never arrives.
 
 `WireFaultProxy` makes it deterministic: it forwards the Coordinator's COMMIT, waits for the
 server to finish it, swallows the reply and resets the client connection. The Coordinator must

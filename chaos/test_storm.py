@@ -1,6 +1,6 @@
 """Serialization storm: 4 replicas, claim batches of 2, many schedules due every second.
 
-The commits run at SERIALIZABLE and retry SQLSTATE 40001 (SPEC §7). The repository is built so
+The commits run at SERIALIZABLE and retry SQLSTATE 40001 (DESIGN §5). The repository is built so
 that replicas committing *different* schedules do not conflict (no foreign keys, TID-scan fence),
 so replicas alone rarely provoke 40001. The second half of the window therefore adds what makes
 storms in production: a concurrent writer on the schedule rows (think of an operator's

@@ -1,4 +1,4 @@
-"""Execution under faults (issue 13.6): real `ql3 worker` processes run what `ql3 run` admits.
+"""Execution under faults (DESIGN §10): real `ql3 worker` processes run what `ql3 run` admits.
 
 Each scenario starts one Coordinator replica and real workers, adds every-second schedules whose
 runs execute a shell command (or a transactional Python task), injects its fault, proves from

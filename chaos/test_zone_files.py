@@ -1,6 +1,6 @@
 """Doctored zone files: a replica whose node says New York is Tokyo decides like every other.
 
-Zone rules come only from the pinned `tzdata` wheel (rule zero, issue 10.3), so a node's own zone
+Zone rules come only from the pinned `tzdata` wheel (rule zero, DESIGN §9), so a node's own zone
 files (`PYTHONTZPATH`, `TZDIR`, `TZ`) cannot change a decision. The scenario writes a zone
 directory where `America/New_York` is really `Asia/Tokyo` (14 h apart in December, 13 h in
 summer), proves that a plain `zoneinfo.ZoneInfo` in that environment reads the lie, then runs

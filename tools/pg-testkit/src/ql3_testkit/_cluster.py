@@ -1,4 +1,4 @@
-"""Disposable PostgreSQL clusters for tests, benchmarks and chaos runs (SPEC §9, §10).
+"""Disposable PostgreSQL clusters for tests, benchmarks and chaos runs (DESIGN §14).
 
 A `ThrowawayCluster` is the product's `PrivateServer` (one server in a private temporary folder,
 SCRAM over 127.0.0.1, run as an unprivileged OS user when this process is root) plus what only

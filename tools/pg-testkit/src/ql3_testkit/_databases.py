@@ -146,7 +146,7 @@ def prepare_ql3_database(
             role,
         )
     migrate(database.dsn("owner"))
-    # As `ql3 migrate` does: replicas claim only with the zone rules recorded here (issue 10.3).
+    # As `ql3 migrate` does: replicas claim only with the zone rules recorded here (DESIGN §9).
     record_zone_rules(database.dsn("owner"))
     if as_template:
         mark = sql.SQL(statement("database_mark_template")).format(name=sql.Identifier(name))

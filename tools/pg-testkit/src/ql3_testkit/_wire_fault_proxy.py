@@ -4,7 +4,7 @@ Racing `pg_terminate_backend` against a COMMIT caught the "committed but the rep
 0 times in 100 tries, so the chaos suite needs a deterministic tool: `WireFaultProxy` understands
 just enough of the frontend/backend protocol to recognise a COMMIT, forward it, swallow the server's
 reply and reset the client's connection. The client then sees a connection error while the server
-has committed: the *uncertain* outcome of SPEC §7. It also delays, resets and partitions traffic.
+has committed: the *uncertain* outcome of DESIGN §6. It also delays, resets and partitions traffic.
 
 It listens on 127.0.0.1 only and runs an asyncio loop in a daemon thread; every public method is
 safe to call from any thread. Test and chaos tooling only: it lives in the test kit, never in a

@@ -1,4 +1,4 @@
-"""The session's PostgreSQL is chosen by QL3TEST_PG_VERSION / QL3TEST_PG_BIN (issue 14.5)."""
+"""The session's PostgreSQL is chosen by QL3TEST_PG_VERSION or QL3TEST_PG_BIN (any major)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The installed package reads every row by column name, never by position (issue 11.2)."""
+"""The installed package reads every row by column name, never by position."""
 
 from __future__ import annotations
 
