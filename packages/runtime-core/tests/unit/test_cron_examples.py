@@ -274,3 +274,10 @@ def test_day_fields_follow_vixie_cron(expression: str, days: list[int]) -> None:
     start = ms("UTC", 2026, 1, 1, 0, 0)
     found = preview_occurrences(expression, "UTC", start - 1, 5)
     assert [datetime.fromtimestamp(t / 1000, wheel_zone("UTC")).day for t in found] == days
+
+
+def test_the_zone_rules_of_the_next_occurrence_are_passed_by_name_only() -> None:
+    """`rules` is keyword-only: a fourth positional argument cannot be mistaken for it."""
+    with pytest.raises(TypeError, match="positional argument"):
+        next_occurrence_ms("0 * * * *", "UTC", 0, None)  # type: ignore[call-arg]
+    assert next_occurrence_ms(expression="0 * * * *", timezone="UTC", after_ms=0) == 3_600_000
