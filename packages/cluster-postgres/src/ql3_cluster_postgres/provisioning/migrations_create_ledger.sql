@@ -1,4 +1,4 @@
--- SPEC §4 migrations ledger: one row per applied file; applied_at_ms from the database clock.
+-- DESIGN §12 migrations ledger: one row per applied file; applied_at_ms from the database clock.
 CREATE TABLE IF NOT EXISTS ql3.schema_migrations (
     name          text    PRIMARY KEY,
     version       integer NOT NULL UNIQUE,

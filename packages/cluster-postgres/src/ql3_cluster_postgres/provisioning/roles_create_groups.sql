@@ -1,4 +1,4 @@
--- SPEC §5: the four NOLOGIN group roles. Cluster-global and idempotent; the ALTERs put back the
+-- DESIGN §11: the four NOLOGIN group roles. Cluster-global and idempotent; the ALTERs put back the
 -- intended attributes if someone changed them.
 DO $$
 BEGIN

@@ -1,4 +1,4 @@
--- SPEC §5, per database: schema ql3 belongs to ql3_owner; PUBLIC gets nothing in it (nor CREATE in
+-- DESIGN §11, per database: schema ql3 belongs to ql3_owner; PUBLIC gets nothing in it (nor CREATE in
 -- public); the three working roles may look up names in ql3. Table grants live in the migrations
 -- (0002_grant_privileges.sql) so they always match the tables that exist.
 CREATE SCHEMA IF NOT EXISTS ql3 AUTHORIZATION ql3_owner;
