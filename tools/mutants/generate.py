@@ -127,6 +127,17 @@ def realize(mutant: Mutant) -> Mutant:
     return replace(mutant, edit=py_mutants.realize(source, mutant.operator, mutant.occurrence))
 
 
+def seeded_order(mutants: list[Mutant], config: Config) -> list[Mutant]:
+    """Return the mutants in the order of a hash of the sample seed and each id.
+
+    A pseudo-random order fixed by the ids alone: any prefix of one module's mutants in this
+    order is a uniform sample of them, so a module run in part still gives an unbiased score
+    (`report.lower_bound`). The CI sample and `--per-module` both take prefixes of it.
+    """
+    seed = config.sample_seed
+    return sorted(mutants, key=lambda m: hashlib.sha256(f"{seed}|{m.id}".encode()).digest())
+
+
 def sample(mutants: list[Mutant], config: Config) -> list[Mutant]:
     """Return the CI sample: hash order within each module, taken round-robin over modules.
 
@@ -138,11 +149,7 @@ def sample(mutants: list[Mutant], config: Config) -> list[Mutant]:
         by_module.setdefault(mutant.module, []).append(mutant)
     goal = [name for name in config.goal_modules if name in by_module]
     rest = sorted(set(by_module) - set(goal), key=lambda name: (name.startswith("sql/"), name))
-    seed = config.sample_seed
-    queues = [
-        sorted(by_module[name], key=lambda m: hashlib.sha256(f"{seed}|{m.id}".encode()).digest())
-        for name in (*goal, *rest)
-    ]
+    queues = [seeded_order(by_module[name], config) for name in (*goal, *rest)]
     picked: list[Mutant] = []
     while len(picked) < config.sample_size and any(queues):
         for queue in queues:

@@ -7,9 +7,11 @@ explained in `equivalent.toml` leave the denominator, each with its reason in MU
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 from model import VALID, Verdict
@@ -86,30 +88,123 @@ def _percent(caught: int, valid: int) -> str:
     return f"{100 * caught / valid:.0f} %" if valid else "-"
 
 
-def module_table(rows: list[Row], equivalents: dict[str, str], goal: tuple[str, ...]) -> list[str]:
-    """Return the per-module score table (goal modules marked), with totals."""
+def lower_bound(caught: int, valid: int, confidence: float = 0.95) -> float:
+    """Return the Wilson score interval's lower end for caught / valid at `confidence`.
+
+    For a module run in part: its run mutants are a prefix of the seeded order, a uniform
+    sample of the module, so with this confidence at least this share of all its valid
+    mutants would be caught.
+    """
+    if not valid:
+        return 0.0
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    share = caught / valid
+    centre = share + z * z / (2 * valid)
+    spread = z * math.sqrt(share * (1 - share) / valid + z * z / (4 * valid * valid))
+    return (centre - spread) / (1 + z * z / valid)
+
+
+def _prefix(rows: list[Row], ordered: list[str]) -> list[Row]:
+    """Return the rows of the longest prefix of `ordered` whose every mutant has a row."""
+    by_id = {row.id: row for row in rows}
+    prefix: list[Row] = []
+    for mutant in ordered:
+        if mutant not in by_id:
+            break
+        prefix.append(by_id[mutant])
+    return prefix
+
+
+def _bound_cell(
+    group: list[Row], ordered: list[str] | None, equivalents: dict[str, str], confidence: float
+) -> tuple[str, float | None]:
+    """Return the bound cell of one module and the bound itself (None when every mutant ran)."""
+    if ordered is None:
+        return "", None
+    if len(group) >= len(ordered):
+        return "all run", None
+    sample = _prefix(group, ordered)
+    caught, valid = score(_counts(sample, equivalents))
+    bound = lower_bound(caught, valid, confidence)
+    return f"first {len(sample)} in seeded order: {caught} / {valid}, >= {100 * bound:.1f} %", bound
+
+
+def module_table(
+    rows: list[Row],
+    equivalents: dict[str, str],
+    goal: tuple[str, ...],
+    order: dict[str, list[str]] | None = None,
+) -> list[str]:
+    """Return the per-module score table (goal modules marked), with totals.
+
+    With `order` (module -> every generated mutant's id, in the seeded order), a module run in
+    part gets the lower bound of its score from the prefix of that order that ran; the goal
+    row's bound weighs each goal module's bound (1 where it ran whole and caught all, its
+    exact score where it ran whole) by its generated count, each bound taken at 95 % / k for
+    the k modules run in part, so that all hold together at 95 % (Bonferroni).
+    """
     lines = [
         (
-            "| module | goal | mutants run | caught | survived | equivalent | timeout | untested |"
-            " invalid | score (caught / valid) |"
+            "| module | goal | generated | mutants run | caught | survived | equivalent | timeout |"
+            " untested | invalid | score (caught / valid) | sampled: 95 % lower bound |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     modules = sorted({row.module for row in rows}, key=lambda m: (m.startswith("sql/"), m))
     groups = [(m, [r for r in rows if r.module == m]) for m in modules]
-    goal_rows = [r for r in rows if r.module in goal]
-    groups += [("**goal modules**", goal_rows), ("**all**", rows)]
+    order = order or {}
+    partial = [m for m, g in groups if m in goal and m in order and len(g) < len(order[m])]
+    confidence = 1 - 0.05 / max(len(partial), 1)
+    weighted: list[tuple[int, float]] = []
     for name, group in groups:
-        c = _counts(group, equivalents)
-        caught, valid = score(c)
-        mark = "yes" if name in goal else ""
         lines.append(
-            f"| {name if name.startswith('**') else f'`{name}`'} | {mark} | {c['generated']} |"
-            f" {c['caught']} | {c['survived'] - _eq(group, equivalents, Verdict.SURVIVED)} |"
-            f" {c['equivalent']} | {c['timeout']} | {c['untested']} | {c['invalid']} |"
-            f" {caught} / {valid} = {_percent(caught, valid)} |"
+            _row(
+                name,
+                group,
+                equivalents,
+                is_goal=name in goal,
+                ordered=order.get(name),
+                confidence=confidence,
+            )
         )
+        if name in goal and name in order:
+            _, bound = _bound_cell(group, order[name], equivalents, confidence)
+            caught, valid = score(_counts(group, equivalents))
+            weighted.append(
+                (len(order[name]), bound if bound is not None else caught / max(valid, 1))
+            )
+    goal_rows = [r for r in rows if r.module in goal]
+    goal_line = _row("**goal modules**", goal_rows, equivalents)
+    if partial and weighted:
+        total = sum(weight for weight, _ in weighted)
+        bound = sum(weight * share for weight, share in weighted) / total
+        goal_line = goal_line[: -len("|")] + (
+            f"{len(partial)} sampled, each at {100 * confidence:g} %: >= {100 * bound:.1f} % |"
+        )
+    lines += [goal_line, _row("**all**", rows, equivalents)]
     return lines
+
+
+def _row(
+    name: str,
+    group: list[Row],
+    equivalents: dict[str, str],
+    *,
+    is_goal: bool = False,
+    ordered: list[str] | None = None,
+    confidence: float = 0.95,
+) -> str:
+    c = _counts(group, equivalents)
+    caught, valid = score(c)
+    label = name if name.startswith("**") else f"`{name}`"
+    generated = str(len(ordered)) if ordered is not None else ""
+    cell, _ = _bound_cell(group, ordered, equivalents, confidence)
+    return (
+        f"| {label} | {'yes' if is_goal else ''} | {generated} | {c['generated']} |"
+        f" {c['caught']} | {c['survived'] - _eq(group, equivalents, Verdict.SURVIVED)} |"
+        f" {c['equivalent']} | {c['timeout']} | {c['untested']} | {c['invalid']} |"
+        f" {caught} / {valid} = {_percent(caught, valid)} | {cell} |"
+    )
 
 
 def _eq(rows: list[Row], equivalents: dict[str, str], verdict: Verdict) -> int:
@@ -117,7 +212,11 @@ def _eq(rows: list[Row], equivalents: dict[str, str], verdict: Verdict) -> int:
 
 
 def evidence_block(
-    rows: list[Row], equivalents: dict[str, str], context: dict[str, str], named: list[str]
+    rows: list[Row],
+    equivalents: dict[str, str],
+    context: dict[str, str],
+    named: list[str],
+    order: dict[str, list[str]] | None = None,
 ) -> str:
     """Return the EVIDENCE.md block: what the run was, the module scores, the named mutants."""
     lines = [
@@ -132,7 +231,7 @@ def evidence_block(
             f" passed on the unmutated wheels: {context['control']}."
         ),
         "",
-        *module_table(rows, equivalents, tuple(context["goal"].split(","))),
+        *module_table(rows, equivalents, tuple(context["goal"].split(",")), order),
         "",
         (
             f"Goal: at least {context['percent']} % of the valid mutants of the goal modules"
@@ -165,7 +264,12 @@ def evidence_block(
     return "\n".join(lines) + "\n"
 
 
-def mutants_page(rows: list[Row], equivalents: dict[str, str], context: dict[str, str]) -> str:
+def mutants_page(
+    rows: list[Row],
+    equivalents: dict[str, str],
+    context: dict[str, str],
+    order: dict[str, list[str]] | None = None,
+) -> str:
     """Return docs/MUTANTS.md: every mutant of the run, module by module."""
     lines = [
         "# Mutants of the latest run",
@@ -177,7 +281,7 @@ def mutants_page(rows: list[Row], equivalents: dict[str, str], context: dict[str
             " entry in `tools/mutants/equivalent.toml` shows its reason."
         ),
         "",
-        *module_table(rows, equivalents, tuple(context["goal"].split(","))),
+        *module_table(rows, equivalents, tuple(context["goal"].split(",")), order),
     ]
     for module in sorted({r.module for r in rows}, key=lambda m: (m.startswith("sql/"), m)):
         lines += [

@@ -175,6 +175,11 @@ def choose(args: argparse.Namespace, config: generate.Config) -> tuple[list[Muta
     if args.id:
         chosen = [m for m in every if m.id in set(args.id)]
         return chosen, f"{len(chosen)} chosen by id of {total}"
+    if args.module and args.per_module:
+        return per_module(args, every, config), (
+            f"the next {args.per_module} of each of {', '.join(args.module)} in the seeded order"
+            f" (a uniform sample) of {total}"
+        )
     if args.module:
         order = {name: position for position, name in enumerate(args.module)}
         chosen = sorted((m for m in every if m.module in order), key=lambda m: order[m.module])
@@ -187,6 +192,44 @@ def choose(args: argparse.Namespace, config: generate.Config) -> tuple[list[Muta
     return chosen, f"the CI sample: {len(chosen)} of {total}"
 
 
+def seeded_ids(config: generate.Config) -> dict[str, list[str]]:
+    """Return module -> the ids of every mutant generated for it, in the seeded order."""
+    every = generate.generate_all(config)
+    modules = {m.module for m in every}
+    return {
+        module: [
+            m.id for m in generate.seeded_order([m for m in every if m.module == module], config)
+        ]
+        for module in modules
+    }
+
+
+def per_module(
+    args: argparse.Namespace, every: list[Mutant], config: generate.Config
+) -> list[Mutant]:
+    """Return, for each `--module`, its next `--per-module` mutants in the seeded order.
+
+    Those already judged in a `--keep` record are passed over, so a module is sampled in
+    growing prefixes of one uniform order across several runs (the report's lower bound needs
+    a prefix with no gap). The modules take turns, so `--minutes` stops every one at a prefix.
+    """
+    judged = {
+        item["id"] for path in args.keep or [] for item in json.loads(path.read_text())["rows"]
+    }
+    queues = [
+        [m for m in generate.seeded_order([m for m in every if m.module == module], config)
+         if m.id not in judged][: args.per_module]
+        for module in args.module
+    ]  # fmt: skip
+    # Round-robin over the modules: a run stopped by --minutes leaves a prefix of each.
+    return [
+        queue[i]
+        for i in range(max(map(len, queues), default=0))
+        for queue in queues
+        if i < len(queue)
+    ]
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     """Read the command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -194,6 +237,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--module", action="append", help="run this module's mutants")
     parser.add_argument("--id", action="append", help="run this mutant")
     parser.add_argument("--limit", type=int, help="with --module: at most this many")
+    parser.add_argument(
+        "--per-module",
+        type=int,
+        help=(
+            "with --module: the next this many of each module in the seeded order (a uniform"
+            " sample), leaving out those with a row in a --keep record"
+        ),
+    )
     parser.add_argument("--map", action="store_true", help="map the tests anew first")
     parser.add_argument("--map-only", action="store_true", help="map the tests anew and stop")
     parser.add_argument(
@@ -344,9 +395,12 @@ def main(argv: list[str] | None = None) -> int:
         "goal": ",".join(config.goal_modules),
         "percent": str(config.goal_percent),
     }
+    order = seeded_ids(config)
     if args.all or args.report:
-        (DOCS / "MUTANTS.md").write_text(report.mutants_page(rows, equivalents, context))
-        report.write_block(args.evidence, report.evidence_block(rows, equivalents, context, named))
+        (DOCS / "MUTANTS.md").write_text(report.mutants_page(rows, equivalents, context, order))
+        report.write_block(
+            args.evidence, report.evidence_block(rows, equivalents, context, named, order)
+        )
     args.out.write_text(
         json.dumps(
             {
@@ -363,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         if r.verdict in VALID and r.verdict is not Verdict.CAUGHT and r.id not in equivalents
     ]  # fmt: skip
     named_failing = [row for row in named if "| caught |" not in row]
-    for line in report.module_table(rows, equivalents, config.goal_modules):
+    for line in report.module_table(rows, equivalents, config.goal_modules, order):
         print(line)
     print(f"mutants: not caught and not explained: {len(failing)} {' '.join(failing)}")
     if args.all:
