@@ -6,30 +6,24 @@ differences against the database's own `now` of the same statement.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Final, NamedTuple
+from typing import Annotated, Final
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from ql3_runtime_core import (
     LEASE_MS_DEFAULT,
-    MisfirePolicy,
     ReplicationState,
     ScheduleDefinition,
     ScheduleState,
     TaskExecution,
 )
 
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
 __all__ = [
     "SCHEDULE_NAME_MAX_LENGTH",
     "ApplyReport",
-    "DefinitionColumns",
     "ScheduleRecord",
     "ScheduleSpec",
     "ScheduleStatus",
     "StatusReport",
-    "definition_from_columns",
 ]
 
 _MODEL = ConfigDict(frozen=True, extra="forbid")
@@ -61,38 +55,6 @@ ScheduleName = Annotated[
     Field(min_length=1, max_length=SCHEDULE_NAME_MAX_LENGTH),
     AfterValidator(_check_name),
 ]
-
-
-class DefinitionColumns(NamedTuple):
-    """The six columns that store a definition (schedules and revisions), by name.
-
-    A tuple, so a definition read from a row can key a cache (`checked_definition`).
-    """
-
-    cron: str
-    timezone: str
-    misfire_policy: str
-    misfire_grace_ms: int
-    start_at_ms: int | None
-    end_at_ms: int | None
-
-    @classmethod
-    def of(cls, row: Mapping[str, Any]) -> DefinitionColumns:
-        """Take the definition columns of a row read by name (a dict row)."""
-        return cls(**{name: row[name] for name in cls._fields})
-
-
-def definition_from_columns(fields: tuple[Any, ...]) -> ScheduleDefinition:
-    """Build a definition from its columns (`DefinitionColumns`, or a tuple in that order)."""
-    columns = DefinitionColumns(*fields)
-    return ScheduleDefinition(
-        cron=columns.cron,
-        timezone=columns.timezone,
-        misfire_policy=MisfirePolicy(columns.misfire_policy),
-        misfire_grace_ms=columns.misfire_grace_ms,
-        start_at_ms=columns.start_at_ms,
-        end_at_ms=columns.end_at_ms,
-    )
 
 
 class ScheduleSpec(BaseModel):

@@ -20,19 +20,12 @@ from ql3_runtime_core import (
     ScheduleDefinition,
     ScheduleState,
     TaskExecution,
-    load_timezone,
     next_occurrence_ms,
     quarantine_reason,
-    validate_cron_expression,
 )
 
-from ._admin_models import (
-    ApplyReport,
-    DefinitionColumns,
-    ScheduleRecord,
-    ScheduleSpec,
-    definition_from_columns,
-)
+from ._admin_models import ApplyReport, ScheduleRecord, ScheduleSpec
+from ._definitions import DefinitionColumns, checked_definition
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -44,7 +37,6 @@ __all__ = [
     "REPLACED",
     "Plan",
     "Update",
-    "checked_definition",
     "initial_cursor",
     "readable_definition",
     "reconcile",
@@ -351,11 +343,3 @@ def validated(spec: ScheduleSpec) -> ScheduleSpec:
     except InvalidCronError as exc:
         raise InvalidCronError(exc.expression, f"schedule {spec.name!r}: {exc.reason}") from exc
     return ScheduleSpec(name=spec.name, definition=checked, execution=spec.execution)
-
-
-@functools.lru_cache(maxsize=4096)
-def checked_definition(columns: DefinitionColumns) -> ScheduleDefinition:
-    """Validate one distinct definition once; cron parsing dominates bulk applies otherwise."""
-    validate_cron_expression(columns.cron)
-    load_timezone(columns.timezone)
-    return definition_from_columns(columns)

@@ -44,7 +44,6 @@ from ql3_runtime_core import (
     quarantine_reason,
 )
 
-from ._admin_models import definition_from_columns
 from ._bounds import check_lease, check_limit
 from ._connect import (
     ConnectionOptions,
@@ -54,6 +53,7 @@ from ._connect import (
     reuse_or_connect,
     wrap_error,
 )
+from ._definitions import definition_from_columns
 from ._durability import UncertainWriteError, acknowledged_write, durability_barrier
 from ._lifecycle import Closing
 from ._migrations import check_schema_version

@@ -32,7 +32,7 @@ from ql3_runtime_core import (
     occurrences_after_ms,
 )
 
-from ._admin_models import DefinitionColumns, definition_from_columns
+from ._definitions import DefinitionColumns, definition_from_columns
 from ._verify_revisions import MIGRATED, revision_windows
 from ._verify_skips import check_skip
 from ._verify_zones import version_for

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ql3_runtime_core import ScheduleDefinition, next_occurrence_ms, quarantine_reason
 
-from ._admin_models import DefinitionColumns, definition_from_columns
+from ._definitions import DefinitionColumns, definition_from_columns
 from ._verify_report import ScheduleVerdict
 
 if TYPE_CHECKING:

@@ -28,9 +28,8 @@ import psycopg
 from psycopg.rows import class_row, dict_row
 from ql3_runtime_core import ScheduleState, ZoneRules, zone_rules_version
 
-from ._admin_models import DefinitionColumns
-from ._admin_plan import checked_definition
 from ._connect import ConnectionOptions, connect, wrap_error
+from ._definitions import DefinitionColumns, checked_definition
 from ._durability import UncertainWriteError, acknowledged_write, settle_durably
 from ._errors import DatabaseError, ZoneRulesUnavailableError
 from ._rows import named_row
