@@ -4,16 +4,6 @@ from __future__ import annotations
 
 from importlib.metadata import version as _version
 
-from ._admin import ScheduleAdmin
-from ._admin_models import (
-    SCHEDULE_NAME_MAX_LENGTH,
-    ApplyReport,
-    ScheduleRecord,
-    ScheduleSpec,
-    ScheduleStatus,
-    StatusReport,
-)
-from ._binaries import find_postgres_bin_dir
 from ._connect import DRIVER_LOGGER, ConnectionSettings, check_conninfo
 from ._errors import (
     DatabaseError,
@@ -29,11 +19,19 @@ from ._errors import (
     ZoneRulesUnavailableError,
 )
 from ._history import AttemptCounts, AttemptRecord, HistoryReader, RunRecord, RunSummary
-from ._ingress import TaskConnection, WorkerIngress
-from ._migrations import SCHEMA_VERSION, check_schema_version, migrate
-from ._private_server import PrivateServer
-from ._repository import PostgresScheduleRepository
-from ._roles import (
+from .admin._admin import ScheduleAdmin
+from .admin._models import (
+    SCHEDULE_NAME_MAX_LENGTH,
+    ApplyReport,
+    ScheduleRecord,
+    ScheduleSpec,
+    ScheduleStatus,
+    StatusReport,
+)
+from .ingress._ingress import TaskConnection, WorkerIngress
+from .repository._repository import PostgresScheduleRepository
+from .schema._migrations import SCHEMA_VERSION, check_schema_version, migrate
+from .schema._roles import (
     GROUP_ROLES,
     ROLE_NAMES,
     create_login_user,
@@ -41,7 +39,10 @@ from ._roles import (
     provision_roles,
     provision_roles_if_missing,
 )
-from ._verify import (
+from .server._binaries import find_postgres_bin_dir
+from .server._private_server import PrivateServer
+from .verify._lateness import ScheduleLateness
+from .verify._verify import (
     STALE_CLAIM_GRACE_MS_DEFAULT,
     VERIFY_RULES,
     VIOLATIONS_PER_RULE_DEFAULT,
@@ -51,10 +52,9 @@ from ._verify import (
     Violation,
     verify_history,
 )
-from ._verify_lateness import ScheduleLateness
-from ._zone_adopt import adopt_zone_rules
-from ._zone_moves import ZoneMove
-from ._zone_rules import (
+from .zones._adopt import adopt_zone_rules
+from .zones._moves import ZoneMove
+from .zones._rules import (
     ZoneRulesChange,
     ZoneRulesRecord,
     ZoneRuleVersion,

@@ -1,0 +1,446 @@
+"""The history checker behind `ql3 verify` (DESIGN §14): exactly-once from the database alone.
+
+`verify_history` reads a live QL3 database in one READ ONLY REPEATABLE READ transaction (so the
+whole verdict is about one snapshot) and reports one `Violation` per finding (the first
+`violations_per_rule` of each rule in detail, every one counted). Rules:
+
+- `duplicate`: an occurrence (schedule, scheduled_for_ms) admitted more than once. The UNIQUE
+  constraint makes this impossible; the checker looks anyway, which is what makes it a check.
+- `early`: a run committed before its occurrence (`created_at_ms < scheduled_for_ms`).
+- `future`: a run committed later than the database clock at check time: a time written from a
+  fast clock that is not the database's (rule zero). Right after a backwards step of the database
+  clock this also reports rows from before the step, until the clock passes them again.
+- `shape`: not exactly one first attempt (number 1), one `run.admitted` event and one
+  `attempt.queued` event per attempt, the admission rows all with the run's commit time (DESIGN §5);
+  attempts/events pointing at no run; a run whose schedule is unknown or whose task differs from
+  its schedule's. Later attempts and the events workers append are the `attempts` rule's.
+- `attempts`: what workers did after admission does not hold together (DESIGN §10, see
+  `_verify_attempts`): attempts not numbered 1..n, two live ones, a successor after a success or
+  a live attempt, or an attempt whose events do not match its state.
+- `time_backwards`: per schedule, commit times in run id order decrease, or the schedule's
+  `updated_at_ms` is earlier than its latest (highest id) run's commit time.
+- `order`: per schedule, occurrences in run id order decrease (the cursor never moves backwards).
+- `invalid_schedule`: a schedule quarantined by a replica (state `invalid`, with the reason it
+  gave), or an active or paused one whose definition cannot be read. It admits nothing, so the
+  promise fails for it until an operator fixes it: verify fails (exit 1) while one exists. Its
+  history (runs, revisions, skip records) is not judged by the other rules: they need the
+  definition it is decided with, which is what cannot be read. Once it is brought back (which
+  opens a revision), every rule judges it again, the quarantine's occurrences included.
+- `stale_claim`: a claim whose expiry is more than `stale_claim_grace_ms` behind the database
+  clock. Claims are only taken on due schedules and any live replica takes an expired one over, so
+  an old expired claim means no replica is running (or one is stuck); the default grace of 5 s lets
+  an operator check a live system where a claim has just expired.
+- `cursor`: an active or paused schedule whose cursor is not an occurrence of its cron, is not
+  after its latest run, lies before its live revision's first cursor, or passed `end_at_ms`
+  while the schedule is still active.
+- `revision`: the schedule revisions (written by the admin with every creation and definition
+  change, migrations/0004) do not hold together: none at all (a schedule written past the
+  admin), numbers not 1..n, not exactly the last one live, the schedule's definition differs
+  from its live revision (changed without one), a revision that keeps the cursor does not start
+  where the previous one ended, or a placed first cursor is not exactly the first occurrence
+  strictly after max(`placed_after_ms`, `start_at_ms - 1`, the latest decided occurrence).
+- `missing`: an occurrence with neither a run nor a skip record. For each revision, every
+  occurrence of its definition from its first cursor up to its end cursor (or the next
+  revision's first cursor if earlier; the schedule's cursor for the live revision; `end_at_ms`
+  once exhausted), at or after `since_ms`, must be exactly one run or lie inside exactly one skip
+  record. Runs and skip ranges are walked in order and each gap is counted with
+  `count_occurrences_ms`: nothing is enumerated.
+- `skip_record`: a skip record that is not what the commit writes: its count differs from the
+  occurrences in its range, it does not begin and end on occurrences, a run lies inside it or it
+  overlaps another, it records another policy than its revision's, it skips an occurrence that
+  was on time at its claim, under fire_once the occurrence after it has no run, under skip the
+  occurrence after it was missed too, or it lies outside every revision's range.
+- `stall`, `late`, `misfire_policy` (with `lease_ms` only, see `_verify_timing`): an active
+  schedule whose cursor lies more than lease + grace behind the database clock (or `as_of_ms`),
+  with the span it left undecided (`_verify_stall`); a run admitted later than its misfire
+  policy allows, and a claim whose decision over its missed occurrences breaks its policy
+  (`_verify_lateness`). With them, `skip_record` also checks each record against when the
+  database wrote it, and the report carries each schedule's lateness distribution.
+- `not_occurrence`: a run whose `scheduled_for_ms` is not an occurrence of its revision's
+  definition or lies outside every revision's range (before the first cursor, after `end_at_ms`,
+  in an occurrence range a later revision dropped). Runs older than schema 4 (before a
+  'migrated' revision 1) are only checked to be occurrences of that revision.
+
+`expected` per schedule is the occurrences of its ranges minus those inside skip records (each
+needs a run); `missing` counts the occurrences with neither. Cron math comes from
+`ql3_runtime_core` only, never from here, with the zone rules each revision was computed with,
+loaded from the database (`_verify_zones`): a skip record of reason `zone_rules_changed` (written
+by an adopt) is judged against the old rules and the version history.
+
+How it reads (ten million runs in under two minutes, memory bounded by the number of
+schedules, not of runs). The work is split by what each access path does cheaply:
+
+- in SQL, returning only violations: the shape (runs, attempts and events merged in run id order
+  through their indexes, `verify_shape.sql`), the run sequence per schedule in id order
+  (`verify_run_sequence.sql`: early, future, time_backwards, order), runs and skip records of no
+  schedule;
+- streamed through server-side cursors, one schedule at a time: its admitted occurrences from the
+  (schedule_id, scheduled_for_ms) index alone and its skip records, both in occurrence order,
+  into the duplicate count and the accounting walk (`_verify_accounting`). Nothing per run is
+  kept; a finding that names a run looks its id up.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+import psycopg
+from psycopg.rows import dict_row
+from ql3_runtime_core import (
+    EPOCH_MS_MAX,
+    EPOCH_MS_MIN,
+    LEASE_MS_MAX,
+    LEASE_MS_MIN,
+    MISFIRE_GRACE_MS_MAX,
+    InvalidArgumentError,
+)
+
+from ql3_cluster_postgres._connect import ConnectionOptions, open_connection
+from ql3_cluster_postgres._errors import DatabaseError
+from ql3_cluster_postgres._sql import query
+
+from ._accounting import Accounting, AccountingWalk, revision_from_row
+from ._attempts import check_attempt_timing, check_attempts
+from ._report import RULE_NAMES, Findings, ScheduleVerdict, VerifyReport, Violation
+from ._revisions import check_revisions
+from ._rules import (
+    RunCounts,
+    Schedule,
+    check_claim,
+    check_invalid,
+    check_schedule_row,
+    check_sequence,
+    report_orphan,
+    report_shape,
+    report_stray_run,
+    schedule_from_row,
+    schedule_verdict,
+)
+from ._stream import RunIds, ScheduleStream
+from ._timing import check_timing
+from ._zones import VerifyZones
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+
+    from psycopg.rows import RowFactory
+
+    from ._accounting import Revision
+    from ._lateness import ScheduleLateness
+
+__all__ = [
+    "RULES",
+    "STALE_CLAIM_GRACE_MS_DEFAULT",
+    "VERIFY_RULES",
+    "VIOLATIONS_PER_RULE_DEFAULT",
+    "VIOLATIONS_PER_RULE_MAX",
+    "ScheduleVerdict",
+    "VerifyReport",
+    "Violation",
+    "verify_history",
+]
+
+STALE_CLAIM_GRACE_MS_DEFAULT = 5_000
+# Findings listed in detail per rule; the rest are counted. A broken build can break a rule
+# once per run: ten million lines help nobody and would hold the memory this bound saves.
+VIOLATIONS_PER_RULE_DEFAULT = 100
+VIOLATIONS_PER_RULE_MAX = 100_000
+RULES = RULE_NAMES
+# The same, under the name the package exports: every kind of finding `Violation.rule` may hold.
+VERIFY_RULES = RULE_NAMES
+# "Every occurrence" for the SQL's `>= since_ms`: below every bigint.
+_ALL_MS: Final = -(2**63)
+# Rows per round trip of a server-side cursor: large enough that the round trips do not count,
+# small enough that a batch of runs stays a few hundred kilobytes.
+_BATCH_ROWS: Final = 20_000
+
+
+def verify_history(
+    conninfo: str,
+    *,
+    since_ms: int | None = None,
+    stale_claim_grace_ms: int = STALE_CLAIM_GRACE_MS_DEFAULT,
+    violations_per_rule: int = VIOLATIONS_PER_RULE_DEFAULT,
+    lease_ms: int | None = None,
+    as_of_ms: int | None = None,
+) -> VerifyReport:
+    """Check the history of the QL3 database at `conninfo`; read-only, runs as `ql3_admin`.
+
+    Args:
+        conninfo: libpq connection string.
+        since_ms: only check occurrences at or after this epoch ms (claims and cursors are always
+            checked).
+        stale_claim_grace_ms: how far past its expiry (database time) a claim may be before it is
+            reported; 0 at rest, the default for a live system.
+        violations_per_rule: how many findings of each rule the report lists in detail (the
+            first found); every finding is counted in `VerifyReport.violation_counts`.
+        lease_ms: the replicas' claim lease; given, the time rules (`stall`, `late`,
+            `misfire_policy`, the writing of skip records) judge against lease + grace, and the
+            report holds each schedule's lateness. None: those rules are not applied.
+        as_of_ms: the instant the `stall` rule judges at (default: the database clock when the
+            check runs), to repeat a report; it may not be after that clock.
+
+    Raises:
+        DatabaseError: the database could not be read.
+        InvalidArgumentError: `since_ms` outside `EPOCH_MS_MIN`..`EPOCH_MS_MAX`, a grace
+            outside 0..`MISFIRE_GRACE_MS_MAX`, `violations_per_rule` outside
+            1..`VIOLATIONS_PER_RULE_MAX`, `lease_ms` outside `LEASE_MS_MIN`..`LEASE_MS_MAX`, or
+            `as_of_ms` outside the epoch range (a `ValueError`; checked before connecting), or
+            `as_of_ms` after the database clock (checked once it is read).
+
+    """
+    _check_arguments(since_ms, stale_claim_grace_ms, violations_per_rule)
+    _check_time_arguments(lease_ms, as_of_ms)
+    findings = Findings(violations_per_rule)
+    try:
+        options = ConnectionOptions(conninfo, application_name="ql3-verify")
+        with open_connection(options, autocommit=False) as conn:
+            # One snapshot for every read: rows a live system writes meanwhile cannot make the
+            # reads disagree (a run seen by one rule and missing from another).
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
+            check = _Check(_Reader(conn, since_ms), findings, stale_claim_grace_ms)
+            check.lease_ms, check.as_of_ms = lease_ms, as_of_ms
+            verdicts, runs = check.run()
+            conn.rollback()  # nothing to keep: a read-only transaction ends either way
+    except psycopg.Error as exc:
+        raise DatabaseError(f"verify_history: cannot read the QL3 history: {exc}") from exc
+    return VerifyReport(
+        ok=not findings.counts,
+        violations=tuple(findings.violations),
+        violation_counts=dict(sorted(findings.counts.items())),
+        violations_per_rule=violations_per_rule,
+        schedules=check.schedule_rows,
+        runs=runs,
+        checked_at_ms=check.now_ms,
+        since_ms=since_ms,
+        stale_claim_grace_ms=stale_claim_grace_ms,
+        per_schedule=tuple(verdicts),
+        lease_ms=lease_ms,
+        as_of_ms=check.as_of_ms if lease_ms is not None else as_of_ms,
+        lateness=check.lateness,
+    )
+
+
+def _check_arguments(since_ms: int | None, grace_ms: int, per_rule: int) -> None:
+    if since_ms is not None and not EPOCH_MS_MIN <= since_ms <= EPOCH_MS_MAX:
+        raise InvalidArgumentError(
+            "since_ms", since_ms, f"must be within {EPOCH_MS_MIN}..{EPOCH_MS_MAX} (epoch ms)"
+        )
+    # A claim stale for more than a week is stale under any grace: the same bound as misfire.
+    if not 0 <= grace_ms <= MISFIRE_GRACE_MS_MAX:
+        raise InvalidArgumentError(
+            "stale_claim_grace_ms",
+            grace_ms,
+            f"must be within 0..{MISFIRE_GRACE_MS_MAX} (ms, at most 7 days)",
+        )
+    if not 1 <= per_rule <= VIOLATIONS_PER_RULE_MAX:
+        raise InvalidArgumentError(
+            "violations_per_rule", per_rule, f"must be within 1..{VIOLATIONS_PER_RULE_MAX}"
+        )
+
+
+def _check_time_arguments(lease_ms: int | None, as_of_ms: int | None) -> None:
+    if lease_ms is not None and not LEASE_MS_MIN <= lease_ms <= LEASE_MS_MAX:
+        raise InvalidArgumentError(
+            "lease_ms", lease_ms, f"must be within {LEASE_MS_MIN}..{LEASE_MS_MAX} (ms)"
+        )
+    if as_of_ms is not None and not EPOCH_MS_MIN <= as_of_ms <= EPOCH_MS_MAX:
+        raise InvalidArgumentError(
+            "as_of_ms", as_of_ms, f"must be within {EPOCH_MS_MIN}..{EPOCH_MS_MAX} (epoch ms)"
+        )
+
+
+class _Reader:
+    """The statements of one check, all in its one READ ONLY REPEATABLE READ transaction."""
+
+    def __init__(self, conn: psycopg.Connection[Any], since_ms: int | None) -> None:
+        self.conn = conn
+        self.since_ms = since_ms
+        self._cursors = 0
+
+    def execute(self, name: str) -> None:
+        """Run a statement that returns nothing (a setting of this transaction)."""
+        self.conn.execute(query(name))
+
+    def rows(self, name: str, **params: object) -> list[dict[str, Any]]:
+        """Fetch a small result (schedules, revisions) whole, as dicts."""
+        with self.conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute(query(name), self._params(params)).fetchall()
+
+    def stream(self, name: str, row_factory: RowFactory[Any], **params: object) -> Iterator[Any]:
+        """Yield a result of any size row by row (see `batches`)."""
+        for batch in self.batches(name, row_factory, **params):
+            yield from batch
+
+    def batches(
+        self, name: str, row_factory: RowFactory[Any], **params: object
+    ) -> Iterator[list[Any]]:
+        """Yield a result of any size through a server-side cursor, `_BATCH_ROWS` rows at a time."""
+        self._cursors += 1
+        # A named cursor is a server-side one; names are unique within the transaction, and two
+        # streams may be open at once (occurrences and skip records are walked side by side).
+        with self.conn.cursor(f"ql3_verify_{self._cursors}", row_factory=row_factory) as cur:
+            cur.execute(query(name), self._params(params))
+            while batch := cur.fetchmany(_BATCH_ROWS):
+                yield batch
+
+    def _params(self, params: Mapping[str, object]) -> dict[str, object]:
+        return {"since_ms": _ALL_MS if self.since_ms is None else self.since_ms, **params}
+
+
+class _Check:
+    """One verify: the reads in order, each handing its rows to the rules."""
+
+    def __init__(self, reader: _Reader, findings: Findings, grace_ms: int) -> None:
+        self.reader = reader
+        self.findings = findings
+        self.grace_ms = grace_ms
+        self.now_ms = 0
+        self.schedule_rows = 0
+        self.zones: VerifyZones | None = None
+        self.lease_ms: int | None = None
+        self.as_of_ms: int | None = None
+        self.lateness: tuple[ScheduleLateness, ...] = ()
+
+    def run(self) -> tuple[list[ScheduleVerdict], int]:
+        """Check everything; return the verdict of each schedule and the runs in scope."""
+        reader, findings = self.reader, self.findings
+        # Before any cursor is declared: the setting applies to cursors planned after it.
+        reader.execute("verify_plan_whole_results")
+        # The snapshot's one clock reading: every "now" of every rule is this one.
+        now = reader.rows("verify_now")[0]
+        self.now_ms = int(now["now_ms"])
+        if self.as_of_ms is not None and self.as_of_ms > self.now_ms:
+            # Judging an instant still to come would report stalls that have not happened.
+            raise InvalidArgumentError(
+                "as_of_ms", self.as_of_ms, f"is after the database clock ({self.now_ms})"
+            )
+        if self.as_of_ms is None:
+            self.as_of_ms = self.now_ms
+        # Refuses (one line) when the recorded rules' data is not stored: nothing to judge with.
+        self.zones = VerifyZones(lambda: reader.conn, now["zone_rules_version"])
+        schedule_rows = reader.rows("verify_schedules")
+        self.schedule_rows = len(schedule_rows)
+        # Quarantined schedules are reported once here and judged by no other rule.
+        skipped = check_invalid(findings, schedule_rows)
+        schedules = [schedule_from_row(row) for row in schedule_rows if row["id"] not in skipped]
+        revisions = self._revisions(schedules, skipped)
+        self._strays({row["id"] for row in schedule_rows}, skipped)
+        self._shape()
+        check_attempts(findings, reader.stream("verify_attempts", dict_row))
+        check_attempt_timing(findings, reader.stream("verify_attempt_timing", dict_row))
+        if self.lease_ms is not None:
+            self.lateness = check_timing(
+                reader,
+                findings,
+                schedules,
+                revisions,
+                as_of_ms=self.as_of_ms,
+                lease_ms=self.lease_ms,
+            )
+        counts = self._sequence({schedule.id for schedule in schedules})
+        verdicts = [
+            self._schedule(schedule, revisions.get(schedule.id, []), counts.get(schedule.id))
+            for schedule in schedules
+        ]
+        return verdicts, int(reader.rows("verify_run_count")[0]["runs"])
+
+    def _revisions(
+        self, schedules: Sequence[Schedule], skipped: set[int]
+    ) -> dict[int, list[Revision]]:
+        """Read every revision, grouped by schedule (a handful each); report those of none."""
+        grouped: dict[int, list[Revision]] = {}
+        zones = self._zones()
+        for row in self.reader.rows("verify_revisions"):
+            if row["schedule_id"] not in skipped:
+                grouped.setdefault(row["schedule_id"], []).append(revision_from_row(row, zones))
+        known = {schedule.id for schedule in schedules}
+        for schedule_id in sorted(set(grouped) - known):
+            self.findings.add("revision", schedule_id, "revisions belong to no schedule")
+        return grouped
+
+    def _zones(self) -> VerifyZones:
+        if self.zones is None:  # pragma: no cover - set first thing in run()
+            msg = "verify_history: zone rules read before the clock"
+            raise DatabaseError(msg)
+        return self.zones
+
+    def _strays(self, stored: set[int], skipped: set[int]) -> None:
+        """Report runs and skip records of no schedule, and runs of another task."""
+        findings = self.findings
+        unknown: dict[int, list[int]] = {}  # schedule id -> [runs, first id, last id]
+        for row in self.reader.stream("verify_stray_runs", dict_row):
+            schedule_id = row["schedule_id"]
+            if schedule_id not in stored:
+                seen = unknown.setdefault(schedule_id, [0, row["id"], row["id"]])
+                seen[0] += 1
+                seen[2] = row["id"]
+            elif schedule_id not in skipped:
+                report_stray_run(findings, row)
+        for schedule_id, (runs, first, last) in unknown.items():
+            findings.add(
+                "shape",
+                schedule_id,
+                f"{runs} run(s) belong to no schedule (ids {first} to {last})",
+            )
+        for row in self.reader.rows("verify_stray_skips"):
+            findings.add(
+                "skip_record",
+                row["schedule_id"],
+                f"{row['skip_records']} skip record(s) belong to no schedule (ids"
+                f" {row['first_id']} to {row['last_id']})",
+            )
+
+    def _shape(self) -> None:
+        """Report runs of the wrong shape, and each attempt and event of no run."""
+        for row in self.reader.stream("verify_shape", dict_row):
+            # A run row exists but its attempts or events are wrong; otherwise the id is only
+            # named by attempts or events, whose every row is then reported as an orphan.
+            if row["runs"] == 1:
+                report_shape(self.findings, row)
+                continue
+            for orphan in self.reader.rows("verify_orphans", run_id=row["id"]):
+                report_orphan(self.findings, orphan)
+
+    def _sequence(self, checked: set[int]) -> dict[int, RunCounts]:
+        """Judge the runs per schedule in id order; keep each schedule's newest and early count."""
+        counts: dict[int, RunCounts] = {}
+        rows = self.reader.stream("verify_run_sequence", dict_row, now_ms=self.now_ms)
+        for row in rows:
+            if row["schedule_id"] not in checked:
+                continue
+            count = counts.setdefault(row["schedule_id"], RunCounts())
+            if check_sequence(self.findings, row, now_ms=self.now_ms):
+                count.early += 1
+            if row["newest"]:
+                count.newest_id, count.newest_created_ms = row["id"], row["created_at_ms"]
+        return counts
+
+    def _schedule(
+        self, schedule: Schedule, revisions: Sequence[Revision], counts: RunCounts | None
+    ) -> ScheduleVerdict:
+        """Check one schedule: its claim, revisions, and its runs and skip records in order."""
+        findings = self.findings
+        counts = counts or RunCounts()
+        check_claim(findings, schedule, now_ms=self.now_ms, grace_ms=self.grace_ms)
+        run_id = RunIds(self.reader, schedule.id)
+        walk = None
+        zones = self._zones()
+        if check_revisions(findings, schedule, revisions):
+            walk = AccountingWalk(
+                findings,
+                schedule,
+                revisions,
+                since_ms=self.reader.since_ms,
+                run_id=run_id,
+                switches=zones.switches,
+            )
+        ScheduleStream(
+            self.reader, findings, schedule, counts=counts, walk=walk, run_id=run_id
+        ).run()
+        # The cursor was placed with the live revision's rules.
+        live = revisions[-1].rules if revisions else None
+        check_schedule_row(findings, schedule, counts, live or zones.recorded_rules())
+        accounting = walk.finish() if walk is not None else Accounting()
+        return schedule_verdict(schedule, counts, accounting)
