@@ -41,7 +41,7 @@ from .schema._roles import (
 )
 from .server._binaries import find_postgres_bin_dir
 from .server._private_server import PrivateServer
-from .verify._lateness import ScheduleLateness
+from .verify._report import ScheduleLateness
 from .verify._verify import (
     STALE_CLAIM_GRACE_MS_DEFAULT,
     VERIFY_RULES,

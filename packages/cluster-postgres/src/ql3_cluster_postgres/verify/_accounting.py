@@ -34,6 +34,7 @@ from ql3_runtime_core import (
 
 from ql3_cluster_postgres._definitions import DefinitionColumns, definition_from_columns
 
+from ._records import Revision
 from ._revisions import MIGRATED, revision_windows
 from ._skips import check_skip
 from ._zones import version_for
@@ -43,10 +44,8 @@ if TYPE_CHECKING:
 
     from ql3_runtime_core import ScheduleDefinition, ZoneRules
 
+    from ._records import Schedule, Skip, Window
     from ._report import Findings
-    from ._revisions import Window
-    from ._rules import Schedule
-    from ._skips import Skip
     from ._zones import VerifyZones
 
     # Names the `nth` run (0: the first) of an occurrence: (occurrence ms, nth) -> run id.
@@ -55,28 +54,11 @@ if TYPE_CHECKING:
 __all__ = [
     "Accounting",
     "AccountingWalk",
-    "Revision",
     "revision_from_row",
 ]
 
 # Above every epoch-ms instant: "nothing awaited", "no window left".
 _NEVER: Final = 2**63
-
-
-@dataclass(frozen=True)
-class Revision:
-    schedule_id: int
-    revision: int
-    reason: str
-    definition: ScheduleDefinition | None  # None: the stored definition cannot be read
-    first_cursor_ms: int | None
-    end_cursor_ms: int | None
-    placed_after_ms: int | None
-    created_at_ms: int
-    ended_at_ms: int | None
-    decided_before_ms: int | None
-    zone_rules_version: str
-    rules: ZoneRules | None  # None: that version's rule data is not stored
 
 
 @dataclass

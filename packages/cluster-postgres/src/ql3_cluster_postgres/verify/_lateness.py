@@ -35,35 +35,17 @@ from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
 from ql3_runtime_core import count_occurrences_ms, next_occurrence_ms
+
+from ._report import ScheduleLateness
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from ._accounting import Revision
+    from ._records import Revision
     from ._report import Findings
 
-__all__ = ["ScheduleLateness", "check_catch_up", "check_lateness", "lateness_from_row"]
-
-
-class ScheduleLateness(BaseModel):
-    """One schedule's admission lateness (commit time minus occurrence) over its runs in scope."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schedule_id: int
-    runs: int
-    p50_ms: int
-    p99_ms: int
-    max_ms: int
-
-    def line(self) -> str:
-        """Render the distribution as the one line `ql3 verify` prints."""
-        return (
-            f"lateness: schedule {self.schedule_id}: p50 {self.p50_ms} ms, p99 {self.p99_ms} ms,"
-            f" max {self.max_ms} ms over {self.runs} run(s)"
-        )
+__all__ = ["check_catch_up", "check_lateness", "lateness_from_row"]
 
 
 def lateness_from_row(row: dict[str, Any]) -> ScheduleLateness:

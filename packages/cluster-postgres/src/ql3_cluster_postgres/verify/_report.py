@@ -13,12 +13,17 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from ._lateness import ScheduleLateness
-
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["RULE_NAMES", "Findings", "ScheduleVerdict", "VerifyReport", "Violation"]
+__all__ = [
+    "RULE_NAMES",
+    "Findings",
+    "ScheduleLateness",
+    "ScheduleVerdict",
+    "VerifyReport",
+    "Violation",
+]
 
 # Every kind of finding (`_verify`'s docstring says what each means); a `Violation` of any other
 # rule is refused, so a report's rules are a closed set a script can switch on.
@@ -41,6 +46,25 @@ RULE_NAMES = (
     "stall",
     "time_backwards",
 )
+
+
+class ScheduleLateness(BaseModel):
+    """One schedule's admission lateness (commit time minus occurrence) over its runs in scope."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schedule_id: int
+    runs: int
+    p50_ms: int
+    p99_ms: int
+    max_ms: int
+
+    def line(self) -> str:
+        """Render the distribution as the one line `ql3 verify` prints."""
+        return (
+            f"lateness: schedule {self.schedule_id}: p50 {self.p50_ms} ms, p99 {self.p99_ms} ms,"
+            f" max {self.max_ms} ms over {self.runs} run(s)"
+        )
 
 
 class Violation(BaseModel):

@@ -10,22 +10,22 @@ database time recorded with it and after every decided occurrence (no slack). Sp
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from ql3_runtime_core import next_occurrence_ms
+
+from ._records import Window
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ql3_runtime_core import ScheduleDefinition, ZoneRules
 
-    from ._accounting import Revision
+    from ._records import Revision, Schedule
     from ._report import Findings
-    from ._rules import Schedule
 
-__all__ = ["MIGRATED", "Window", "check_revisions", "revision_windows"]
+__all__ = ["MIGRATED", "check_revisions", "revision_windows"]
 
 MIGRATED = "migrated"
 
@@ -157,17 +157,6 @@ def _placed_cursor(revision: Revision, before: Revision | None) -> int | None:
     if definition.end_at_ms is not None and cursor > definition.end_at_ms:
         return None
     return cursor
-
-
-@dataclass(frozen=True)
-class Window:
-    revision: Revision
-    definition: ScheduleDefinition
-    rules: ZoneRules
-    low: int
-    # Exclusive, because a revision ends at a cursor: the cursor itself is still undecided and
-    # belongs to whichever revision comes next.
-    high: int
 
 
 def revision_windows(schedule: Schedule, revisions: Sequence[Revision]) -> list[Window]:

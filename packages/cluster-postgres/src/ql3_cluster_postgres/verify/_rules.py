@@ -7,13 +7,13 @@ few numbers (`RunCounts`), never the runs. Cron math comes from `ql3_runtime_cor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ql3_runtime_core import ScheduleDefinition, next_occurrence_ms, quarantine_reason
 
 from ql3_cluster_postgres._definitions import DefinitionColumns, definition_from_columns
 
+from ._records import RunCounts, Schedule
 from ._report import ScheduleVerdict
 
 if TYPE_CHECKING:
@@ -26,8 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SHAPE_COUNTS",
-    "RunCounts",
-    "Schedule",
     "check_claim",
     "check_invalid",
     "check_schedule_row",
@@ -47,20 +45,6 @@ SHAPE_COUNTS: tuple[tuple[str, int, str], ...] = (
     ("first_attempts", 1, "first attempt(s)"),
     ("run_admitted", 1, "run.admitted event(s)"),
 )
-
-
-@dataclass(frozen=True)
-class Schedule:
-    id: int
-    task_id: int
-    name: str
-    definition: ScheduleDefinition
-    state: str
-    next_due_at_ms: int | None
-    claim_owner_id: str | None
-    claim_expires_at_ms: int | None
-    updated_at_ms: int
-    created_at_ms: int
 
 
 def check_invalid(findings: Findings, rows: Sequence[dict[str, Any]]) -> set[int]:
@@ -204,18 +188,6 @@ def check_sequence(findings: Findings, row: dict[str, Any], *, now_ms: int) -> b
             f" of the earlier run {before_id}",
         )
     return early
-
-
-@dataclass
-class RunCounts:
-    """What one schedule's runs add up to: from the sequence (newest, early) and the stream."""
-
-    runs: int = 0
-    admitted: int = 0  # distinct occurrences
-    early: int = 0
-    latest_ms: int | None = None  # the latest admitted occurrence
-    newest_id: int | None = None  # the newest run (highest id) and its commit time
-    newest_created_ms: int = 0
 
 
 def check_schedule_row(

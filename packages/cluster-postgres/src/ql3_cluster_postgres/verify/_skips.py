@@ -8,8 +8,7 @@ by `_verify_zones`. Split from `_verify_accounting`, which calls it for each rec
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ql3_runtime_core import MisfirePolicy, count_occurrences_ms, next_occurrence_ms
 
@@ -18,33 +17,34 @@ from ._zones import ZONE_RULES_CHANGED, zone_skip_problems
 if TYPE_CHECKING:
     from ql3_runtime_core import ScheduleDefinition, ZoneRules
 
-    from ._accounting import AccountingWalk
-    from ._revisions import Window
+    from ._records import Schedule, Skip, Window
+    from ._report import Findings
 
-__all__ = ["Skip", "check_skip"]
+__all__ = ["SkipJudge", "check_skip"]
 
 
-@dataclass(frozen=True)
-class Skip:
-    """One skip record, read by name (`verify_schedule_skips.sql` selects these columns).
+class SkipJudge(Protocol):
+    """What a skip record's check needs from the walk that meets it (`AccountingWalk`).
 
-    A `misfire` record has a policy and a claim; a `zone_rules_changed` one names both versions.
+    Declared here, not imported: the walk calls this module, so this module naming the walk would
+    make the two import each other.
     """
 
-    id: int
-    schedule_id: int
-    first_skipped_ms: int
-    last_skipped_ms: int
-    skipped_count: int
-    reason: str
-    misfire_policy: str | None
-    claim_acquired_at_ms: int | None
-    zone_rules_from: str | None
-    zone_rules_to: str | None
-    created_at_ms: int
+    findings: Findings
+    schedule: Schedule
+    # Which zone rules version followed which, and when (`VerifyZones.switches`).
+    switches: dict[tuple[str, str], list[int]]
+
+    def describe(self, start: int, end: int, nth: int | None, skip: Skip | None) -> str:
+        """Name a run or a skip record, for a finding."""
+        ...
+
+    def await_run(self, occurrence_ms: int, what: str) -> None:
+        """Report `what` unless a run at `occurrence_ms` is fed before anything later."""
+        ...
 
 
-def check_skip(owner: AccountingWalk, window: Window, skip: Skip) -> None:
+def check_skip(owner: SkipJudge, window: Window, skip: Skip) -> None:
     """Check that a skip record holds exactly the missed occurrences its policy had to skip."""
     if skip.reason == ZONE_RULES_CHANGED:
         what = owner.describe(skip.first_skipped_ms, skip.last_skipped_ms, None, skip)
@@ -62,7 +62,7 @@ def check_skip(owner: AccountingWalk, window: Window, skip: Skip) -> None:
     _check_misfire_skip(owner, window, skip)
 
 
-def _check_misfire_skip(owner: AccountingWalk, window: Window, skip: Skip) -> None:
+def _check_misfire_skip(owner: SkipJudge, window: Window, skip: Skip) -> None:
     """Check a misfire record: the missed occurrences its policy had to skip, exactly."""
     definition, rules = window.definition, window.rules
     acquired = skip.claim_acquired_at_ms if skip.claim_acquired_at_ms is not None else 0

@@ -41,9 +41,8 @@ from ql3_runtime_core import count_occurrences_ms
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from ._accounting import Revision
+    from ._records import Revision, Schedule
     from ._report import Findings
-    from ._rules import Schedule
 
 __all__ = ["check_skip_commits", "check_stall"]
 

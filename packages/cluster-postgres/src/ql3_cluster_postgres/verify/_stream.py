@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Final
 
 from psycopg.rows import class_row, scalar_row
 
-from ._skips import Skip
+from ._records import Skip
 
 if TYPE_CHECKING:
     from ._accounting import AccountingWalk
+    from ._reader import SnapshotReader
+    from ._records import RunCounts, Schedule
     from ._report import Findings
-    from ._rules import RunCounts, Schedule
-    from ._verify import _Reader
 
 __all__ = ["RunIds", "ScheduleStream"]
 
@@ -32,7 +32,7 @@ def _ignore(at_ms: int, nth: int) -> None:
 class RunIds:
     """Names runs for findings: the ids of one occurrence's runs, looked up when first needed."""
 
-    def __init__(self, reader: _Reader, schedule_id: int) -> None:
+    def __init__(self, reader: SnapshotReader, schedule_id: int) -> None:
         self.reader = reader
         self.schedule_id = schedule_id
         self._at_ms: int | None = None
@@ -58,7 +58,7 @@ class ScheduleStream:
 
     def __init__(  # the rows of one schedule and where they go
         self,
-        reader: _Reader,
+        reader: SnapshotReader,
         findings: Findings,
         schedule: Schedule,
         *,

@@ -19,17 +19,15 @@ from ._stall import check_skip_commits, check_stall
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ._accounting import Revision
-    from ._lateness import ScheduleLateness
-    from ._report import Findings
-    from ._rules import Schedule
-    from ._verify import _Reader
+    from ._reader import SnapshotReader
+    from ._records import Revision, Schedule
+    from ._report import Findings, ScheduleLateness
 
 __all__ = ["check_timing"]
 
 
 def check_timing(  # one snapshot's reader, and what the other rules already read from it
-    reader: _Reader,
+    reader: SnapshotReader,
     findings: Findings,
     schedules: Sequence[Schedule],
     revisions: Mapping[int, Sequence[Revision]],

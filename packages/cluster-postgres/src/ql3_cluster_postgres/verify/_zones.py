@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     import psycopg
     from ql3_runtime_core import ScheduleDefinition, ZoneRules
 
-    from ._skips import Skip
+    from ._records import Skip
 
 __all__ = ["ZONE_RULES_CHANGED", "VerifyZones", "version_for", "zone_skip_problems"]
 
