@@ -32,6 +32,7 @@ from ql3_runtime_core import (
     ScheduleState,
     TaskExecution,
     ZoneRules,
+    log_event,
     payload_text,
     zone_rules_version,
 )
@@ -208,12 +209,8 @@ class ScheduleAdmin(Closing):
         with self._lock:
             close_quietly(self._conn)
             self._conn = None
-            logger.warning(
-                "%s: uncertain (%s); settling it from durable facts",
-                action,
-                uncertain.kind,
-                extra={"event": f"admin.{uncertain.kind}", "action": action},
-            )
+            # Settled from durable facts below, before anything is returned.
+            log_event(logger, logging.WARNING, f"admin.{uncertain.kind}", action=action)
             conn = connect(self._options, f"{action}: settle")
             try:
                 found = settle_durably(conn, self._durability_timeout_s, landed or _nothing)
