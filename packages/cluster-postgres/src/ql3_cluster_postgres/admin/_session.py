@@ -34,7 +34,7 @@ from ql3_cluster_postgres._errors import (
 )
 from ql3_cluster_postgres._lifecycle import Closing
 from ql3_cluster_postgres._retry import TRANSACTION_RETRY
-from ql3_cluster_postgres._sql import query
+from ql3_cluster_postgres._send import send
 from ql3_cluster_postgres.zones._rules import connection_zone_rules, stored_zone_count
 
 from ._statements import fetch_rows
@@ -51,7 +51,7 @@ T = TypeVar("T")
 
 def database_now(conn: psycopg.Connection[Any], name: str = "database_now_ms") -> int:
     """Read the database clock in epoch ms with statement `name` (rule zero)."""
-    row = conn.cursor(row_factory=dict_row).execute(query(name)).fetchone()
+    row = send(conn, name, rows=dict_row).fetchone()
     if row is None:  # pragma: no cover - the statement always returns one row
         msg = "admin: the database clock statement returned no row"
         raise DatabaseError(msg)

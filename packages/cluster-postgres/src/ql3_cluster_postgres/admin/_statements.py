@@ -18,7 +18,7 @@ from ql3_runtime_core import (
     ZoneRules,
 )
 
-from ql3_cluster_postgres._sql import query
+from ql3_cluster_postgres._send import send
 
 from ._models import (
     ScheduleRecord,
@@ -58,7 +58,7 @@ _CREATED = "created"
 
 def fetch_rows(conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any]) -> list[_Row]:
     """Send statement `name` and return its rows as dicts, read by column name."""
-    return conn.cursor(row_factory=dict_row).execute(query(name), params).fetchall()
+    return send(conn, name, params, rows=dict_row).fetchall()
 
 
 def fetch_records(
@@ -70,7 +70,7 @@ def fetch_records(
 
 def row_count(conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any]) -> int:
     """Send statement `name` and return how many rows it wrote."""
-    return conn.execute(query(name), params).rowcount
+    return send(conn, name, params).rowcount
 
 
 def create_schedules(
@@ -105,9 +105,8 @@ def read_executions(
 ) -> dict[str, TaskExecution]:
     """Read what the given tasks (all when None) execute, by task (= schedule) name."""
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(
-            query("read_task_executions"),
-            {"task_ids": None if task_ids is None else list(task_ids)},
+        rows = send(
+            cur, "read_task_executions", {"task_ids": None if task_ids is None else list(task_ids)}
         ).fetchall()
     # Keyed by name: a schedule and its task are created together under one name.
     return {

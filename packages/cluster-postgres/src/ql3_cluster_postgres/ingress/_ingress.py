@@ -42,7 +42,7 @@ from ql3_runtime_core import (
 from ql3_cluster_postgres._bounds import check_lease, check_limit
 from ql3_cluster_postgres._connect import close_quietly
 from ql3_cluster_postgres._durability import UncertainWriteError, acknowledged_write
-from ql3_cluster_postgres._sql import query
+from ql3_cluster_postgres._send import send
 from ql3_cluster_postgres.schema._migrations import check_schema_version
 
 from ._sessions import IngressSessions, Row
@@ -212,7 +212,7 @@ class WorkerIngress(IngressSessions):
             try:
                 with acknowledged_write(conn, action), conn.transaction() as tx:
                     limit = {"timeout_ms": timeout_ms + self._statement_timeout_ms}
-                    conn.execute(query("task_transaction_timeouts"), limit)
+                    send(conn, "task_transaction_timeouts", limit)
                     ended.row = self._work_then_finish(conn, work, params, ended)
                     if ended.row is None or ended.row["finished_id"] is None:
                         raise psycopg.Rollback(tx)
@@ -245,7 +245,7 @@ class WorkerIngress(IngressSessions):
             ended.raised = RuntimeError(msg)
             return None
         with conn.cursor(row_factory=dict_row) as cur:
-            (row,) = cur.execute(query("finish_attempt"), params).fetchall()
+            (row,) = send(cur, "finish_attempt", params).fetchall()
         return row
 
     def release_attempts(

@@ -33,7 +33,7 @@ from ql3_cluster_postgres._connect import (
 from ql3_cluster_postgres._deadlines import Watchdog
 from ql3_cluster_postgres._durability import UncertainWriteError, acknowledged_write, settle_durably
 from ql3_cluster_postgres._lifecycle import Closing
-from ql3_cluster_postgres._sql import query
+from ql3_cluster_postgres._send import send
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -162,7 +162,7 @@ class IngressSessions(Closing):
                     conn.transaction(),
                     conn.cursor(row_factory=dict_row) as cur,
                 ):
-                    rows = cur.execute(query(name), params).fetchall()
+                    rows = send(cur, name, params).fetchall()
             except UncertainWriteError:
                 close_quietly(conn)  # the pool replaces it: the next call may reach a new primary
                 raise
@@ -176,7 +176,7 @@ class IngressSessions(Closing):
         self, conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any], action: str
     ) -> list[Row]:
         with self._deadline(conn, action), conn.cursor(row_factory=dict_row) as cur:
-            return cur.execute(query(name), params).fetchall()
+            return send(cur, name, params).fetchall()
 
     def _settled(self, action: str, read: Callable[[psycopg.Connection[Any]], _T]) -> _T:
         """Pass the durability barrier on a fresh connection, then `read` what is durable."""

@@ -36,7 +36,7 @@ from ql3_cluster_postgres._rows import (
     OverdueRow,
     named_row,
 )
-from ql3_cluster_postgres._sql import query
+from ql3_cluster_postgres._send import send
 from ql3_cluster_postgres.schema._migrations import check_schema_version
 
 from ._claims import ClaimStatements
@@ -120,7 +120,7 @@ class PostgresScheduleRepository(ClaimStatements, CommitStatements):
             if conn is not self._listen_conn:
                 self._listen_conn = conn
                 try:
-                    conn.execute(query("listen_schedule_changed"))
+                    send(conn, "listen_schedule_changed")
                 except psycopg.Error as exc:
                     close_quietly(conn)
                     self._listen_conn = None

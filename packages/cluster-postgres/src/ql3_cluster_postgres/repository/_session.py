@@ -24,7 +24,7 @@ from ql3_cluster_postgres._connect import (
 )
 from ql3_cluster_postgres._lifecycle import Closing
 from ql3_cluster_postgres._retry import TRANSACTION_RETRY
-from ql3_cluster_postgres._sql import query
+from ql3_cluster_postgres._send import send
 from ql3_cluster_postgres.zones._cache import ReplicaZoneRules
 
 from ._fences import ClaimKey, claim_key
@@ -137,10 +137,7 @@ class RepositorySession(Closing):
         self, name: str, params: Mapping[str, Any], rows: RowFactory[_T]
     ) -> psycopg.Cursor[_T]:
         """Send statement `name` on the working connection; its rows come back as `rows` makes."""
-        sql = query(name)
-        if self._observer is not None:
-            self._observer(name, sql, params)
-        return self._connection().cursor(row_factory=rows).execute(sql, params)
+        return send(self._connection(), name, params, rows=rows, observer=self._observer)
 
     def _run(
         self, name: str, params: Mapping[str, Any], rows: RowFactory[_T], action: str

@@ -21,7 +21,8 @@ from psycopg import errors as pg_errors
 from ql3_cluster_postgres._connect import ConnectionOptions, open_connection
 from ql3_cluster_postgres._errors import DatabaseError, MigrationTamperedError, SchemaMismatchError
 from ql3_cluster_postgres._rows import named_row
-from ql3_cluster_postgres._sql import migration_files, provisioning, read_sql_folder
+from ql3_cluster_postgres._send import send
+from ql3_cluster_postgres._sql import migration_files, read_sql_folder
 
 from ._roles import not_provisioned_message
 
@@ -128,39 +129,39 @@ def migrate(dsn: str, *, source: Traversable | None = None) -> list[str]:
         with open_connection(options) as conn:
             _become_owner(conn)
             # A session lock (not a transaction one): it must span every file's own transaction.
-            conn.execute(provisioning("migrations_lock"))
+            send(conn, "migrations_lock", folder="provisioning")
             try:
                 return _apply_pending(conn, migrations)
             finally:
-                conn.execute(provisioning("migrations_unlock"))
+                send(conn, "migrations_unlock", folder="provisioning")
     except psycopg.Error as exc:
         raise DatabaseError(f"migrate: {exc}") from exc
 
 
 def _become_owner(conn: psycopg.Connection[Any]) -> None:
-    schema = conn.cursor(row_factory=_EXISTS).execute(provisioning("migrations_schema_exists"))
+    schema = send(conn, "migrations_schema_exists", rows=_EXISTS, folder="provisioning")
     schema_exists = any(row.exists for row in schema)
-    owners = conn.cursor(row_factory=_ROLE_NAME).execute(
-        provisioning("roles_existing"), {"names": ["ql3_owner"]}
+    owners = send(
+        conn, "roles_existing", {"names": ["ql3_owner"]}, rows=_ROLE_NAME, folder="provisioning"
     )
     owner_exists = any(row.rolname == "ql3_owner" for row in owners)
     user, database = conn.info.user, conn.info.dbname
     if not (schema_exists and owner_exists):
         raise DatabaseError(f"migrate: {not_provisioned_message(user, database)}")
-    allowed = conn.cursor(row_factory=_CAN_BECOME_OWNER).execute(
-        provisioning("migrations_can_become_owner")
+    allowed = send(
+        conn, "migrations_can_become_owner", rows=_CAN_BECOME_OWNER, folder="provisioning"
     )
     if not any(row.can_become_owner for row in allowed):
         raise DatabaseError(
             f"migrate: user {user!r} is not a member of role ql3_owner; a superuser grants it"
             f" (GRANT ql3_owner TO {user})"
         )
-    conn.execute(provisioning("migrations_set_owner"))
+    send(conn, "migrations_set_owner", folder="provisioning")
 
 
 def _apply_pending(conn: psycopg.Connection[Any], migrations: list[Migration]) -> list[str]:
-    conn.execute(provisioning("migrations_create_ledger"))
-    ledger = conn.cursor(row_factory=_APPLIED).execute(provisioning("migrations_applied"))
+    send(conn, "migrations_create_ledger", folder="provisioning")
+    ledger = send(conn, "migrations_applied", rows=_APPLIED, folder="provisioning")
     applied = {row.name: (row.version, row.sha256) for row in ledger}
     known = {migration.name: migration for migration in migrations}
     # Checked before anything is applied: a changed file means this build and the database
@@ -181,9 +182,11 @@ def _apply_pending(conn: psycopg.Connection[Any], migrations: list[Migration]) -
         with conn.transaction():
             # A packaged, checksummed file, not user input.
             conn.execute(migration.sql)
-            conn.execute(
-                provisioning("migrations_record"),
+            send(
+                conn,
+                "migrations_record",
                 {"name": migration.name, "version": migration.version, "sha256": migration.sha256},
+                folder="provisioning",
             )
         done.append(migration.name)
     return done
@@ -202,7 +205,7 @@ def check_schema_version(conn: psycopg.Connection[Any]) -> int:
     """
     try:
         with conn.transaction():
-            rows = conn.cursor(row_factory=_VERSION).execute(provisioning("migrations_version"))
+            rows = send(conn, "migrations_version", rows=_VERSION, folder="provisioning")
             found = next((row.version for row in rows), 0)
     except pg_errors.UndefinedTable:
         # No ledger yet: a database never migrated is version 0, and refused like an old one.

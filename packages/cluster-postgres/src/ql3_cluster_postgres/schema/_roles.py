@@ -19,7 +19,7 @@ from ql3_cluster_postgres._connect import ConnectionOptions, open_connection
 from ql3_cluster_postgres._errors import DatabaseError, UnknownRoleError
 from ql3_cluster_postgres._retry import PROVISIONING_RETRY
 from ql3_cluster_postgres._rows import named_row
-from ql3_cluster_postgres._sql import provisioning
+from ql3_cluster_postgres._send import send
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -88,7 +88,7 @@ def _with_retry(dsn: str, action: str, body: Callable[[psycopg.Connection[Any]],
         with open_connection(options) as conn, conn.transaction():
             # Serialises provisioning within this database; roles are cluster-global, so two
             # databases provisioning at once can still race, which the retry absorbs.
-            conn.execute(provisioning("roles_lock"))
+            send(conn, "roles_lock", folder="provisioning")
             body(conn)
 
     try:
@@ -115,19 +115,25 @@ def provision_roles(superuser_dsn: str) -> list[str]:
     steps: list[str] = []
 
     def body(conn: psycopg.Connection[Any]) -> None:
-        names = conn.cursor(row_factory=_ROLE_NAME).execute(
-            provisioning("roles_existing"), {"names": list(GROUP_ROLES)}
+        names = send(
+            conn,
+            "roles_existing",
+            {"names": list(GROUP_ROLES)},
+            rows=_ROLE_NAME,
+            folder="provisioning",
         )
         existing = {row.rolname for row in names}
-        schema = conn.cursor(row_factory=_EXISTS).execute(provisioning("migrations_schema_exists"))
+        schema = send(conn, "migrations_schema_exists", rows=_EXISTS, folder="provisioning")
         schema_existed = any(row.exists for row in schema)
-        conn.execute(provisioning("roles_create_groups"))
-        conn.execute(provisioning("roles_prepare_schema"))
+        send(conn, "roles_create_groups", folder="provisioning")
+        send(conn, "roles_prepare_schema", folder="provisioning")
         # GRANT ... ON DATABASE takes no parameter: the name goes in as a quoted identifier.
-        acl = sql.SQL(provisioning("roles_database_acl")).format(
-            database=sql.Identifier(conn.info.dbname)
+        send(
+            conn,
+            "roles_database_acl",
+            folder="provisioning",
+            fill={"database": sql.Identifier(conn.info.dbname)},
         )
-        conn.execute(acl)
         # A retried transaction reports what its last (committed) try did.
         steps[:] = _provisioning_steps(existing, schema_existed=schema_existed, db=conn.info.dbname)
 
@@ -177,8 +183,11 @@ def provision_roles_if_missing(dsn: str) -> list[str]:
     options = ConnectionOptions(dsn, application_name=_APPLICATION_NAME)
     try:
         with open_connection(options) as conn, conn.cursor(row_factory=_STATE) as cursor:
-            state = cursor.execute(
-                provisioning("roles_provisioning_state"), {"names": list(GROUP_ROLES)}
+            state = send(
+                cursor,
+                "roles_provisioning_state",
+                {"names": list(GROUP_ROLES)},
+                folder="provisioning",
             ).fetchone()
             user, database = conn.info.user, conn.info.dbname
     except psycopg.Error as exc:
@@ -220,16 +229,16 @@ def create_login_user(superuser_dsn: str, name: str, password: str, group: str |
             "name": sql.Identifier(name),
             "password": sql.Literal(scram_verifier(conn, name, password)),
         }
-        found = conn.cursor(row_factory=_EXISTS).execute(
-            provisioning("roles_exists"), {"name": name}
-        )
+        found = send(conn, "roles_exists", {"name": name}, rows=_EXISTS, folder="provisioning")
         exists = any(row.exists for row in found)
-        template = provisioning("roles_alter_login" if exists else "roles_create_login")
-        conn.execute(sql.SQL(template).format(**params))
+        template = "roles_alter_login" if exists else "roles_create_login"
+        send(conn, template, folder="provisioning", fill=params)
         if group_name is not None:
-            grant = sql.SQL(provisioning("roles_grant_group")).format(
-                group=sql.Identifier(group_name), name=sql.Identifier(name)
+            send(
+                conn,
+                "roles_grant_group",
+                folder="provisioning",
+                fill={"group": sql.Identifier(group_name), "name": sql.Identifier(name)},
             )
-            conn.execute(grant)
 
     _with_retry(superuser_dsn, f"create_login_user {name!r}", body)

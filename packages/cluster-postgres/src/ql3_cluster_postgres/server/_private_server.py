@@ -29,7 +29,7 @@ from psycopg.conninfo import make_conninfo
 from ql3_cluster_postgres._connect import ConnectionOptions, open_connection
 from ql3_cluster_postgres._errors import PrivateServerError
 from ql3_cluster_postgres._lifecycle import Started
-from ql3_cluster_postgres._sql import provisioning
+from ql3_cluster_postgres._send import send
 
 from ._binaries import find_postgres_bin_dir
 from ._processes import (
@@ -349,7 +349,7 @@ class PrivateServer(Started):
             # Ready means a real login and statement succeed, not just an open port: the
             # postmaster listens before recovery ends and refuses connections until then.
             with contextlib.suppress(psycopg.OperationalError), self.connect() as conn:
-                conn.execute(provisioning("cluster_ping"))
+                send(conn, "cluster_ping", folder="provisioning")
                 return True
             if time.monotonic() > deadline:
                 self._halt()

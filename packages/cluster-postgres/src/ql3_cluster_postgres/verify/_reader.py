@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from psycopg.rows import dict_row
 
-from ql3_cluster_postgres._sql import query
+from ql3_cluster_postgres._send import send
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -37,12 +37,12 @@ class SnapshotReader:
 
     def execute(self, name: str) -> None:
         """Run a statement that returns nothing (a setting of this transaction)."""
-        self.conn.execute(query(name))
+        send(self.conn, name)
 
     def rows(self, name: str, **params: object) -> list[dict[str, Any]]:
         """Fetch a small result (schedules, revisions) whole, as dicts."""
         with self.conn.cursor(row_factory=dict_row) as cur:
-            return cur.execute(query(name), self._params(params)).fetchall()
+            return send(cur, name, self._params(params)).fetchall()
 
     def stream(self, name: str, row_factory: RowFactory[Any], **params: object) -> Iterator[Any]:
         """Yield a result of any size row by row (see `batches`)."""
@@ -57,7 +57,7 @@ class SnapshotReader:
         # A named cursor is a server-side one; names are unique within the transaction, and two
         # streams may be open at once (occurrences and skip records are walked side by side).
         with self.conn.cursor(f"ql3_verify_{self._cursors}", row_factory=row_factory) as cur:
-            cur.execute(query(name), self._params(params))
+            send(cur, name, self._params(params))
             while batch := cur.fetchmany(_BATCH_ROWS):
                 yield batch
 

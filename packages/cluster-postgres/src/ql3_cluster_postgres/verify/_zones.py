@@ -25,7 +25,7 @@ from psycopg.rows import class_row
 from ql3_runtime_core import count_occurrences_ms, next_occurrence_ms, zone_rules_version
 
 from ql3_cluster_postgres._errors import ZoneRulesUnavailableError
-from ql3_cluster_postgres._sql import query
+from ql3_cluster_postgres._send import send
 from ql3_cluster_postgres.zones._rules import (
     ZoneRuleVersion,
     connection_zone_rules,
@@ -56,12 +56,9 @@ class VerifyZones:
     def __init__(
         self, connection: Callable[[], psycopg.Connection[Any]], recorded: str | None
     ) -> None:
-        history = (
-            connection()
-            .cursor(row_factory=class_row(ZoneRuleVersion))
-            .execute(query("read_zone_rule_history"))
-            .fetchall()
-        )
+        history = send(
+            connection(), "read_zone_rule_history", rows=class_row(ZoneRuleVersion)
+        ).fetchall()
         stored = {row.version for row in history if row.zones > 0}
         if recorded is not None and stored_zone_count(connection(), recorded) > 0:
             stored.add(recorded)  # recorded past the history (by hand): its data still counts

@@ -33,7 +33,7 @@ from ql3_cluster_postgres._definitions import DefinitionColumns, checked_definit
 from ql3_cluster_postgres._durability import UncertainWriteError, acknowledged_write, settle_durably
 from ql3_cluster_postgres._errors import DatabaseError, ZoneRulesUnavailableError
 from ql3_cluster_postgres._rows import named_row
-from ql3_cluster_postgres._sql import query
+from ql3_cluster_postgres._send import send
 
 from ._moves import ZoneMove, plan_zone_move
 from ._rules import (
@@ -125,11 +125,7 @@ def _settle(options: ConnectionOptions, adoption: _Adoption, timeout_s: float) -
             history = settle_durably(
                 fresh,
                 timeout_s,
-                lambda conn: (
-                    conn.cursor(row_factory=_HISTORY)
-                    .execute(query("read_zone_rule_history"))
-                    .fetchall()
-                ),
+                lambda conn: send(conn, "read_zone_rule_history", rows=_HISTORY).fetchall(),
             )
         except psycopg.Error as exc:
             raise wrap_error(exc, f"{_ACTION}: settle") from exc
@@ -156,7 +152,7 @@ class _Adoption:
     def run(self, conn: psycopg.Connection[Any]) -> ZoneRulesChange:
         self._conn = conn
         lock = "read_zone_rules" if self.dry_run else "lock_zone_rules"
-        previous = conn.cursor(row_factory=_RECORD).execute(query(lock)).fetchone()
+        previous = send(conn, lock, rows=_RECORD).fetchone()
         old = None if previous is None else previous.version
         if previous is not None and old == self.wanted:
             # Nothing to switch: fencing claims here would make replicas lose work for nothing.
@@ -201,7 +197,7 @@ class _Adoption:
     def _changed_zones(self, old: str | None, new_bytes: Mapping[str, bytes] | None) -> list[str]:
         """Return the zones in use whose data differs (all of them when the old data is unknown)."""
         conn = self.connection()
-        zones = [row.zone for row in conn.cursor(row_factory=_ZONE).execute(query("zones_in_use"))]
+        zones = [row.zone for row in send(conn, "zones_in_use", rows=_ZONE)]
         new = (
             dict(new_bytes) if new_bytes is not None else read_zone_bytes(conn, self.wanted, zones)
         )
@@ -222,18 +218,18 @@ class _Adoption:
             return []
         name = "read_zone_schedules" if self.dry_run else "lock_zone_schedules"
         cursor = self.connection().cursor(row_factory=dict_row)
-        return cursor.execute(query(name), {"zones": list(zones)}).fetchall()
+        return send(cursor, name, {"zones": list(zones)}).fetchall()
 
     def _switch(self, previous: ZoneRulesRecord | None) -> ZoneRulesRecord:
         """Record the new version (or, dry, read the instant it would take effect)."""
         conn = self.connection()
         if self.dry_run:
-            row = conn.cursor(row_factory=_NOW).execute(query("placement_now_ms")).fetchone()
+            row = send(conn, "placement_now_ms", rows=_NOW).fetchone()
             now = 0 if row is None else row.now_ms
             by = previous.recorded_by if previous is not None else "(dry run)"
             return ZoneRulesRecord(version=self.wanted, recorded_at_ms=now, recorded_by=by)
         params = {"version": self.wanted}
-        adopted = conn.cursor(row_factory=_RECORD).execute(query("adopt_zone_rules"), params)
+        adopted = send(conn, "adopt_zone_rules", params, rows=_RECORD)
         record = adopted.fetchone()
         if record is None:  # pragma: no cover - an upsert always returns its row
             raise DatabaseError(f"{_ACTION}: the upsert returned no row")
@@ -273,11 +269,7 @@ class _Adoption:
         return moves
 
     def _latest_decided(self, ids: Sequence[int]) -> dict[int, int]:
-        rows = (
-            self.connection()
-            .cursor(row_factory=dict_row)
-            .execute(query("latest_decided"), {"schedule_ids": list(ids)})
-        )
+        rows = send(self.connection(), "latest_decided", {"schedule_ids": list(ids)}, rows=dict_row)
         return {
             int(row["id"]): int(row["latest_ms"]) for row in rows if row["latest_ms"] is not None
         }
@@ -289,8 +281,9 @@ class _Adoption:
             _write_moves(conn, moves)
             skipping = [move for move in moves if move.skipped_count]
             if skipping and old is not None:
-                conn.execute(
-                    query("insert_zone_rule_skips"),
+                send(
+                    conn,
+                    "insert_zone_rule_skips",
                     {
                         "old_version": old,
                         "new_version": self.wanted,
@@ -301,8 +294,8 @@ class _Adoption:
                     },
                 )
         # Only the count matters: one row per claim whose commit will now race.
-        fenced = conn.execute(query("fence_claims_for_zone_rules")).rowcount
-        conn.execute(query("notify_schedule_changed"), {"reason": "zone_rules"})
+        fenced = send(conn, "fence_claims_for_zone_rules").rowcount
+        send(conn, "notify_schedule_changed", {"reason": "zone_rules"})
         return fenced
 
 
@@ -310,8 +303,9 @@ def _write_moves(conn: psycopg.Connection[Any], moves: Sequence[ZoneMove]) -> No
     """Rewrite each moved row's cursor and state and replace its live revision."""
     ids = [move.schedule_id for move in moves]
     nothing: list[None] = [None] * len(moves)
-    conn.execute(
-        query("update_schedules"),
+    send(
+        conn,
+        "update_schedules",
         {
             "schedule_ids": ids,
             "crons": nothing,
@@ -326,12 +320,14 @@ def _write_moves(conn: psycopg.Connection[Any], moves: Sequence[ZoneMove]) -> No
             "keeps": [True] * len(moves),
         },
     )
-    conn.execute(
-        query("close_revisions"),
+    send(
+        conn,
+        "close_revisions",
         {"schedule_ids": ids, "end_cursors": [move.old_end_cursor_ms for move in moves]},
     )
-    conn.execute(
-        query("open_revisions"),
+    send(
+        conn,
+        "open_revisions",
         {
             "schedule_ids": ids,
             "reasons": [_REVISION_REASON] * len(moves),

@@ -24,7 +24,7 @@ from ql3_runtime_core import ZoneRules, wheel_zone_data, zone_rules_version
 from ql3_cluster_postgres._connect import ConnectionOptions, connect, wrap_error
 from ql3_cluster_postgres._errors import DatabaseError, ZoneRulesUnavailableError
 from ql3_cluster_postgres._rows import named_row
-from ql3_cluster_postgres._sql import query
+from ql3_cluster_postgres._send import send
 
 from ._moves import ZoneMove
 
@@ -157,7 +157,7 @@ def read_zone_rules(conninfo: str) -> ZoneRulesRecord | None:
     action = "zone rules: read"
     with open_zone_connection(conninfo, action) as conn:
         try:
-            return conn.cursor(row_factory=_RECORD).execute(query("read_zone_rules")).fetchone()
+            return send(conn, "read_zone_rules", rows=_RECORD).fetchone()
         except psycopg.Error as exc:
             raise wrap_error(exc, action) from exc
 
@@ -167,11 +167,7 @@ def read_zone_rule_history(conninfo: str) -> list[ZoneRuleVersion]:
     action = "zone rules: read history"
     with open_zone_connection(conninfo, action) as conn:
         try:
-            return (
-                conn.cursor(row_factory=_HISTORY)
-                .execute(query("read_zone_rule_history"))
-                .fetchall()
-            )
+            return send(conn, "read_zone_rule_history", rows=_HISTORY).fetchall()
         except psycopg.Error as exc:
             raise wrap_error(exc, action) from exc
 
@@ -207,38 +203,31 @@ def _record(
     records = conn.cursor(row_factory=_RECORD)
     # INSERT ... ON CONFLICT DO NOTHING: no row back means a version was recorded already, which
     # is then read (and kept: switching it is `adopt`'s job).
-    inserted = records.execute(query("record_zone_rules"), {"version": wanted}).fetchone()
+    inserted = send(records, "record_zone_rules", {"version": wanted}).fetchone()
     if inserted is not None:
         append_zone_rule_version(conn)
-    current = inserted or records.execute(query("read_zone_rules")).fetchone()
+    current = inserted or send(records, "read_zone_rules").fetchone()
     if current is None:  # pragma: no cover - the conflicting row was deleted in between
         raise DatabaseError("zone rules: record: no record after a conflicting insert; run again")
     stored = 0
-    known = {
-        row.version
-        for row in conn.cursor(row_factory=_HISTORY).execute(query("read_zone_rule_history"))
-    }
+    known = {row.version for row in send(conn, "read_zone_rule_history", rows=_HISTORY)}
     if offered is not None and wanted in known and stored_zone_count(conn, wanted) == 0:
         stored = upload_zone_data(conn, wanted, offered)
         # A replica waiting for the recorded rules' data loads it at once.
-        conn.execute(query("notify_schedule_changed"), {"reason": "zone_rules"})
+        send(conn, "notify_schedule_changed", {"reason": "zone_rules"})
     previous = None if inserted is not None else current.version
     return ZoneRulesChange(previous=previous, current=current, stored_zones=stored)
 
 
 def append_zone_rule_version(conn: psycopg.Connection[Any]) -> None:
     """After ql3.zone_rules was written in this transaction: close the old span, open the new."""
-    conn.execute(query("supersede_zone_rule_version"))
-    conn.execute(query("append_zone_rule_version"))
+    send(conn, "supersede_zone_rule_version")
+    send(conn, "append_zone_rule_version")
 
 
 def stored_zone_count(conn: psycopg.Connection[Any], version: str) -> int:
     """Return how many zones the database stores for `version` (0: its rules are not known)."""
-    row = (
-        conn.cursor(row_factory=_ZONES)
-        .execute(query("count_zone_rule_data"), {"version": version})
-        .fetchone()
-    )
+    row = send(conn, "count_zone_rule_data", {"version": version}, rows=_ZONES).fetchone()
     return 0 if row is None else row.zones
 
 
@@ -252,9 +241,7 @@ def upload_zone_data(conn: psycopg.Connection[Any], version: str, data: Mapping[
     """
     zones = sorted(data)
     params = {"version": version, "zones": zones, "tzifs": [data[zone] for zone in zones]}
-    row = (
-        conn.cursor(row_factory=_UPLOAD).execute(query("upload_zone_rule_data"), params).fetchone()
-    )
+    row = send(conn, "upload_zone_rule_data", params, rows=_UPLOAD).fetchone()
     if row is None:  # pragma: no cover - the statement always returns one row
         raise DatabaseError("zone rules: upload: the statement returned no row")
     if row.differing:
@@ -271,7 +258,7 @@ def read_zone_bytes(
 ) -> dict[str, bytes]:
     """Return the stored TZif bytes of `zones` in `version` (a zone it lacks is absent)."""
     params = {"version": version, "zones": sorted(set(zones))}
-    rows = conn.cursor(row_factory=_ZONE_BYTES).execute(query("read_zone_rule_data"), params)
+    rows = send(conn, "read_zone_rule_data", params, rows=_ZONE_BYTES)
     return {row.zone: bytes(row.tzif) for row in rows}
 
 
@@ -300,7 +287,7 @@ def load_recorded_zone_rules(conninfo: str, zones: Iterable[str]) -> ZoneRules:
     action = "zone rules: load"
     with open_zone_connection(conninfo, action) as conn:
         try:
-            record = conn.cursor(row_factory=_RECORD).execute(query("read_zone_rules")).fetchone()
+            record = send(conn, "read_zone_rules", rows=_RECORD).fetchone()
             version = None if record is None else record.version
             if version is None or stored_zone_count(conn, version) == 0:
                 raise ZoneRulesUnavailableError(version, zone_rules_version(), action)
