@@ -200,7 +200,7 @@ class ScheduleAdmin(AdminSession):
         `ql3 zone-rules adopt` brought rules that know its zone); otherwise apply a corrected
         definition with `apply_schedules`. Bringing it back opens a schedule revision; a cursor
         that is missing, not after the latest run or skip record, or not an occurrence of the
-        stored definition is placed anew after them (see `_admin_plan.resumed`).
+        stored definition is placed anew after them (see `admin/_plan.resumed`).
         """
         allowed = {ScheduleState.PAUSED, ScheduleState.INVALID}
         return self._set_state(name, "resume", ScheduleState.ACTIVE, allowed)

@@ -8,7 +8,7 @@ appends their events. Leases are the database's: a take sets the expiry to the d
 the lease, a heartbeat (`renew_leases`) extends it while it has not expired by the database
 clock, and only `abandon_expired_attempts` acts on an expired one.
 
-Each write runs in its own transaction (`_ingress_sessions`): a COMMIT whose answer was lost, or
+Each write runs in its own transaction (`_sessions`): a COMMIT whose answer was lost, or
 acknowledged only with the synchronous-replication cancel WARNING, raises `UncertainWriteError`
 (a `RepositoryUnavailableError`). Such a write is settled from durable facts after a durability
 barrier on a fresh connection: `settle_taken_attempts` for a take, `finish_attempt(...,

@@ -8,7 +8,7 @@ waits.
 A claimed row whose definition this replica cannot read is quarantined (state `invalid`, with its
 reason, claim released) by a second fenced statement, and reported in the claim round instead of
 raised, so one bad row never stops the claim of the others (DESIGN §8). Zone rules come from the
-database (`_zone_cache`): the claim statement refuses to claim while the version this replica has
+database (`zones/_cache`): the claim statement refuses to claim while the version this replica has
 loaded is not the recorded one, the replica then loads the recorded one and claims again, and
 every commit is fenced on the version its decisions were made with.
 

@@ -17,7 +17,7 @@ whichever is earlier: every occurrence it decided lies before the next first cur
 admin places a cursor after the latest decided occurrence (DESIGN §7). First cursors are checked
 exactly against the database time recorded with them (`placed_after_ms`), so no slack is needed
 for the moment between the admin's clock read and its insert. Cron math comes from
-`ql3_runtime_core`, with the zone rules each revision was computed with (`_verify_zones`).
+`ql3_runtime_core`, with the zone rules each revision was computed with (`_zones`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ this one checks everything after it, from the attempts of each run and the event
   per time a worker took it (every take but the one it is in, or ended in, was released:
   `attempt.released`), and exactly one final event, of its final state (none while live).
 
-Pure: it judges rows `_verify` read in its snapshot and never touches the database.
+Pure: it judges rows `_check` read in its snapshot and never touches the database.
 """
 
 from __future__ import annotations

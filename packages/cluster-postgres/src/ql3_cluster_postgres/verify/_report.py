@@ -1,6 +1,6 @@
 """What `verify_history` returns: one `Violation` per finding, counts per schedule, the verdict.
 
-Kept apart from the reading (`_verify`) and the rules (`_verify_rules`, `_verify_accounting`),
+Kept apart from the reading (`_check`, `_reader`) and the rules (`_rules`, `_accounting`, ...),
 which all add to one `Findings`. A history can break a rule millions of times (every run of a
 broken build), so `Findings` keeps the details of the first `per_rule` findings of each rule and
 only counts the rest: the report's memory is bounded by the number of rules, not of runs.

@@ -5,7 +5,7 @@ what the accounting walks; before it can, they must be readable, numbered 1..n w
 last one live, the live one the schedule's own definition, each kept cursor continuing where the
 previous revision ended, and each placed first cursor exactly the first occurrence after the
 database time recorded with it and after every decided occurrence (no slack). Split from
-`_verify_accounting`, which walks what these checks let through.
+`_accounting`, which walks what these checks let through.
 """
 
 from __future__ import annotations
@@ -134,11 +134,11 @@ def _cursor_problems(revisions: Sequence[Revision]) -> list[str]:
 
 
 def _placed_cursor(revision: Revision, before: Revision | None) -> int | None:
-    """Return the first cursor the admin had to place (see `_admin_plan.initial_cursor`).
+    """Return the first cursor the admin had to place (see `admin/_plan.initial_cursor`).
 
     A `zone_rules` revision whose predecessor's rules are not stored was opened by a switch that
     could not count under the old rules: it kept the cursor as far as the new rules allow (the
-    first occurrence at or after where the predecessor ended), see `_zone_moves`.
+    first occurrence at or after where the predecessor ended), see `zones/_moves`.
     """
     definition, rules = revision.definition, revision.rules
     if definition is None or rules is None or revision.placed_after_ms is None:

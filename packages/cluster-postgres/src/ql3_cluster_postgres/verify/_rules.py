@@ -1,7 +1,7 @@
 """The rules of `verify_history` (described in `_verify`'s docstring) that judge rows one by one.
 
-They judge rows of one snapshot as `_verify` streams them and never touch the database, so
-`_verify` stays about reading and this module about judging. What they keep per schedule is a
+They judge rows of one snapshot as `_check` streams them and never touch the database, so
+`_check` stays about reading and this module about judging. What they keep per schedule is a
 few numbers (`RunCounts`), never the runs. Cron math comes from `ql3_runtime_core` only.
 """
 

@@ -3,7 +3,7 @@
 A misfire record must hold exactly the missed occurrences its policy had to skip (its count,
 its ends on occurrences, its policy, none on time at its claim, under skip nothing missed left
 after it, under fire_once the occurrence after it admitted); a `zone_rules_changed` one is judged
-by `_verify_zones`. Split from `_verify_accounting`, which calls it for each record in order.
+by `_zones`. Split from `_accounting`, which calls it for each record in order.
 """
 
 from __future__ import annotations

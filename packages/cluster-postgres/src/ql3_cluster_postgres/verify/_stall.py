@@ -3,7 +3,7 @@
 Both judge time against an allowance: `lease_ms`, the replicas' claim lease (a commit lands
 before its claim expires, DESIGN §5), plus each revision's misfire grace.
 
-**stall.** Accounting (`_verify_accounting`) counts occurrences only up to each schedule's cursor:
+**stall.** Accounting (`_accounting`) counts occurrences only up to each schedule's cursor:
 a history where every Coordinator stopped an hour ago has no gap before any cursor and would pass.
 So by the database clock at verify time (or the fixed instant `as_of_ms`, for a report that can
 be repeated), every occurrence due longer ago than lease + grace must already be decided: a Run

@@ -3,7 +3,7 @@
 `ScheduleStream` merges one schedule's admitted occurrences (from the (schedule_id,
 scheduled_for_ms) index alone) and its skip records in occurrence order, through server-side
 cursors, into the duplicate count and the accounting walk: nothing per run is kept. `RunIds`
-looks a run's id up only when a finding needs to name it. Split from `_verify`, which reads.
+looks a run's id up only when a finding needs to name it. Split from `_check`, which reads.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 They judge the history against the replicas' lease (`lease_ms`), so they run only when the
 caller names one: `ql3 verify` always does (its `--lease-ms`, the replicas' default unless told);
 a library caller that passes none gets the rules that need no allowance. Each rule's meaning is
-in its module (`_verify_stall`, `_verify_lateness`); this one reads their rows in the check's
+in its module (`_stall`, `_lateness`); this one reads their rows in the check's
 snapshot and hands them over.
 """
 

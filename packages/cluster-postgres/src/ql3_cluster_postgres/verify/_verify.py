@@ -15,7 +15,7 @@ whole verdict is about one snapshot) and reports one `Violation` per finding (th
   attempts/events pointing at no run; a run whose schedule is unknown or whose task differs from
   its schedule's. Later attempts and the events workers append are the `attempts` rule's.
 - `attempts`: what workers did after admission does not hold together (DESIGN §10, see
-  `_verify_attempts`): attempts not numbered 1..n, two live ones, a successor after a success or
+  `_attempts`): attempts not numbered 1..n, two live ones, a successor after a success or
   a live attempt, or an attempt whose events do not match its state.
 - `time_backwards`: per schedule, commit times in run id order decrease, or the schedule's
   `updated_at_ms` is earlier than its latest (highest id) run's commit time.
@@ -50,11 +50,11 @@ whole verdict is about one snapshot) and reports one `Violation` per finding (th
   overlaps another, it records another policy than its revision's, it skips an occurrence that
   was on time at its claim, under fire_once the occurrence after it has no run, under skip the
   occurrence after it was missed too, or it lies outside every revision's range.
-- `stall`, `late`, `misfire_policy` (with `lease_ms` only, see `_verify_timing`): an active
+- `stall`, `late`, `misfire_policy` (with `lease_ms` only, see `_timing`): an active
   schedule whose cursor lies more than lease + grace behind the database clock (or `as_of_ms`),
-  with the span it left undecided (`_verify_stall`); a run admitted later than its misfire
+  with the span it left undecided (`_stall`); a run admitted later than its misfire
   policy allows, and a claim whose decision over its missed occurrences breaks its policy
-  (`_verify_lateness`). With them, `skip_record` also checks each record against when the
+  (`_lateness`). With them, `skip_record` also checks each record against when the
   database wrote it, and the report carries each schedule's lateness distribution.
 - `not_occurrence`: a run whose `scheduled_for_ms` is not an occurrence of its revision's
   definition or lies outside every revision's range (before the first cursor, after `end_at_ms`,
@@ -64,7 +64,7 @@ whole verdict is about one snapshot) and reports one `Violation` per finding (th
 `expected` per schedule is the occurrences of its ranges minus those inside skip records (each
 needs a run); `missing` counts the occurrences with neither. Cron math comes from
 `ql3_runtime_core` only, never from here, with the zone rules each revision was computed with,
-loaded from the database (`_verify_zones`): a skip record of reason `zone_rules_changed` (written
+loaded from the database (`_zones`): a skip record of reason `zone_rules_changed` (written
 by an adopt) is judged against the old rules and the version history.
 
 How it reads (ten million runs in under two minutes, memory bounded by the number of
@@ -76,7 +76,7 @@ schedules, not of runs). The work is split by what each access path does cheaply
   schedule;
 - streamed through server-side cursors, one schedule at a time: its admitted occurrences from the
   (schedule_id, scheduled_for_ms) index alone and its skip records, both in occurrence order,
-  into the duplicate count and the accounting walk (`_verify_accounting`). Nothing per run is
+  into the duplicate count and the accounting walk (`_accounting`). Nothing per run is
   kept; a finding that names a run looks its id up.
 """
 

@@ -9,7 +9,7 @@ One transaction, as `ql3_admin`:
 3. find the zones in use whose rule data differs between the two versions and lock their
    schedules (active or paused, with a cursor);
 4. record the new version (its clock reading is the instant it takes effect) and its history row;
-5. per locked schedule (`_zone_moves`): one skip record of reason `zone_rules_changed` for the old
+5. per locked schedule (`_moves`): one skip record of reason `zone_rules_changed` for the old
    rules' occurrences due up to that instant and not decided, a new cursor under the new rules,
    its live revision ended and a `zone_rules` revision opened;
 6. fence every claim taken under the old rules (its commit races) and wake the replicas.

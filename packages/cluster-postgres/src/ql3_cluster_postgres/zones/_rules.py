@@ -9,7 +9,7 @@ with their node's tzdata: a node's version matters only when it uploads its data
 
 `record_zone_rules` (`ql3 migrate`) records the node's version when none is recorded and uploads
 the node's data for a version the database knows without its data; switching the recorded version
-is `adopt_zone_rules` (`_zone_adopt`). Times are database times.
+is `adopt_zone_rules` (`_adopt`). Times are database times.
 """
 
 from __future__ import annotations
