@@ -2,7 +2,8 @@
 
 Pure functions of the specs, the stored records, the database's `now` and each schedule's latest
 decided occurrence (both read by the caller in the same transaction after locking the rows, rule
-zero and DESIGN §7), so `_admin`, `_session` and `_statements` stay about transactions and statements.
+zero and DESIGN §7), so `_admin`, `_session` and `_statements` stay about transactions and
+statements.
 
 A cursor placed anew is the first occurrence strictly after max(now, start_at_ms - 1, latest
 decided occurrence): never at or before an occurrence a replica already admitted or skipped. Every

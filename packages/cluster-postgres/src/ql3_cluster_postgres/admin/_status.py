@@ -52,6 +52,7 @@ def schedule_status(row: _Row, now: int, lease_ms: int) -> ScheduleStatus:
         name=row["name"],
         state=ScheduleState(state),
         next_due_at_ms=due,
+        # Clamped at 0: a cursor already behind the database clock is due now, not "in -5 s".
         next_due_in_ms=max(due - now, 0) if active and due is not None else None,
         claim_owner_id=row["claim_owner_id"],
         claim_expires_in_ms=max(expires - now, 0) if expires is not None else None,
@@ -60,5 +61,7 @@ def schedule_status(row: _Row, now: int, lease_ms: int) -> ScheduleStatus:
         last_admitted_at_ms=row["last_admitted_at_ms"],
         invalid_reason=row["invalid_reason"],
         invalidated_at_ms=row["invalidated_at_ms"],
+        # A healthy replica may hold a due schedule for a whole lease, and the misfire grace is
+        # lateness the schedule accepts: only beyond both is the cursor stuck.
         overdue=active and due is not None and now - due > lease_ms + row["misfire_grace_ms"],
     )

@@ -115,6 +115,8 @@ class CommitStatements(RepositorySession):
             # The version the decisions were made with: the statement writes nothing when it is
             # no longer the recorded one (an adopt came first).
             "zone_rules_version": commits[0].zone_rules_version,
+            # (0,0) is no row's ctid: a claim whose row was not found fails its fence, never
+            # lands on another row.
             "row_ctids": [ctids.get(claim.schedule_id, "(0,0)") for claim in claims],
             "next_due_ms": [commit.decision.next_due_at_ms for commit in commits],
             "states": [commit.decision.state.value for commit in commits],
@@ -180,12 +182,16 @@ class CommitStatements(RepositorySession):
         if row is None:  # pragma: no cover - the statement always returns one row
             msg = "commit: the commit statement returned no row"
             raise RepositoryUnavailableError(msg)
+        # The statement samples the database clock once; earlier than a claim's acquired time
+        # means the clock stepped back, and no decision may be written on a clock that
+        # regressed (rule zero): roll back and say so instead of committing.
         regression = row.regression
         if regression is not None:
             conn.rollback()
             conn.autocommit = True
             regressed_id, regressed_acquired_ms = regression
             raise ClockRegressionError(regressed_id, row.observed_at_ms, regressed_acquired_ms)
+        # Only the claims that passed the exact-claim fence were written; the others raced.
         fenced = set(row.fenced_schedule_ids)
         try:
             with acknowledged_write(conn, "repository: commit"):

@@ -118,6 +118,8 @@ def decision_landed(commit: ClaimCommit, row: StoredSchedule | None) -> CommitOu
     if row is None:
         return None
     claim, decision = commit.claim, commit.decision
+    # The commit clears the claim and bumps the version by exactly one; any other version means
+    # someone else wrote the row after (or instead of) this commit.
     landed = (
         row.owner_id is None
         and row.version == claim.version + 1

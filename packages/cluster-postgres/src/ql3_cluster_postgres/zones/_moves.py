@@ -94,6 +94,7 @@ def plan_zone_move(
     # Without the old rules nothing tells what they had due: the cursor stays as far as the new
     # rules allow (their first occurrence at or after it), and the misfire policy decides what
     # is due, all of it under the new rules.
+    # `cursor_ms - 1`: the search is strictly after, and the cursor itself may be an occurrence.
     after = took_effect_at_ms if old_rules is not None else cursor_ms - 1
     if definition.start_at_ms is not None:
         after = max(after, definition.start_at_ms - 1)
@@ -136,6 +137,7 @@ def _due_under_old_rules(
     last = latest_occurrence_ms(cron, zone, high, low, rules=rules)
     if last is None:
         return None
+    # `low - 1`: strictly after, so an occurrence exactly at `low` is the first one skipped.
     first = next_occurrence_ms(cron, zone, low - 1, rules=rules)
     return first, last, count_occurrences_ms(cron, zone, first, last, rules=rules)
 
