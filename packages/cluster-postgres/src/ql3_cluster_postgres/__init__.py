@@ -19,45 +19,46 @@ from ._errors import (
     ZoneRulesUnavailableError,
 )
 from ._history import AttemptCounts, AttemptRecord, HistoryReader, RunRecord, RunSummary
-from .admin._admin import ScheduleAdmin
-from .admin._models import (
+from .admin import (
     SCHEDULE_NAME_MAX_LENGTH,
     ApplyReport,
+    ScheduleAdmin,
     ScheduleRecord,
     ScheduleSpec,
     ScheduleStatus,
     StatusReport,
 )
-from .ingress._ingress import TaskConnection, WorkerIngress
-from .repository._repository import PostgresScheduleRepository
-from .schema._migrations import SCHEMA_VERSION, check_schema_version, migrate
-from .schema._roles import (
+from .ingress import TaskConnection, WorkerIngress
+from .repository import PostgresScheduleRepository
+from .schema import (
     GROUP_ROLES,
     ROLE_NAMES,
+    SCHEMA_VERSION,
+    check_schema_version,
     create_login_user,
     group_role_name,
+    migrate,
     provision_roles,
     provision_roles_if_missing,
 )
-from .server._binaries import find_postgres_bin_dir
-from .server._private_server import PrivateServer
-from .verify._report import ScheduleLateness
-from .verify._verify import (
+from .server import PrivateServer, find_postgres_bin_dir
+from .verify import (
     STALE_CLAIM_GRACE_MS_DEFAULT,
     VERIFY_RULES,
     VIOLATIONS_PER_RULE_DEFAULT,
     VIOLATIONS_PER_RULE_MAX,
+    ScheduleLateness,
     ScheduleVerdict,
     VerifyReport,
     Violation,
     verify_history,
 )
-from .zones._adopt import adopt_zone_rules
-from .zones._moves import ZoneMove
-from .zones._rules import (
+from .zones import (
+    ZoneMove,
     ZoneRulesChange,
     ZoneRulesRecord,
     ZoneRuleVersion,
+    adopt_zone_rules,
     load_recorded_zone_rules,
     read_zone_rule_history,
     read_zone_rules,

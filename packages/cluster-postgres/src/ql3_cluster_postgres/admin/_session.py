@@ -35,7 +35,7 @@ from ql3_cluster_postgres._errors import (
 from ql3_cluster_postgres._lifecycle import Closing
 from ql3_cluster_postgres._retry import TRANSACTION_RETRY
 from ql3_cluster_postgres._send import send
-from ql3_cluster_postgres.zones._rules import connection_zone_rules, stored_zone_count
+from ql3_cluster_postgres.zones import connection_zone_rules, stored_zone_count
 
 from ._statements import fetch_rows
 

@@ -5,4 +5,16 @@ appending events, and the sessions (pool, client-side deadlines) they run in.
 
 May import: the package's base modules and the `schema` room (the schema version check). Never
 `admin`, `repository`, `verify` or `server`: workers and Coordinators share rows, not code.
+
+What other rooms and the package's `__init__` use is re-exported here: the modules stay
+private to the room (import-linter's `private_modules`).
 """
+
+from __future__ import annotations
+
+from ._ingress import TaskConnection, WorkerIngress
+
+__all__ = [
+    "TaskConnection",
+    "WorkerIngress",
+]

@@ -43,7 +43,7 @@ from ql3_cluster_postgres._bounds import check_lease, check_limit
 from ql3_cluster_postgres._connect import close_quietly
 from ql3_cluster_postgres._durability import UncertainWriteError, acknowledged_write
 from ql3_cluster_postgres._send import send
-from ql3_cluster_postgres.schema._migrations import check_schema_version
+from ql3_cluster_postgres.schema import check_schema_version
 
 from ._sessions import IngressSessions, Row
 

@@ -37,7 +37,7 @@ from ql3_cluster_postgres._rows import (
     named_row,
 )
 from ql3_cluster_postgres._send import send
-from ql3_cluster_postgres.schema._migrations import check_schema_version
+from ql3_cluster_postgres.schema import check_schema_version
 
 from ._claims import ClaimStatements
 from ._commits import CommitStatements

@@ -25,7 +25,7 @@ from ql3_cluster_postgres._connect import (
 from ql3_cluster_postgres._lifecycle import Closing
 from ql3_cluster_postgres._retry import TRANSACTION_RETRY
 from ql3_cluster_postgres._send import send
-from ql3_cluster_postgres.zones._cache import ReplicaZoneRules
+from ql3_cluster_postgres.zones import ReplicaZoneRules
 
 from ._fences import ClaimKey, claim_key
 

@@ -26,7 +26,7 @@ from ql3_runtime_core import count_occurrences_ms, next_occurrence_ms, zone_rule
 
 from ql3_cluster_postgres._errors import ZoneRulesUnavailableError
 from ql3_cluster_postgres._send import send
-from ql3_cluster_postgres.zones._rules import (
+from ql3_cluster_postgres.zones import (
     ZoneRuleVersion,
     connection_zone_rules,
     stored_zone_count,
