@@ -4,16 +4,6 @@ from __future__ import annotations
 
 from importlib.metadata import version as _version
 
-from ._admin import ScheduleAdmin
-from ._admin_models import (
-    SCHEDULE_NAME_MAX_LENGTH,
-    ApplyReport,
-    ScheduleRecord,
-    ScheduleSpec,
-    ScheduleStatus,
-    StatusReport,
-)
-from ._binaries import find_postgres_bin_dir
 from ._connect import DRIVER_LOGGER, ConnectionSettings, check_conninfo
 from ._errors import (
     DatabaseError,
@@ -29,35 +19,46 @@ from ._errors import (
     ZoneRulesUnavailableError,
 )
 from ._history import AttemptCounts, AttemptRecord, HistoryReader, RunRecord, RunSummary
-from ._ingress import TaskConnection, WorkerIngress
-from ._migrations import SCHEMA_VERSION, check_schema_version, migrate
-from ._private_server import PrivateServer
-from ._repository import PostgresScheduleRepository
-from ._roles import (
+from .admin import (
+    SCHEDULE_NAME_MAX_LENGTH,
+    ApplyReport,
+    ScheduleAdmin,
+    ScheduleRecord,
+    ScheduleSpec,
+    ScheduleStatus,
+    StatusReport,
+)
+from .ingress import TaskConnection, WorkerIngress
+from .repository import PostgresScheduleRepository
+from .schema import (
     GROUP_ROLES,
     ROLE_NAMES,
+    SCHEMA_VERSION,
+    check_schema_version,
     create_login_user,
     group_role_name,
+    migrate,
     provision_roles,
     provision_roles_if_missing,
 )
-from ._verify import (
+from .server import PrivateServer, find_postgres_bin_dir
+from .verify import (
     STALE_CLAIM_GRACE_MS_DEFAULT,
     VERIFY_RULES,
     VIOLATIONS_PER_RULE_DEFAULT,
     VIOLATIONS_PER_RULE_MAX,
+    ScheduleLateness,
     ScheduleVerdict,
     VerifyReport,
     Violation,
     verify_history,
 )
-from ._verify_lateness import ScheduleLateness
-from ._zone_adopt import adopt_zone_rules
-from ._zone_moves import ZoneMove
-from ._zone_rules import (
+from .zones import (
+    ZoneMove,
     ZoneRulesChange,
     ZoneRulesRecord,
     ZoneRuleVersion,
+    adopt_zone_rules,
     load_recorded_zone_rules,
     read_zone_rule_history,
     read_zone_rules,

@@ -29,7 +29,7 @@ import psycopg
 from ql3_runtime_core import RepositoryUnavailableError
 
 from ._connect import is_connection_lost
-from ._sql import query
+from ._send import send
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -164,7 +164,7 @@ def durability_barrier(conn: psycopg.Connection[Any], timeout_s: float) -> None:
     with collect_commit_warnings(conn) as warnings:
         timer.start()
         try:
-            conn.execute(query("durability_barrier"))
+            send(conn, "durability_barrier")
         finally:
             finished.set()
             timer.cancel()

@@ -23,7 +23,7 @@ from ql3_runtime_core import AttemptState
 from ._bounds import check_limit
 from ._connect import ConnectionOptions, close_quietly, reuse_or_connect, wrap_error
 from ._lifecycle import Closing
-from ._sql import query
+from ._send import send
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -170,7 +170,7 @@ class HistoryReader(Closing):
             conn = self._conn = reuse_or_connect(self._conn, self._options, f"{action}: connect")
             try:
                 with conn.cursor(row_factory=class_row(row_type)) as cur:
-                    return cur.execute(query(name), params).fetchall()
+                    return send(cur, name, params).fetchall()
             except psycopg.Error as exc:
                 # An autocommit statement that failed leaves the connection usable; only a
                 # broken one is thrown away (and reopened by the next call).

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ql3_runtime_core import ReplicationState
 
 from ._rows import ReplicationRow, named_row
-from ._sql import query
+from ._send import send
 
 if TYPE_CHECKING:
     import psycopg
@@ -25,7 +25,7 @@ _ROW = named_row(ReplicationRow)
 
 def read_replication_state(conn: psycopg.Connection[Any]) -> ReplicationState:
     """Read the node `conn` talks to; psycopg errors propagate (the caller wraps them)."""
-    row = conn.cursor(row_factory=_ROW).execute(query("read_replication_state")).fetchone()
+    row = send(conn, "read_replication_state", rows=_ROW).fetchone()
     if row is None:  # pragma: no cover - the statement always returns one row
         msg = "read_replication_state returned no row"
         raise LookupError(msg)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TypeVar
 
 import psycopg
+from ql3_runtime_core import log_event
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -139,7 +140,14 @@ class RetryPolicy:
     def _log_retry(self, state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome is not None else None
         sqlstate = error.sqlstate if isinstance(error, psycopg.Error) else None
-        logger.debug("%s: retry %d after SQLSTATE %s", self.name, state.attempt_number, sqlstate)
+        log_event(
+            logger,
+            logging.DEBUG,
+            "retry.retrying",
+            policy=self.name,
+            attempt=state.attempt_number,
+            sqlstate=sqlstate,
+        )
 
 
 # Admin transactions meeting a runtime commit on the same rows: a few immediate reruns. The

@@ -56,7 +56,7 @@ fenced AS (
       AND s.ctid = c.row_ctid
       -- `+ 0` keeps the primary key index out of reach: an index scan would take btree-page
       -- SIREAD locks that other replicas' inserts hit. With enable_seqscan off for this
-      -- session (see _repository.py), the TID scan is the only access path left.
+      -- session (see repository/_session.py), the TID scan is the only access path left.
       AND s.id + 0 = c.schedule_id
       AND s.claim_owner_id = c.owner_id
       AND s.claim_token = c.claim_token

@@ -1,5 +1,5 @@
 -- The fencing columns of one schedule, for resolving an uncertain commit from durable facts.
--- Read by name into StoredSchedule (_outcomes.py): the column names are the field names.
+-- Read by name into StoredSchedule (repository/_outcomes.py): the column names are the field names.
 SELECT s.id AS schedule_id,
        s.state,
        s.next_due_at_ms,

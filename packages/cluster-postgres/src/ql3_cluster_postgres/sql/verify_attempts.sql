@@ -4,7 +4,7 @@
 -- success, and each attempt's events telling its own story (one attempt.queued; one
 -- attempt.running per take, each take but the last released; one final event, of its final
 -- state). The rule is judged here and only offending runs come back, so a history of millions of
--- healthy runs costs no Python time; `_verify_attempts` names what is wrong with each (the same
+-- healthy runs costs no Python time; `verify/_attempts` names what is wrong with each (the same
 -- rules, written once more in Python for the messages; test_verify_attempts plants each fault).
 WITH scoped AS (
     SELECT r.id, r.schedule_id

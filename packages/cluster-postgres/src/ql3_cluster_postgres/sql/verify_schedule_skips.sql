@@ -1,5 +1,5 @@
 -- verify_history: one schedule's skip records in scope (ranges ending at or after since_ms), in
--- occurrence order, read by name into `Skip` (_verify_accounting.py), with their reason (misfire,
+-- occurrence order, read by name into `Skip` (verify/_records.py), with their reason (misfire,
 -- or zone_rules_changed naming both versions).
 SELECT k.id,
        k.schedule_id,

@@ -8,7 +8,7 @@
 -- orphans always.
 -- The three tables are read in run id order through their indexes and merged (Merge Append into
 -- a GroupAggregate): nothing is sorted or hashed, whatever the size of the history. Each row gets
--- a slot; the counts per slot are what `SHAPE_COUNTS` (_verify_rules.py) names and expects.
+-- a slot; the counts per slot are what `SHAPE_COUNTS` (verify/_rules.py) names and expects.
 SELECT g.run_id AS id,
        max(g.schedule_id) AS schedule_id,
        bool_or(g.in_scope) AS in_scope,

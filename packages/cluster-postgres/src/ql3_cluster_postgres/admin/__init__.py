@@ -1,0 +1,36 @@
+"""The admin room: `ScheduleAdmin` (role `ql3_admin`), what it takes and returns, and its plans.
+
+Owns the transactions that create, reconcile, pause, resume and retire schedules (DESIGN §7,
+§11), the pydantic models of their arguments and reports, and the pure planning that decides
+what a change writes.
+
+May import: the package's base modules (`_sql`, `_connect`, `_durability`, `_retry`, ...) and the
+`zones` room (the recorded zone rules every placement computes with). Never `repository`,
+`ingress`, `verify` or `server`: an admin change reaches the other roles only through the rows
+it writes and the `ql3_schedule_changed` notification.
+
+What other rooms and the package's `__init__` use is re-exported here: the modules stay
+private to the room (import-linter's `private_modules`).
+"""
+
+from __future__ import annotations
+
+from ._admin import ScheduleAdmin
+from ._models import (
+    SCHEDULE_NAME_MAX_LENGTH,
+    ApplyReport,
+    ScheduleRecord,
+    ScheduleSpec,
+    ScheduleStatus,
+    StatusReport,
+)
+
+__all__ = [
+    "SCHEDULE_NAME_MAX_LENGTH",
+    "ApplyReport",
+    "ScheduleAdmin",
+    "ScheduleRecord",
+    "ScheduleSpec",
+    "ScheduleStatus",
+    "StatusReport",
+]

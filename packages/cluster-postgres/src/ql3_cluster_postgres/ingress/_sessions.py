@@ -1,0 +1,184 @@
+"""The sessions of the worker ingress: a pool, client-side deadlines, acknowledged writes.
+
+`IngressSessions` is what `WorkerIngress` sends through. Every write runs in its own transaction
+inside `acknowledged_write`: a COMMIT whose answer was lost, or acknowledged only with the
+synchronous-replication cancel WARNING, raises `UncertainWriteError`, and its connection is
+closed so the pool replaces it (the next call may reach a new primary). `_settled` passes the
+durability barrier on a fresh, unpooled connection before reading what is durable.
+
+Every call has a client-side deadline: the sessions' `statement_timeout` + 1 s, measured with
+`time.monotonic()` by one `Watchdog` thread, which shuts a late connection's socket down. The
+sessions also run with that `idle_in_transaction_session_timeout` and `lock_timeout` (the
+server's side of a call the client gave up on ends too) and `jit = off`. A pooled connection is
+checked (an empty query, under the deadline) before it is handed out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import psycopg
+from psycopg.rows import dict_row
+from ql3_runtime_core import RepositoryUnavailableError
+
+from ql3_cluster_postgres._connect import (
+    ConnectionOptions,
+    ConnectionSettings,
+    close_quietly,
+    connect,
+    wrap_error,
+)
+from ql3_cluster_postgres._deadlines import Watchdog
+from ql3_cluster_postgres._durability import UncertainWriteError, acknowledged_write, settle_durably
+from ql3_cluster_postgres._lifecycle import Closing
+from ql3_cluster_postgres._send import send
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping
+
+__all__ = ["IngressSessions", "Row"]
+
+Row = dict[str, Any]
+_T = TypeVar("_T")
+
+# The client waits this much longer than the server's statement_timeout before it cuts the
+# connection, so a reachable server ends a slow statement itself, with a clean error.
+_CLIENT_MARGIN_S: Final = 1.0
+
+
+class IngressSessions(Closing):
+    """A pool of worker sessions with deadlines; writes acknowledged cleanly or uncertain."""
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        application_name: str = "ql3-worker",
+        max_connections: int = 4,
+        connect_timeout_s: float = 5.0,
+        statement_timeout_ms: int = 5_000,
+        durability_timeout_ms: int = 2_000,
+    ) -> None:
+        if max_connections < 1:
+            msg = f"max_connections: must be >= 1, got {max_connections}"
+            raise ValueError(msg)
+        for name, value in (
+            ("statement_timeout_ms", statement_timeout_ms),
+            ("durability_timeout_ms", durability_timeout_ms),
+        ):
+            if value <= 0:
+                msg = f"{name}: must be > 0, got {value}"
+                raise ValueError(msg)
+        self._options = ConnectionOptions(
+            conninfo,
+            ConnectionSettings(
+                application_name=application_name, connect_timeout_s=connect_timeout_s
+            ),
+            server_settings={
+                "jit": "off",
+                "statement_timeout": str(statement_timeout_ms),
+                "idle_in_transaction_session_timeout": str(statement_timeout_ms),
+                "lock_timeout": str(statement_timeout_ms),
+            },
+        )
+        self._statement_timeout_ms = statement_timeout_ms
+        self._deadline_s = statement_timeout_ms / 1000 + _CLIENT_MARGIN_S
+        self._durability_timeout_s = durability_timeout_ms / 1000
+        self._watchdog = Watchdog(f"{application_name}-deadlines")
+        # A worker process usually runs several executor threads; a small pool lets them take
+        # and report attempts concurrently. Each connection is checked (an empty query, under
+        # the deadline) before it is handed out: after a server restart every pooled connection
+        # is dead, and failing one call per dead connection would keep heartbeats from
+        # confirming leases for seconds.
+        self._pool = self._options.pool(
+            max_size=max_connections, timeout_s=connect_timeout_s, check=self._check_connection
+        )
+        self._lock = threading.Lock()
+        self._opened = False
+
+    def close(self) -> None:
+        """Close the pool and its connections."""
+        with self._lock:
+            if self._opened:
+                self._pool.close()
+                self._opened = False
+        self._watchdog.close()
+
+    # -- sending ----------------------------------------------------------------------------
+
+    def _check_connection(self, conn: psycopg.Connection[Any]) -> None:
+        with self._watchdog.deadline(conn, self._deadline_s):
+            conn.execute("")
+
+    @contextlib.contextmanager
+    def _connection(self, action: str) -> Iterator[psycopg.Connection[Any]]:
+        with self._lock:
+            if not self._opened:
+                self._pool.open(wait=False)
+                self._opened = True
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise wrap_error(exc, action) from exc
+
+    @contextlib.contextmanager
+    def _fresh_connection(self, action: str) -> Iterator[psycopg.Connection[Any]]:
+        """Open a new connection (not pooled): it reaches whichever server leads now."""
+        conn = connect(self._options, action)
+        try:
+            yield conn
+        except psycopg.Error as exc:
+            raise wrap_error(exc, action) from exc
+        finally:
+            close_quietly(conn)
+
+    @contextlib.contextmanager
+    def _deadline(
+        self, conn: psycopg.Connection[Any], action: str, seconds: float | None = None
+    ) -> Iterator[None]:
+        """Cut `conn` when the block outlives the deadline, and say so in the error."""
+        with self._watchdog.deadline(conn, seconds or self._deadline_s) as deadline:
+            try:
+                yield
+            except (psycopg.Error, UncertainWriteError) as exc:
+                if not deadline.fired:
+                    raise
+                detail = f"no answer within {deadline.seconds:g} s; the client cut the connection"
+                if isinstance(exc, UncertainWriteError):
+                    raise UncertainWriteError(action, "reply_lost", detail) from exc
+                raise RepositoryUnavailableError(f"{action}: {detail}") from exc
+
+    def _write_on(
+        self, conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any], action: str
+    ) -> list[Row]:
+        """Send `sql/<name>.sql` in its own transaction; its rows once the COMMIT is clean."""
+        with self._deadline(conn, action):
+            try:
+                with (
+                    acknowledged_write(conn, action),
+                    conn.transaction(),
+                    conn.cursor(row_factory=dict_row) as cur,
+                ):
+                    rows = send(cur, name, params).fetchall()
+            except UncertainWriteError:
+                close_quietly(conn)  # the pool replaces it: the next call may reach a new primary
+                raise
+        return rows
+
+    def _write(self, name: str, params: Mapping[str, Any], action: str) -> list[Row]:
+        with self._connection(action) as conn:
+            return self._write_on(conn, name, params, action)
+
+    def _read_on(
+        self, conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any], action: str
+    ) -> list[Row]:
+        with self._deadline(conn, action), conn.cursor(row_factory=dict_row) as cur:
+            return send(cur, name, params).fetchall()
+
+    def _settled(self, action: str, read: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        """Pass the durability barrier on a fresh connection, then `read` what is durable."""
+        with self._fresh_connection(action) as conn, self._deadline(conn, action):
+            return settle_durably(conn, self._durability_timeout_s, read)
