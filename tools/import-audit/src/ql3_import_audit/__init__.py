@@ -24,9 +24,9 @@ Rules, and who enforces them (the well-kept tools first; the AST passes add only
   but never imported on purpose: `_deptry.NOT_IMPORTED_ON_PURPOSE`, each with its reason.
 - `rule-zero`: node wall-clock use in package src and tests, `bench/`, `chaos/` and `tools/`.
   ruff TID251 with the root pyproject's banned-api list (merged over a built-in floor) for the
-  direct forms; an AST data-flow pass (`_clock` over `_flow`, `_bindings`, `_scopes`) for what
-  does not match by name: import, star-import and assignment aliases (chains, tuples, walrus,
-  attributes, containers, `functools.partial`, parameters and return values, names imported
+  direct forms; an AST data-flow pass (`_clock` over `_flow`, `_values`, `_bindings`,
+  `_binding_calls`, `_scopes`) for what does not match by name: import, star-import and
+  assignment aliases (chains, tuples, walrus, attributes, containers, `functools.partial`, parameters and return values, names imported
   from another audited module), datetime subclasses calling `now` / `utcnow` / `today` /
   `fromtimestamp()` through the class, `cls`, `self`, `type(self)` or `super()`, `getattr` /
   `vars` / `__dict__` / `sys.modules` / module loaders, clock functions passed as values,
