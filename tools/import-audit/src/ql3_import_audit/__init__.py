@@ -16,6 +16,12 @@ Rules, and who enforces them (the well-kept tools first; the AST passes add only
   `importlib.import_module("x._z")`. import-linter `private_modules` over src; the AST pass over src
   and tests. Decision: a package's own tests MAY import its own private modules (they test the
   implementation); they see siblings only through the sibling's `__all__`.
+- `room-import`: a package's rooms (subpackages, `_layout.ROOMS`, layered top to bottom, ` | `
+  for independent siblings) import only rooms below them. import-linter `layers` contracts with
+  the package as `containers`, one per package with rooms.
+- `import-cycle`: no import circle among the modules of one package's src (lazy imports inside
+  functions included, imports under `if TYPE_CHECKING:` left out: they never run). grimp's graph,
+  built in a child process (`_graph_worker`); one finding per distinct shortest cycle (`_cycles`).
 - `undeclared-dependency`: deptry DEP001/DEP003/DEP004 per package. src against the package's
   `[project.dependencies]` (and extras); tests against those plus the package itself, the root
   `[dependency-groups] test` list and the package's own `test` group (the test kit); helper
