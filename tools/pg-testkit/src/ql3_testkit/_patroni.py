@@ -7,11 +7,11 @@ starts the real thing in a private temporary folder (`synchronous_mode: true`, `
 offers the faults the chaos suite needs: a `patronictl switchover`, a SIGKILL of the leader's
 postmaster, a SIGKILL of a member's Patroni (its postmaster lives on) and that member's rejoin.
 
-This module holds the processes (etcd, each member's Patroni, the members' configuration) and
-the faults; reading the cluster's state and waiting on it is `_patroni_view.PatroniView`, its base
-class, and the binaries, ports and member folders are `_patroni_setup`. Binaries: Debian's `etcd-server` and Patroni in its own venv built
-from the system Python (`scripts/setup.sh` installs both; `QL3_PATRONI_VENV` names another
-venv).
+This module holds the processes (etcd, each member's Patroni, the members' configuration) and the
+faults; reading the cluster's state and waiting on it is `_patroni_view.PatroniView`, its base
+class, and the binaries, ports and member folders are `_patroni_setup`. Binaries: Debian's
+`etcd-server` and Patroni in its own venv built from the system Python (`scripts/setup.sh` installs
+both; `QL3_PATRONI_VENV` names another venv).
 """
 
 from __future__ import annotations
