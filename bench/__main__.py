@@ -53,14 +53,10 @@ def _runner(part: str, args: argparse.Namespace) -> Callable[[BenchContext], lis
 
 
 def _run(parts: tuple[str, ...], args: argparse.Namespace) -> int:
-    from ._common import (  # noqa: PLC0415
-        BenchContext,
-        connect,
-        db_now_ms,
-        disk_flush_rate,
-        new_work_dir,
-        start_cluster,
-    )
+    from ._common import BenchContext, db_now_ms, start_cluster  # noqa: PLC0415
+    from ._meters import disk_flush_rate  # noqa: PLC0415
+    from ._replicas import new_work_dir  # noqa: PLC0415
+    from ._sql import connect  # noqa: PLC0415
 
     out_dir = Path(".tmp/bench")
     out_dir.mkdir(parents=True, exist_ok=True)

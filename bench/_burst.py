@@ -19,22 +19,17 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._baseline import BATCH, BUDGET
-from ._common import (
-    DEFAULTS_LABEL,
+from ._common import DEFAULTS_LABEL, db_now_ms, repo_root, wait_until
+from ._meters import (
     CpuMeter,
-    ReplicaSet,
     WaitSampler,
     WalMeter,
-    connect,
-    db_now_ms,
-    load_sql,
     login_user,
-    ql3_replicas,
-    repo_root,
     reset_statement_stats,
     statement_stats,
-    wait_until,
 )
+from ._replicas import ReplicaSet, ql3_replicas
+from ._sql import connect, load_sql
 
 if TYPE_CHECKING:
     from ql3_testkit import Ql3Database

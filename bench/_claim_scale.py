@@ -19,13 +19,8 @@ from typing import TYPE_CHECKING, Any
 from ql3_cluster_postgres import ConnectionSettings, PostgresScheduleRepository, ScheduleAdmin
 from ql3_runtime_core import ClaimClusterScheduleCommand, ScheduleDefinition
 
-from ._common import (
-    claim_statement_stats,
-    connect,
-    load_sql,
-    reset_statement_stats,
-    statement_stats,
-)
+from ._meters import claim_statement_stats, reset_statement_stats, statement_stats
+from ._sql import connect, load_sql
 
 if TYPE_CHECKING:
     from ql3_testkit import Ql3Database

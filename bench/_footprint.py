@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._burst import BURST_CRON, PERIOD_MS
-from ._common import connect, db_now_ms, load_sql, login_user, ql3_replicas
+from ._common import db_now_ms
+from ._meters import login_user
+from ._replicas import ql3_replicas
+from ._sql import connect, load_sql
 
 if TYPE_CHECKING:
     from ._common import BenchContext

@@ -15,20 +15,17 @@ import statistics
 import time
 from typing import TYPE_CHECKING, Any
 
-from ._common import (
-    DEFAULTS_LABEL,
+from ._common import DEFAULTS_LABEL, db_now_ms, wait_until
+from ._meters import (
     CpuMeter,
     WaitSampler,
     WalMeter,
-    connect,
-    db_now_ms,
-    load_sql,
     login_user,
-    ql3_replicas,
     reset_statement_stats,
     statement_stats,
-    wait_until,
 )
+from ._replicas import ql3_replicas
+from ._sql import connect, load_sql
 
 if TYPE_CHECKING:
     from ql3_testkit import Ql3Database

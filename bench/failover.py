@@ -38,7 +38,8 @@ from ql3_cluster_postgres import ScheduleAdmin
 from ql3_runtime_core import ScheduleDefinition
 from ql3_testkit import ThrowawayCluster, prepare_ql3_database
 
-from ._common import ReplicaSet, db_now_ms, new_work_dir, ql3_executable, repo_root
+from ._common import db_now_ms, repo_root
+from ._replicas import ReplicaSet, new_work_dir, ql3_executable
 from ._sql import connect, load_sql
 
 if TYPE_CHECKING:

@@ -7,7 +7,20 @@ from pathlib import Path
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO_ROOT = Path(__file__).resolve().parents[3]
-TREES = ("clean", "direction", "edge", "undeclared", "unused", "clock", "testkit", "independent")
+TREES = (
+    "clean",
+    "direction",
+    "edge",
+    "undeclared",
+    "unused",
+    "clock",
+    "testkit",
+    "independent",
+    "rooms",
+    "rooms_clean",
+    "cycles",
+    "cycles_clean",
+)
 
 _MARKER = re.compile(r"#\s*expect:\s*(?P<rules>[\w\-, ]+)$")
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from ._clock import check_clock
 from ._contracts import check_contracts
+from ._cycles import check_cycles
 from ._deptry import check_dependencies
 from ._findings import Finding, deduplicate
 from ._imports import check_imports
@@ -26,6 +27,7 @@ def run_audit(root: Path) -> tuple[list[Finding], int]:
         *check_independence(workspace),
         *check_clock(workspace),
         *check_contracts(workspace),
+        *check_cycles(workspace),
         *check_dependencies(workspace),
         *check_ruff(workspace),
     ]

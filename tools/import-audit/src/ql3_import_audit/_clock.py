@@ -37,17 +37,17 @@ from typing import TYPE_CHECKING, Final
 
 from ._bindings import Binder, settle
 from ._findings import RULE_CLOCK, Finding
-from ._flow import (
+from ._flow import ModuleFlow
+from ._importmap import parse
+from ._scopes import module_scopes
+from ._values import (
     DATETIME_CLASSES,
     GETATTR,
     GETATTR_METHODS,
     NAMESPACE,
-    ModuleFlow,
     Shared,
     string,
 )
-from ._importmap import parse
-from ._scopes import module_scopes
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -1,25 +1,27 @@
 """Run import-linter's `layers`, `forbidden` and `private_modules` contracts over the src trees.
 
+Two kinds of `layers` contract: one between the wheels (`_layout.LAYERS`), and one per package
+with rooms (`_layout.ROOMS`), whose layers are the package's subpackages with the package as the
+contract's `containers` (so the layers are named relative to it and ` | ` marks independent
+siblings, as import-linter spells them).
+
 The contracts are generated per audited root (only for the packages that exist there) into a
 temporary INI file, so the repository's root pyproject carries no import-linter configuration.
-import-linter runs in a child interpreter whose PYTHONPATH puts the audited `src/` folders first:
-the graph is then built from the audited tree (a fixture tree shadows the installed packages), and
-this process's `sys.path` and `sys.modules` stay untouched.
+import-linter runs in a child interpreter whose PYTHONPATH puts the audited `src/` folders first
+(`_child`).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
-from ._findings import RULE_DIRECTION, RULE_EDGE, AuditToolError, Finding
+from ._child import importable, run_child
+from ._findings import RULE_DIRECTION, RULE_EDGE, RULE_ROOM, Finding
 from ._imports import forbidden_reason
-from ._layout import FORBIDDEN_EXTERNAL, LAYERS, Package, Workspace
+from ._layout import FORBIDDEN_EXTERNAL, LAYERS, ROOM_SIBLINGS, ROOMS, Package, Workspace
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -43,6 +45,67 @@ _CONTRACT_TYPES = (
 
 def _lines(values: Sequence[str]) -> str:
     return "".join(f"\n    {value}" for value in values)
+
+
+def _room_index(package: str, module: str, rooms: dict[str, tuple[str, ...]]) -> tuple[int, str]:
+    """Return (layer index from the top, room name) of `module`, or (-1, "") outside any room."""
+    parts = module.split(".")
+    if len(parts) < 2:  # noqa: PLR2004 (the package itself holds no room)
+        return -1, ""
+    for index, layer in enumerate(rooms.get(package, ())):
+        if parts[1] in (room.strip() for room in layer.split(ROOM_SIBLINGS.strip())):
+            return index, parts[1]
+    return -1, ""
+
+
+def room_reason(
+    importer: str, imported: str, rooms: dict[str, tuple[str, ...]] = ROOMS
+) -> str | None:
+    """Return why module `importer` may not import module `imported` of its own package, or None.
+
+    A room imports only rooms below it; independent siblings (one layer, ` | `) not each other.
+    Only the hop that breaks the order is blamed: import-linter also reports the allowed hops of
+    an indirect chain, and those pass here.
+    """
+    package = importer.split(".", maxsplit=1)[0]
+    if imported.split(".", maxsplit=1)[0] != package:
+        return None
+    (low, low_room), (high, high_room) = (
+        _room_index(package, importer, rooms),
+        _room_index(package, imported, rooms),
+    )
+    if low < 0 or high < 0 or low_room == high_room:
+        return None
+    order = " > ".join(rooms[package])
+    if low > high:
+        return (
+            f"room {low_room} must not import higher room {high_room}"
+            f" ({package} rooms, top to bottom: {order})"
+        )
+    if low == high:
+        return (
+            f"rooms {low_room} and {high_room} are independent siblings"
+            f" ({package} rooms, top to bottom: {order})"
+        )
+    return None
+
+
+def _room_sections(names: list[str]) -> list[str]:
+    """Return one `layers` contract per package with rooms, the package as its container."""
+    sections: list[str] = []
+    for name in names:
+        rooms = ROOMS.get(name, ())
+        if not rooms:
+            continue
+        sections += [
+            "",
+            f"[importlinter:contract:rooms-{name}]",
+            f"name = rooms of {name} import downwards only",
+            "type = layers",
+            f"containers = {name}",
+            f"layers ={_lines(rooms)}",
+        ]
+    return sections
 
 
 def contracts_ini(packages: list[Package]) -> str:
@@ -90,6 +153,7 @@ def contracts_ini(packages: list[Package]) -> str:
             f"source_modules ={_lines(product)}",
             f"forbidden_modules ={_lines(kits)}",
         ]
+    sections += _room_sections(names)
     return "\n".join(sections) + "\n"
 
 
@@ -103,9 +167,15 @@ def _finding(workspace: Workspace, packages: list[Package], link: _Link) -> list
     owner = next(p for p in packages if importer.split(".", maxsplit=1)[0] == p.import_name)
     path = workspace.relative(_module_file(owner, importer))
     lines = link["line_numbers"]
+    room = room_reason(importer, imported)
     if link["contract"] == "private_modules":
         rule = RULE_EDGE
         detail = f"{imported} is private to its package (import-linter)"
+    elif room is not None:
+        rule, detail = RULE_ROOM, f"{importer} must not import {imported}: {room} (import-linter)"
+    elif importer.split(".", maxsplit=1)[0] == imported.split(".", maxsplit=1)[0]:
+        # A hop inside one package that keeps the room order (part of a longer chain).
+        return []
     else:
         reason = forbidden_reason(
             importer.split(".", maxsplit=1)[0],
@@ -121,25 +191,13 @@ def _finding(workspace: Workspace, packages: list[Package], link: _Link) -> list
 
 def check_contracts(workspace: Workspace) -> list[Finding]:
     """Return the findings of import-linter's contracts over every package's `src`."""
-    packages = [p for p in workspace.packages if (p.src / p.import_name / "__init__.py").is_file()]
+    packages = importable(workspace.packages)
     if not packages:
         return []
     with tempfile.TemporaryDirectory(prefix="ql3-import-audit-") as tmp:
         config = Path(tmp) / "importlinter.ini"
         config.write_text(contracts_ini(packages), encoding="utf-8")
-        env = dict(os.environ)
-        paths = [str(p.src) for p in packages]
-        env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        # Our own interpreter and module with a generated config path: no untrusted input.
-        result = subprocess.run(  # noqa: S603
-            [sys.executable, "-m", "ql3_import_audit._linter_worker", str(config)],
-            capture_output=True,
-            text=True,
-            check=False,
-            env=env,
-            cwd=tmp,
-        )
-    if result.returncode != 0:
-        raise AuditToolError(f"import-linter could not run: {result.stderr.strip()}")
-    links: list[_Link] = json.loads(result.stdout)
+        worker = "ql3_import_audit._linter_worker"
+        output = run_child(worker, packages, Path(tmp), str(config), tool="import-linter")
+    links: list[_Link] = json.loads(output)
     return [finding for link in links for finding in _finding(workspace, packages, link)]

@@ -10,6 +10,8 @@ RULE_EDGE: Final = "edge-import"
 RULE_UNDECLARED: Final = "undeclared-dependency"
 RULE_UNUSED: Final = "unused-dependency"
 RULE_CLOCK: Final = "rule-zero"
+RULE_ROOM: Final = "room-import"
+RULE_CYCLE: Final = "import-cycle"
 
 
 @dataclasses.dataclass(frozen=True, order=True)

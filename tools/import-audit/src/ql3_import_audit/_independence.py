@@ -43,6 +43,10 @@ INDEPENDENT_CHECKERS: Final[dict[str, bool]] = {
     "tools/pg-testkit/src/ql3_testkit/_oracle_rules.py": True,
     "chaos/expected.py": True,
     "chaos/harness.py": False,
+    "chaos/bounds.py": False,
+    "chaos/probes.py": False,
+    "chaos/replicas.py": False,
+    "chaos/verdict.py": False,
     "chaos/evidence.py": False,
 }
 

@@ -23,6 +23,21 @@ LAYERS: Final = ("ql3_runtime_core", "ql3_cluster_postgres", "ql3_cluster_contro
 FORBIDDEN_EXTERNAL: Final[dict[str, tuple[str, ...]]] = {
     "ql3_runtime_core": ("psycopg", "psycopg_pool"),
 }
+# Rooms: a package's subpackages as layers, top to bottom (import name -> room names relative to
+# the package). A room may import the rooms below it, never one above; rooms on one line joined by
+# ROOM_SIBLINGS are independent siblings that must not import each other. Modules directly in the
+# package (its `__init__`, shared `_errors`...) belong to no room and are not constrained here.
+# `_contracts` turns each non-empty entry into an import-linter `layers` contract with the package
+# as its container. A package's entry is filled in once its rooms exist; the one non-empty entry
+# belongs to the audit's own fixture trees (a package no real tree holds).
+ROOM_SIBLINGS: Final = " | "
+ROOMS: Final[dict[str, tuple[str, ...]]] = {
+    "ql3_runtime_core": (),
+    "ql3_cluster_postgres": (),
+    "ql3_cluster_control": (),
+    "ql3_testkit": (),
+    "ql3_rooms_fixture": ("cli", "service | worker", "store"),
+}
 # Workspace members that only tests use: no layer, never a product wheel's dependency. Package tests
 # may import them (declared in their own `[dependency-groups] test`); product src may not.
 TEST_KITS: Final = ("tools/pg-testkit",)

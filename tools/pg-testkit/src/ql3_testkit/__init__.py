@@ -20,10 +20,12 @@ from ._databases import (
     login_user_name,
     prepare_ql3_database,
 )
+from ._durable_write import durable_write, durable_write_acknowledged_ms
 from ._errors import ThrowawayClusterError
 from ._faketime import find_faketime_library
 from ._oracle import OracleFinding, OracleVerdict, oracle_verdict
-from ._patroni import PatroniCluster, PatroniMember, durable_write, durable_write_acknowledged_ms
+from ._patroni import PatroniCluster
+from ._patroni_setup import PatroniMember
 from ._wire_fault_proxy import WireFaultProxy
 
 __version__ = _version("ql3-testkit")
