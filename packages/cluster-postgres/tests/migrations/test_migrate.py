@@ -29,6 +29,7 @@ from ql3_cluster_postgres import (
     record_zone_rules,
     verify_history,
 )
+from ql3_cluster_postgres._migrations import _COMMENT_EDITS
 from ql3_runtime_core import ClaimClusterScheduleCommand, ScheduleDefinition, zone_rules_version
 from ql3_testkit import Ql3Database, ThrowawayCluster, drop_database
 
@@ -136,6 +137,42 @@ def test_tampered_applied_file_is_refused(ql3_db: Ql3Database, source: Path) -> 
     assert "0001_create_schema.sql" in message
     assert recorded in message
     assert current in message
+    assert len(_ledger(ql3_db.dsn("owner"))) == len(_shipped_names())
+
+
+def _record_digest(dsn: str, name: str, digest: str) -> None:
+    """Make the ledger say `name` was applied with `digest` (as an earlier release recorded it)."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute("UPDATE ql3.schema_migrations SET sha256 = %s WHERE name = %s", (digest, name))
+
+
+def _earlier_digests() -> list[tuple[str, str]]:
+    # The shipped table of comment-only edits: the data under test, not the rule that reads it.
+    return [(name, digest) for name, earlier in _COMMENT_EDITS.items() for digest in earlier]
+
+
+@pytest.mark.parametrize(("name", "digest"), _earlier_digests())
+def test_a_database_migrated_before_a_comment_edit_keeps_migrating(
+    ql3_db: Ql3Database, source: Path, name: str, digest: str
+) -> None:
+    """An earlier release's checksum of a file whose comments alone changed since is accepted."""
+    assert digest != hashlib.sha256((source / name).read_bytes()).hexdigest()
+    _record_digest(ql3_db.superuser_dsn, name, digest)
+    (source / _next_file("add_probe")).write_text("CREATE TABLE ql3.probe (x int);\n")
+    assert migrate(ql3_db.dsn("owner"), source=source) == [_next_file("add_probe")]
+
+
+def test_an_earlier_digest_does_not_excuse_a_changed_statement(
+    ql3_db: Ql3Database, source: Path
+) -> None:
+    """The earlier checksum is accepted only while the statements are the ones it was made of."""
+    name, digest = _earlier_digests()[0]
+    _record_digest(ql3_db.superuser_dsn, name, digest)
+    edited = source / name
+    edited.write_text(edited.read_text() + "\nCREATE TABLE ql3.smuggled (x int);\n")
+    (source / _next_file("add_probe")).write_text("CREATE TABLE ql3.probe (x int);\n")
+    with pytest.raises(MigrationTamperedError, match=digest):
+        migrate(ql3_db.dsn("owner"), source=source)
     assert len(_ledger(ql3_db.dsn("owner"))) == len(_shipped_names())
 
 

@@ -1,4 +1,4 @@
--- QL3 schema, version 1 (SPEC §4). Times are bigint epoch milliseconds read from the database
+-- QL3 schema, version 1 (DESIGN §2). Times are bigint epoch milliseconds read from the database
 -- clock: floor(extract(epoch from clock_timestamp()) * 1000)::bigint. Never a node clock.
 -- The schema ql3 itself is created by role provisioning (owned by ql3_owner) or by the runner.
 

@@ -1,4 +1,4 @@
--- SPEC §5 least privilege. Runs as ql3_owner (the migration runner sets the role), so the owner is
+-- Least privilege (DESIGN §11). Runs as ql3_owner (the migration runner sets the role), so the owner is
 -- the grantor and the grants ship with the tables they cover: a later migration that adds a table
 -- grants on it in the same file. PUBLIC gets nothing (schema ACL, see role provisioning). Nobody but
 -- ql3_owner may DELETE or TRUNCATE anything, history (runs, attempts, events) above all.

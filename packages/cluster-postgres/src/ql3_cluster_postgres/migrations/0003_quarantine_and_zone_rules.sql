@@ -1,4 +1,4 @@
--- QL3 schema, version 3 (issue 10, parts 2 and 3): what the database itself refuses in a schedule
+-- QL3 schema, version 3 (DESIGN §8, §9): what the database itself refuses in a schedule
 -- definition, the quarantine of a row that no replica can read, and the zone rules every replica
 -- must share. Runs as ql3_owner, like every migration; grants ship with the objects they cover.
 --

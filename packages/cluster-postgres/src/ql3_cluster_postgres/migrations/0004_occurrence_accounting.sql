@@ -1,4 +1,4 @@
--- QL3 schema, version 4: every occurrence accounted for (issue 10.5). A commit that moves a cursor
+-- QL3 schema, version 4: every occurrence accounted for (DESIGN §7). A commit that moves a cursor
 -- past occurrences without admitting them records which ones (skipped_occurrences); every admin
 -- change that places a cursor or changes a definition opens a revision (schedule_revisions), so
 -- `ql3 verify` knows from which cursor each definition's occurrences must be accounted for.

@@ -1,4 +1,4 @@
--- QL3 schema, version 5 (issue 13): workers execute what was admitted. A task says what its runs
+-- QL3 schema, version 5 (DESIGN §10): workers execute what was admitted. A task says what its runs
 -- execute (a shell command, or nothing: a Python task run by name) and how (attempts, timeout,
 -- retry backoff); an attempt records who holds it under which lease, when it may start, how it
 -- ended. Every time here is a database time (clock_timestamp()), never a worker's (rule zero).

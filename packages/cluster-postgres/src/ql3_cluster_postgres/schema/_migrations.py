@@ -6,6 +6,11 @@ every object belongs to it), and recorded in `ql3.schema_migrations` with their 
 database time. An applied file whose bytes changed is refused: migrations are forward-only. The
 files are read by the package's one SQL loader (`_sql.migration_files`), the connection is made
 by its one connection factory.
+
+Only a file's statements are forward-only, not its comments: `_COMMENT_EDITS` lists the earlier
+checksums of files whose comments were reworded after release, each with the checksum of the
+statements both versions share, so a database migrated by an earlier release keeps migrating
+while any change to a statement is still refused.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import psycopg
@@ -27,6 +33,7 @@ from ql3_cluster_postgres._sql import migration_files, read_sql_folder
 from ._roles import not_provisioned_message
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from importlib.resources.abc import Traversable
 
 __all__ = [
@@ -41,6 +48,47 @@ __all__ = [
 SCHEMA_VERSION: Final[int] = 7
 _FILE_NAME = re.compile(r"(?P<version>\d{4})_[a-z0-9_]+\.sql")
 _APPLICATION_NAME: Final = "ql3-migrate"
+
+# Applied files whose whole-line comments were reworded after release (to cite docs/DESIGN.md
+# instead of documents the repository never held): file -> {sha256 of the earlier bytes, which a
+# database may hold in its ledger: sha256 of the statements (`statements_sha256`) of both}. A
+# ledger digest listed here is accepted only while the shipped file's statements still hash to
+# the listed value: edit a statement and the file is refused as tampered, as before.
+_COMMENT_EDITS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
+    {
+        "0001_create_schema.sql": {
+            "fe807feed17fbdd9586085b3b5ca56224d219a824e08990a8ffc30d6fae5c442": (
+                "91c7cfa1bd72a12fada3450069df74914fe41feeb14d9baea880c760835920ee"
+            ),
+        },
+        "0002_grant_privileges.sql": {
+            "c127c482bf881edefc8da0010c74ce19330aab28b63a2d207777f00dfa7f3bb1": (
+                "e7c98f8ef91308c70b5f0f31f50aa4a2a643dc4b91dac16cb380cf8925c36e0c"
+            ),
+        },
+        "0003_quarantine_and_zone_rules.sql": {
+            "823c6afd0401ed13e3060da6a2e925f36b3798dc4ffbe7ec79684e40d8b754c8": (
+                "9ab36aabb0640a77a60066ea6e62a999a2e66b4f93e90ceecfca4bc11727b073"
+            ),
+        },
+        "0004_occurrence_accounting.sql": {
+            "923da310ee1a0bf1dbc1a1bd20543df1cd8492f3b2edbec88e936536d58fc988": (
+                "1d300d597da501fb65dad74ef2f7519abc0051d7648ff66c682370cb679f613e"
+            ),
+        },
+        "0005_worker_execution.sql": {
+            "0c750dc58d53727550a609897809e5df0f24c96c6abd0135e8e18688dd7a3ec4": (
+                "9ccca43f5d5cb1276e2c3875ccf1714ea4d0c8e7d358a83761eeee02c826a2c5"
+            ),
+        },
+    }
+)
+
+
+def statements_sha256(text: str) -> str:
+    """Return the sha256 of `text` without its whole-line `--` comments (the rest byte-exact)."""
+    kept = [line for line in text.split("\n") if not line.lstrip().startswith("--")]
+    return hashlib.sha256("\n".join(kept).encode("utf-8")).hexdigest()
 
 
 class _Applied(NamedTuple):
@@ -80,6 +128,13 @@ class Migration:
     version: int
     sql: str
     sha256: str
+
+    def matches(self, recorded_sha256: str) -> bool:
+        """Whether a ledger digest is this file or an earlier release's comment-only edit of it."""
+        if recorded_sha256 == self.sha256:
+            return True
+        shared = _COMMENT_EDITS.get(self.name, {}).get(recorded_sha256)
+        return shared is not None and shared == statements_sha256(self.sql)
 
 
 def load_migrations(source: Traversable | None = None) -> list[Migration]:
@@ -167,7 +222,7 @@ def _apply_pending(conn: psycopg.Connection[Any], migrations: list[Migration]) -
     # Checked before anything is applied: a changed file means this build and the database
     # disagree about what the schema is, and applying more on top would hide it.
     for name, (_, digest) in applied.items():
-        if name in known and known[name].sha256 != digest:
+        if name in known and not known[name].matches(digest):
             raise MigrationTamperedError(name, digest, known[name].sha256)
     newest = max((version for version, _ in applied.values()), default=0)
     highest_known = max((migration.version for migration in migrations), default=0)
