@@ -29,7 +29,7 @@ from ql3_cluster_postgres import (
     record_zone_rules,
     verify_history,
 )
-from ql3_cluster_postgres._migrations import _COMMENT_EDITS
+from ql3_cluster_postgres.schema._migrations import _COMMENT_EDITS
 from ql3_runtime_core import ClaimClusterScheduleCommand, ScheduleDefinition, zone_rules_version
 from ql3_testkit import Ql3Database, ThrowawayCluster, drop_database
 
