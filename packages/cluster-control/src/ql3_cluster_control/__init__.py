@@ -15,9 +15,11 @@ from ._config import (
     ConfigurationError,
     CoordinatorSettings,
     LogFormat,
+    WorkerSettings,
     check_environment,
     default_owner_id,
     load_settings,
+    load_worker_settings,
 )
 from ._coordinator import AdmissionCallback, Coordinator, CycleOverlapError, CycleResult
 from ._demo import DemoOptions, run_demo
@@ -27,7 +29,7 @@ from ._metrics import CoordinatorMetrics, HealthState, MetricsServer, metrics_ws
 from ._python_runner import TaskContext, TaskFunction
 from ._service import CoordinatorService, postgres_repository_factory
 from ._worker import Worker
-from ._worker_config import WorkerSettings, load_worker_settings, postgres_ingress_factory
+from ._worker_config import postgres_ingress_factory
 from ._worker_metrics import WorkerMetrics
 
 __version__ = _version("ql3-cluster-control")

@@ -16,11 +16,10 @@ import typer
 from ql3_cluster_postgres import SchemaMismatchError
 
 from ._cli_common import guarded
-from ._config import ConfigurationError, LogFormat, load_settings
+from ._config import ConfigurationError, LogFormat, load_settings, load_worker_settings
 from ._logs import configure_logging
 from ._service import CoordinatorService
 from ._worker import Worker
-from ._worker_config import load_worker_settings
 
 __all__ = ["run_command", "worker_command"]
 

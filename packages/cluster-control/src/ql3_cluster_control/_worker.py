@@ -44,11 +44,11 @@ from ql3_runtime_core import QL3Error, RepositoryUnavailableError
 
 from ._attempt_runner import KILL_MARGIN_S, AttemptRunner, CommandRunner
 from ._backoff import Backoff
-from ._config import ConfigurationError
+from ._config import ConfigurationError, WorkerSettings
 from ._metrics import HealthState, MetricsServer
 from ._python_runner import PythonRunner
 from ._stop_signals import install_stop_signals
-from ._worker_config import WorkerSettings, postgres_ingress_factory
+from ._worker_config import postgres_ingress_factory
 from ._worker_metrics import WorkerMetrics
 from ._worker_recorder import AttemptRecorder, attempt_ids, report_abandoned
 from ._worker_release import release_runners

@@ -21,7 +21,7 @@ from ql3_cluster_control._attempt_runner import (
     _Tail,
     output_tail,
 )
-from ql3_cluster_control._worker_config import WORKER_LEASE_MS_MIN
+from ql3_cluster_control._config import WORKER_LEASE_MS_MIN
 from ql3_runtime_core import (
     ATTEMPT_KILL_MARGIN_MS,
     ATTEMPT_SUCCESSOR_GRACE_MS,
