@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from importlib.metadata import version as _version
 
-from ._cli import app as cli_app
-from ._cli import main
 from ._config import (
     ConfigurationError,
     CoordinatorSettings,
@@ -31,6 +29,8 @@ from ._service import CoordinatorService, postgres_repository_factory
 from ._worker import Worker
 from ._worker_config import postgres_ingress_factory
 from ._worker_metrics import WorkerMetrics
+from .cli._app import app as cli_app
+from .cli._app import main
 
 __version__ = _version("ql3-cluster-control")
 

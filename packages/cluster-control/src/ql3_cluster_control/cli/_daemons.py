@@ -15,16 +15,22 @@ from typing import Annotated, NoReturn
 import typer
 from ql3_cluster_postgres import SchemaMismatchError
 
-from ._cli_common import guarded
-from ._config import ConfigurationError, LogFormat, load_settings, load_worker_settings
-from ._logs import configure_logging
-from ._service import CoordinatorService
-from ._worker import Worker
+from ql3_cluster_control._config import (
+    ConfigurationError,
+    LogFormat,
+    load_settings,
+    load_worker_settings,
+)
+from ql3_cluster_control._logs import configure_logging
+from ql3_cluster_control._service import CoordinatorService
+from ql3_cluster_control._worker import Worker
+
+from ._common import guarded
 
 __all__ = ["run_command", "worker_command"]
 
 # The name the verbs logged under before they left `_cli.py`, kept so log filters still match.
-logger = logging.getLogger("ql3_cluster_control._cli")
+logger = logging.getLogger("ql3_cluster_control.cli._app")
 
 
 @guarded

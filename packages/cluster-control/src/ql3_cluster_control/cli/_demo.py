@@ -9,10 +9,11 @@ from typing import Annotated
 
 import typer
 
-from ._cli_common import EXIT_FAILURE, EXIT_INTERRUPTED, fail, guarded
-from ._config import LogFormat
-from ._demo import DemoOptions, run_demo
-from ._logs import configure_logging
+from ql3_cluster_control._config import LogFormat
+from ql3_cluster_control._demo import DemoOptions, run_demo
+from ql3_cluster_control._logs import configure_logging
+
+from ._common import EXIT_FAILURE, EXIT_INTERRUPTED, fail, guarded
 
 __all__ = ["demo_command"]
 

@@ -23,12 +23,14 @@ from typing import Annotated
 import typer
 from ql3_runtime_core import zone_rules_version
 
-from ._cli_common import EXIT_FAILURE, fail, guarded
-from ._cli_daemons import run_command, worker_command
-from ._cli_demo import demo_command
-from ._cli_history import runs_list, status_command, verify_command
-from ._cli_roles import roles_login
-from ._cli_schedule import (
+from ql3_cluster_control._config import check_environment
+
+from ._common import EXIT_FAILURE, fail, guarded
+from ._daemons import run_command, worker_command
+from ._demo import demo_command
+from ._history import runs_list, status_command, verify_command
+from ._roles import roles_login
+from ._schedule import (
     schedule_add,
     schedule_apply,
     schedule_list,
@@ -37,8 +39,7 @@ from ._cli_schedule import (
     schedule_resume,
     schedule_retire,
 )
-from ._cli_setup import migrate_command, roles_provision, zone_rules_adopt, zone_rules_show
-from ._config import check_environment
+from ._setup import migrate_command, roles_provision, zone_rules_adopt, zone_rules_show
 
 __all__ = ["app", "main"]
 
