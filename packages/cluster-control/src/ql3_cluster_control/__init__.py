@@ -24,13 +24,13 @@ from ._demo import DemoOptions, run_demo
 from ._demo_verdict import DemoVerdict
 from ._logs import configure_logging
 from ._metrics import CoordinatorMetrics, HealthState, MetricsServer, metrics_wsgi_app
-from ._python_runner import TaskContext, TaskFunction
 from ._service import CoordinatorService, postgres_repository_factory
-from ._worker import Worker
-from ._worker_config import postgres_ingress_factory
-from ._worker_metrics import WorkerMetrics
 from .cli._app import app as cli_app
 from .cli._app import main
+from .worker._ingress import postgres_ingress_factory
+from .worker._metrics import WorkerMetrics
+from .worker._python_runner import TaskContext, TaskFunction
+from .worker._worker import Worker
 
 __version__ = _version("ql3-cluster-control")
 

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 
 from ql3_cluster_postgres import WorkerIngress
 
-from ._config import ConfigurationError
+from ql3_cluster_control._config import ConfigurationError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ql3_runtime_core import WorkerRepository
 
-    from ._config import WorkerSettings
+    from ql3_cluster_control._config import WorkerSettings
 
 __all__ = ["postgres_ingress_factory"]
 

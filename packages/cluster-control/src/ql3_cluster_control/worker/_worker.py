@@ -42,17 +42,18 @@ from uuid import uuid4
 from ql3_cluster_postgres import SchemaMismatchError
 from ql3_runtime_core import QL3Error, RepositoryUnavailableError
 
+from ql3_cluster_control._backoff import Backoff
+from ql3_cluster_control._config import ConfigurationError, WorkerSettings
+from ql3_cluster_control._metrics import HealthState, MetricsServer
+from ql3_cluster_control._stop_signals import install_stop_signals
+
 from ._attempt_runner import KILL_MARGIN_S, AttemptRunner, CommandRunner
-from ._backoff import Backoff
-from ._config import ConfigurationError, WorkerSettings
-from ._metrics import HealthState, MetricsServer
+from ._ingress import postgres_ingress_factory
+from ._metrics import WorkerMetrics
 from ._python_runner import PythonRunner
-from ._stop_signals import install_stop_signals
-from ._worker_config import postgres_ingress_factory
-from ._worker_metrics import WorkerMetrics
-from ._worker_recorder import AttemptRecorder, attempt_ids, report_abandoned
-from ._worker_release import release_runners
-from ._worker_tasks import TaskRegistry
+from ._recorder import AttemptRecorder, attempt_ids, report_abandoned
+from ._release import release_runners
+from ._tasks import TaskRegistry
 
 if TYPE_CHECKING:
     from collections.abc import Callable

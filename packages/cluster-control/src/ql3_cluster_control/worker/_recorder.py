@@ -42,8 +42,9 @@ if TYPE_CHECKING:
         WorkerRepository,
     )
 
+    from ql3_cluster_control._backoff import Backoff
+
     from ._attempt_runner import AttemptRunner
-    from ._backoff import Backoff
 
 __all__ = ["AttemptRecorder", "attempt_ids", "report_abandoned"]
 
