@@ -39,16 +39,17 @@ from typing import TYPE_CHECKING
 from ql3_cluster_postgres import PostgresScheduleRepository, SchemaMismatchError
 from ql3_runtime_core import QL3Error, ServiceRepository, ZoneRulesCheck
 
-from ._backoff import Backoff, ReconnectPolicy
+from ql3_cluster_control._backoff import Backoff, ReconnectPolicy
+from ql3_cluster_control._metrics import CoordinatorMetrics, HealthState, MetricsServer
+from ql3_cluster_control._stop_signals import install_stop_signals
+
 from ._coordinator import AdmissionCallback, Coordinator
 from ._guard import ReplicationGuard, node_fields
-from ._metrics import CoordinatorMetrics, HealthState, MetricsServer
-from ._stop_signals import install_stop_signals
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._config import CoordinatorSettings
+    from ql3_cluster_control._config import CoordinatorSettings
 
 __all__ = ["CoordinatorService", "postgres_repository_factory"]
 

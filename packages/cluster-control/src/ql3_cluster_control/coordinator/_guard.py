@@ -20,7 +20,7 @@ from ql3_cluster_postgres import NoWritableServerError
 if TYPE_CHECKING:
     from ql3_runtime_core import ReplicationState, ServiceRepository
 
-    from ._metrics import CoordinatorMetrics, HealthState
+    from ql3_cluster_control._metrics import CoordinatorMetrics, HealthState
 
 __all__ = ["ReplicationGuard", "node_fields"]
 

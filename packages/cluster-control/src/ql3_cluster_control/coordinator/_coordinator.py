@@ -43,15 +43,15 @@ from ql3_runtime_core import (
     summarize_cycle,
 )
 
-from ._backoff import Backoff
-from ._config import CLAIM_BATCH_DEFAULT, CYCLE_BUDGET_DEFAULT
+from ql3_cluster_control._backoff import Backoff
+from ql3_cluster_control._config import CLAIM_BATCH_DEFAULT, CYCLE_BUDGET_DEFAULT
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ql3_runtime_core import ScheduleRepository
 
-    from ._metrics import CoordinatorMetrics
+    from ql3_cluster_control._metrics import CoordinatorMetrics
 
 __all__ = ["AdmissionCallback", "Coordinator", "CycleOverlapError", "CycleResult"]
 
