@@ -19,14 +19,14 @@ from ._config import (
     load_settings,
     load_worker_settings,
 )
-from ._demo import DemoOptions, run_demo
-from ._demo_verdict import DemoVerdict
 from ._logs import configure_logging
 from ._metrics import CoordinatorMetrics, HealthState, MetricsServer, metrics_wsgi_app
 from .cli._app import app as cli_app
 from .cli._app import main
 from .coordinator._coordinator import AdmissionCallback, Coordinator, CycleOverlapError, CycleResult
 from .coordinator._service import CoordinatorService, postgres_repository_factory
+from .demo._demo import DemoOptions, run_demo
+from .demo._verdict import DemoVerdict
 from .worker._ingress import postgres_ingress_factory
 from .worker._metrics import WorkerMetrics
 from .worker._python_runner import TaskContext, TaskFunction

@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 
 from ql3_cluster_control._config import LogFormat
-from ql3_cluster_control._demo import DemoOptions, run_demo
 from ql3_cluster_control._logs import configure_logging
+from ql3_cluster_control.demo._demo import DemoOptions, run_demo
 
 from ._common import EXIT_FAILURE, EXIT_INTERRUPTED, fail, guarded
 

@@ -44,9 +44,10 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ._config import WORKER_LEASE_MS_MIN
-from ._demo_verdict import ROWS_PER_RUN, DemoVerdict, count_history, show_verdict
-from ._schedule_file import schedule_definition
+from ql3_cluster_control._config import WORKER_LEASE_MS_MIN
+from ql3_cluster_control._schedule_file import schedule_definition
+
+from ._verdict import ROWS_PER_RUN, DemoVerdict, count_history, show_verdict
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
