@@ -21,7 +21,7 @@ from importlib.metadata import version as distribution_version
 from typing import Annotated
 
 import typer
-from ql3_runtime_core import zone_rules_version
+from ql3_runtime_core import log_event, zone_rules_version
 
 from ql3_cluster_control._config import check_environment
 
@@ -150,6 +150,6 @@ def _report_unhandled(exc: Exception) -> int:
         fail(exit_code, f"{format_message()} (see `ql3 --help`)")
         return exit_code
     # A bug, not a user error: the traceback goes to the DEBUG log, the promise stays one line.
-    logger.debug("unexpected error", exc_info=exc)
+    log_event(logger, logging.DEBUG, "cli.unexpected_error", exc_info=exc)
     fail(EXIT_FAILURE, f"unexpected {type(exc).__name__}: {exc}")
     return EXIT_FAILURE

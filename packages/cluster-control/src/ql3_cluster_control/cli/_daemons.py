@@ -14,6 +14,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from ql3_cluster_postgres import SchemaMismatchError
+from ql3_runtime_core import log_event
 
 from ql3_cluster_control._config import (
     ConfigurationError,
@@ -139,6 +140,6 @@ def _serve(loop: CoordinatorService | Worker, component: str) -> NoReturn:
     try:
         code = loop.run()
     except SchemaMismatchError as exc:
-        logger.error("schema mismatch: %s", exc, extra={"event": f"{component}.schema_mismatch"})  # noqa: TRY400  # one line, no traceback
+        log_event(logger, logging.ERROR, f"{component}.schema_mismatch", reason=str(exc))
         raise
     raise typer.Exit(code)

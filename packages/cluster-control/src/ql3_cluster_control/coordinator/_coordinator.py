@@ -38,6 +38,7 @@ from ql3_runtime_core import (
     ZoneRules,
     ZoneRulesCheck,
     checked_commit,
+    log_event,
     quarantine_reason,
     resolve_cluster_schedule_decision,
     summarize_cycle,
@@ -151,12 +152,7 @@ class Coordinator:
         if not self._held:
             return 0
         released = self.repository.release_claims(self._held)
-        logger.info(
-            "released %d of %d held claims",
-            released,
-            len(self._held),
-            extra={"event": "claims.released", "released": released, "held": len(self._held)},
-        )
+        log_event(logger, logging.INFO, "claims.released", released=released, held=len(self._held))
         self._set_held([])
         return released
 
@@ -269,14 +265,12 @@ class Coordinator:
             # The hot path: no per-claim record.
             return claims, len(claim_round.quarantined), claim_round.rules
         for claim in claims:
-            logger.debug(
-                "claimed schedule %d",
-                claim.schedule_id,
-                extra={
-                    "event": "claim.acquired",
-                    "schedule_id": claim.schedule_id,
-                    "claim_acquired_at_ms": claim.claim_acquired_at_ms,
-                },
+            log_event(
+                logger,
+                logging.DEBUG,
+                "claim.acquired",
+                schedule_id=claim.schedule_id,
+                claim_acquired_at_ms=claim.claim_acquired_at_ms,
             )
         return claims, len(claim_round.quarantined), claim_round.rules
 
@@ -316,9 +310,16 @@ class Coordinator:
             try:
                 decision = resolve_cluster_schedule_decision(claim, state.remaining, rules=rules)
                 commit = checked_commit(claim, decision, state.remaining, rules=rules)
-            except Exception as exc:  # any exception: see the docstring
+            except Exception as exc:  # noqa: BLE001  # any exception: see the docstring
                 if not isinstance(exc, QL3Error | ValueError):
-                    logger.debug("decision of schedule %d raised", claim.schedule_id, exc_info=exc)
+                    # Not a typed refusal: a bug somewhere, so its traceback is worth keeping.
+                    log_event(
+                        logger,
+                        logging.DEBUG,
+                        "decision.raised",
+                        schedule_id=claim.schedule_id,
+                        exc_info=exc,
+                    )
                 failures.append((claim, quarantine_reason(exc, "decision failed: ")))
                 continue
             commits.append(commit)
@@ -336,27 +337,21 @@ class Coordinator:
         self._quarantined(done, state)
         missed = failed - {item.schedule_id for item in done}
         for schedule_id in sorted(missed):
-            logger.warning(
-                "schedule %d could not be quarantined: its claim no longer stands",
-                schedule_id,
-                extra={"event": "schedule.quarantine_raced", "schedule_id": schedule_id},
-            )
+            # Its claim no longer stands (expired and taken): the fence refused the quarantine.
+            log_event(logger, logging.WARNING, "schedule.quarantine_raced", schedule_id=schedule_id)
 
     def _quarantined(self, done: Sequence[QuarantinedSchedule], state: _CycleState) -> None:
         state.quarantined.extend(done)
         for item in done:
             if self.metrics is not None:
                 self.metrics.quarantined.inc()
-            logger.warning(
-                "schedule %d quarantined (state invalid): %s",
-                item.schedule_id,
-                item.reason,
-                extra={
-                    "event": "schedule.quarantined",
-                    "schedule_id": item.schedule_id,
-                    "reason": item.reason,
-                    "quarantined_at_ms": item.quarantined_at_ms,
-                },
+            log_event(
+                logger,
+                logging.WARNING,
+                "schedule.quarantined",
+                schedule_id=item.schedule_id,
+                reason=item.reason,
+                quarantined_at_ms=item.quarantined_at_ms,
             )
 
     def _settle_uncertain(self, commit: ClaimCommit, state: _CycleState) -> CommitOutcome:
@@ -374,11 +369,13 @@ class Coordinator:
         for run in runs:
             try:
                 self.on_admitted(run)
-            except Exception:
-                logger.exception(
-                    "admission callback failed for run %d",
-                    run.run_id,
-                    extra={"event": "admission.callback_failed", "run_id": run.run_id},
+            except Exception as exc:  # noqa: BLE001  # the run is admitted; a caller's bug must not undo the cycle
+                log_event(
+                    logger,
+                    logging.ERROR,
+                    "admission.callback_failed",
+                    run_id=run.run_id,
+                    exc_info=exc,
                 )
 
     def _already_admitted(self, outcome: CommitOutcome) -> None:
@@ -389,15 +386,12 @@ class Coordinator:
         one is a WARNING an operator can trace.
         """
         for occurrence in outcome.already_admitted:
-            logger.warning(
-                "schedule %d occurrence %d already had a run; not admitted again",
-                outcome.schedule_id,
-                occurrence,
-                extra={
-                    "event": "commit.already_admitted",
-                    "schedule_id": outcome.schedule_id,
-                    "scheduled_for_ms": occurrence,
-                },
+            log_event(
+                logger,
+                logging.WARNING,
+                "commit.already_admitted",
+                schedule_id=outcome.schedule_id,
+                scheduled_for_ms=occurrence,
             )
         if self.metrics is not None and outcome.already_admitted:
             self.metrics.already_admitted.inc(len(outcome.already_admitted))
@@ -417,21 +411,23 @@ class Coordinator:
             except ClockRegressionError:
                 raise
             except QL3Error as exc:
-                logger.warning(
-                    "could not settle an uncertain commit of schedule %d yet: %s",
-                    commit.claim.schedule_id,
-                    exc,
-                    extra={"event": "uncertain.retry", "schedule_id": commit.claim.schedule_id},
+                log_event(
+                    logger,
+                    logging.WARNING,
+                    "uncertain.retry",
+                    schedule_id=commit.claim.schedule_id,
+                    reason=str(exc),
                 )
                 outcome = None
             if outcome is not None and outcome.status is not CommitStatus.UNCERTAIN:
                 self._log_settled(commit, outcome)
                 return outcome
             if self.stop_requested.wait(self.backoff.delay_s(attempt)):
-                logger.warning(
-                    "stop requested: uncertain commit of schedule %d left to its durable facts",
-                    commit.claim.schedule_id,
-                    extra={"event": "uncertain.abandoned", "schedule_id": commit.claim.schedule_id},
+                log_event(
+                    logger,
+                    logging.WARNING,
+                    "uncertain.abandoned",
+                    schedule_id=commit.claim.schedule_id,
                 )
                 return CommitOutcome(
                     schedule_id=commit.claim.schedule_id, status=CommitStatus.UNCERTAIN
@@ -440,28 +436,23 @@ class Coordinator:
     def _log_settled(self, commit: ClaimCommit, outcome: CommitOutcome) -> None:
         if self.metrics is not None:
             self.metrics.uncertain_resolved.labels(outcome=outcome.status.value).inc()
-        logger.warning(
-            "uncertain commit of schedule %d settled as %s",
-            commit.claim.schedule_id,
-            outcome.status.value,
-            extra={
-                "event": "uncertain.resolved",
-                "schedule_id": commit.claim.schedule_id,
-                "outcome": outcome.status.value,
-            },
+        log_event(
+            logger,
+            logging.WARNING,
+            "uncertain.resolved",
+            schedule_id=commit.claim.schedule_id,
+            outcome=outcome.status.value,
         )
 
     def _abandon(self, exc: ClockRegressionError) -> None:
         # Fail closed (DESIGN §5): nothing was written; the claims expire by database time.
-        logger.warning(
-            "database clock went back; cycle abandoned, its claims left to expire: %s",
-            exc,
-            extra={
-                "event": "cycle.clock_regression",
-                "schedule_id": exc.schedule_id,
-                "observed_at_ms": exc.observed_at_ms,
-                "claim_acquired_at_ms": exc.claim_acquired_at_ms,
-            },
+        log_event(
+            logger,
+            logging.WARNING,
+            "cycle.clock_regression",
+            schedule_id=exc.schedule_id,
+            observed_at_ms=exc.observed_at_ms,
+            claim_acquired_at_ms=exc.claim_acquired_at_ms,
         )
         if self.metrics is not None:
             self.metrics.clock_regressions.inc()
@@ -470,17 +461,13 @@ class Coordinator:
     def _report(self, summary: CycleSummary, duration_s: float, *, abandoned: bool) -> None:
         if self.metrics is not None:
             self.metrics.observe_cycle(summary, duration_s)
-        logger.info(
-            "cycle: %d claims, %d admitted, %d raced",
-            summary.claims,
-            summary.admitted,
-            summary.raced,
-            extra={
-                "event": "cycle.summary",
-                **summary.model_dump(),
-                "abandoned": abandoned,
-                "duration_ms": round(duration_s * 1000, 3),
-            },
+        log_event(
+            logger,
+            logging.INFO,
+            "cycle.summary",
+            **summary.model_dump(),
+            abandoned=abandoned,
+            duration_ms=round(duration_s * 1000, 3),
         )
 
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Final
 from uuid import uuid4
 
 from ql3_cluster_postgres import SchemaMismatchError
-from ql3_runtime_core import QL3Error, RepositoryUnavailableError
+from ql3_runtime_core import QL3Error, RepositoryUnavailableError, log_event
 
 from ql3_cluster_control._backoff import Backoff
 from ql3_cluster_control._config import ConfigurationError, WorkerSettings
@@ -203,16 +203,15 @@ class Worker:
         factory = self._factory or postgres_ingress_factory(self.settings)
         self._repository = factory()
         self._start_metrics()
-        logger.info(
-            "worker starting",
-            extra={
-                "event": "worker.started",
-                "worker_id": self.worker_id,
-                "concurrency": self.settings.concurrency,
-                "lease_ms": self.settings.lease_ms,
-                "commands": self.settings.run_commands,
-                "python_tasks": list(self.task_names),
-            },
+        log_event(
+            logger,
+            logging.INFO,
+            "worker.started",
+            worker_id=self.worker_id,
+            concurrency=self.settings.concurrency,
+            lease_ms=self.settings.lease_ms,
+            commands=self.settings.run_commands,
+            python_tasks=list(self.task_names),
         )
         try:
             while not self.stop_event.is_set():
@@ -260,11 +259,7 @@ class Worker:
             return
         version = repository.check_schema()
         self._schema_ok = self.health.schema_ok = self.health.connected = True
-        logger.info(
-            "connected; schema version %d",
-            version,
-            extra={"event": "worker.connected", "schema_version": version},
-        )
+        log_event(logger, logging.INFO, "worker.connected", schema_version=version)
 
     @property
     def _beat_s(self) -> float:
@@ -278,16 +273,14 @@ class Worker:
         self._retry_at = time.monotonic() + delay
         self.metrics.database_faults.inc()
         self.health.connected = False
-        logger.warning(
-            "database fault, retrying in %.2f s: %s",
-            delay,
-            exc,
-            extra={
-                "event": "worker.fault",
-                "error": type(exc).__name__,
-                "attempt": self._failures,
-                "retry_in_ms": round(delay * 1000),
-            },
+        log_event(
+            logger,
+            logging.WARNING,
+            "worker.fault",
+            error=type(exc).__name__,
+            reason=str(exc),
+            attempt=self._failures,
+            retry_in_ms=round(delay * 1000),
         )
 
     # -- leases ---------------------------------------------------------------------------------
@@ -349,11 +342,7 @@ class Worker:
             known = list(self._runners)
         released = repository.settle_taken_attempts(self.worker_id, self.lease_token, known)
         self._take_unsettled = False
-        logger.info(
-            "a take whose answer was lost is settled: %d attempt(s) it gave were handed back",
-            len(released),
-            extra={"event": "take.settled", "released_attempt_ids": released},
-        )
+        log_event(logger, logging.INFO, "take.settled", released_attempt_ids=released)
 
     def _busy(self) -> int:
         with self._lock:
@@ -361,18 +350,13 @@ class Worker:
 
     def _start(self, attempt: TakenAttempt, confirmed_at: float) -> None:
         self.metrics.observe_taken(attempt.queue_delay_ms)
-        logger.info(
-            "attempt %d taken (run %d, attempt %d of %s)",
-            attempt.attempt_id,
-            attempt.run_id,
-            attempt.attempt_number,
-            attempt.task_name,
-            extra={
-                "event": "attempt.taken",
-                **attempt_ids(attempt),
-                "queue_delay_ms": attempt.queue_delay_ms,
-                "lease_expires_at_ms": attempt.lease_expires_at_ms,
-            },
+        log_event(
+            logger,
+            logging.INFO,
+            "attempt.taken",
+            **attempt_ids(attempt),
+            queue_delay_ms=attempt.queue_delay_ms,
+            lease_expires_at_ms=attempt.lease_expires_at_ms,
         )
         runner: AttemptRunner
         if attempt.execution.command is not None:
@@ -415,12 +399,13 @@ class Worker:
 
     def _shutdown(self) -> None:
         """Let running attempts finish within the grace, then kill and release the rest."""
-        logger.info(
-            "stopping%s: taking nothing more; %d attempt(s) running, grace %d ms",
-            f" on {self._signal}" if self._signal else "",
-            len(self._live()),
-            self.settings.grace_ms,
-            extra={"event": "worker.stopping", "signal": self._signal},
+        log_event(
+            logger,
+            logging.INFO,
+            "worker.stopping",
+            signal=self._signal,
+            running=len(self._live()),
+            grace_ms=self.settings.grace_ms,
         )
         deadline = time.monotonic() + self.settings.grace_ms / 1000
         while self._live() and time.monotonic() < deadline and not self._grace_over.is_set():
@@ -431,18 +416,11 @@ class Worker:
             try:
                 self._settle_takes(self._repository)
             except QL3Error as exc:
-                logger.warning(
-                    "could not settle a take whose answer was lost; what it gave expires by"
-                    " its lease: %s",
-                    exc,
-                    extra={"event": "take.settle_failed"},
-                )
+                # What the lost take gave this worker expires by its lease instead.
+                log_event(logger, logging.WARNING, "take.settle_failed", reason=str(exc))
         self._abort.set()
         self._close()
-        logger.info(
-            "worker stopped",
-            extra={"event": "worker.stopped", "released_attempt_ids": released},
-        )
+        log_event(logger, logging.INFO, "worker.stopped", released_attempt_ids=released)
 
     def _safe_tick(self) -> None:
         try:
@@ -456,7 +434,7 @@ class Worker:
             try:
                 self._repository.close()
             except QL3Error as exc:
-                logger.debug("close failed: %s", exc, extra={"event": "worker.close_failed"})
+                log_event(logger, logging.DEBUG, "worker.close_failed", reason=str(exc))
         if self._metrics_server is not None:
             self._metrics_server.stop()
 
@@ -469,8 +447,4 @@ class Worker:
             host=self.settings.metrics_host,
             port=self.settings.metrics_port,
         ).start()
-        logger.info(
-            "serving /metrics and /healthz on port %d",
-            self._metrics_server.port,
-            extra={"event": "metrics.serving", "port": self._metrics_server.port},
-        )
+        log_event(logger, logging.INFO, "metrics.serving", port=self._metrics_server.port)
