@@ -23,7 +23,8 @@ from ._logs import configure_logging
 from ._metrics import CoordinatorMetrics, HealthState, MetricsServer, metrics_wsgi_app
 from .cli._app import app as cli_app
 from .cli._app import main
-from .coordinator._coordinator import AdmissionCallback, Coordinator, CycleOverlapError, CycleResult
+from .coordinator._coordinator import Coordinator
+from .coordinator._cycle import AdmissionCallback, CycleOverlapError, CycleResult
 from .coordinator._service import CoordinatorService, postgres_repository_factory
 from .demo._demo import DemoOptions, run_demo
 from .demo._verdict import DemoVerdict

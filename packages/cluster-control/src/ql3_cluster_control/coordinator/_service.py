@@ -43,13 +43,15 @@ from ql3_cluster_control._backoff import Backoff, ReconnectPolicy
 from ql3_cluster_control._metrics import CoordinatorMetrics, HealthState, MetricsServer
 from ql3_cluster_control._stop_signals import install_stop_signals
 
-from ._coordinator import AdmissionCallback, Coordinator
+from ._coordinator import Coordinator
 from ._guard import NodeFields, ReplicationGuard, node_fields
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ql3_cluster_control._config import CoordinatorSettings
+
+    from ._cycle import AdmissionCallback
 
 __all__ = ["CoordinatorService", "postgres_repository_factory"]
 
