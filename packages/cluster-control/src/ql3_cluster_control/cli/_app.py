@@ -5,9 +5,9 @@ status, runs, verify, demo.
 
 This module is the map of the command line: it builds the `app`, registers every verb in the
 order `ql3 --help` lists them, and turns anything that escapes a verb into one line (`main`).
-The verbs live by group: `_cli_setup` (migrate, roles, zone-rules), `_cli_schedule`,
-`_cli_daemons` (run, worker), `_cli_history` (status, runs, verify), `_cli_demo`; what they share
-(exit codes, `--dsn`, one-line errors) is in `_cli_common`, the tables in `_cli_tables`.
+The verbs live by group: `_setup` (migrate, roles, zone-rules), `_schedule`,
+`_daemons` (run, worker), `_history` (status, runs, verify), `_demo`; what they share
+(exit codes, `--dsn`, one-line errors) is in `_common`, the tables in `_tables`.
 """
 
 # typer builds options from parameters with defaults, boolean flags included.

@@ -30,7 +30,7 @@ from ._common import guarded
 
 __all__ = ["run_command", "worker_command"]
 
-# The name the verbs logged under before they left `_cli.py`, kept so log filters still match.
+# The verbs log under the app's name, as they did when they were one module with it.
 logger = logging.getLogger("ql3_cluster_control.cli._app")
 
 

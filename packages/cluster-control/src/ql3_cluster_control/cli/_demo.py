@@ -1,4 +1,4 @@
-"""`ql3 demo`: replicas racing on a private PostgreSQL, one killed, a verdict (see `_demo`)."""
+"""`ql3 demo`: replicas racing on a private PostgreSQL, one killed, a verdict (see `demo/`)."""
 
 # typer builds options from parameters with defaults, boolean flags included.
 # ruff: noqa: FBT002
