@@ -13,7 +13,9 @@ is down: the delay doubles, so replicas do not hammer it. The short delay is bou
 (`fast_window_s` from the first fault), so a DSN that only ever reaches a standby backs off.
 
 Both are tenacity wait strategies. A loop that can block between tries (settling an uncertain
-commit) runs them through `Backoff.retrying()`, tenacity's own `Retrying`. The service and the
+commit, recording an attempt's end) runs them through `Backoff.retrying()`, tenacity's own
+`Retrying`, sleeping with `sleep_unless(event)`: a monotonic wait that a stop cuts short by
+raising `RetryStopped` out of the retrying call. The service and the
 worker cannot hand their loop to tenacity (between two tries they must keep renewing leases,
 watching runners, noticing a stop), so they ask for the delay of their n-th fault instead:
 `delay_s` reads the wait of the attempt a `Retrying` of these same waits would be at.
@@ -28,9 +30,24 @@ from ql3_cluster_postgres import NoWritableServerError
 from tenacity import RetryCallState, Retrying, wait_random, wait_random_exponential
 
 if TYPE_CHECKING:
+    import threading
     from collections.abc import Callable
 
-__all__ = ["Backoff", "ReconnectPolicy"]
+__all__ = ["Backoff", "ReconnectPolicy", "RetryStopped", "sleep_unless"]
+
+
+class RetryStopped(Exception):  # noqa: N818 - ends a retry loop; not an error of anyone
+    """Raised by a `sleep_unless` sleep when its event was set meanwhile: stop retrying."""
+
+
+def sleep_unless(event: threading.Event) -> Callable[[float], None]:
+    """Return a tenacity `sleep` that waits on `event` and raises `RetryStopped` once it is set."""
+
+    def sleep(seconds: float) -> None:
+        if event.wait(seconds):
+            raise RetryStopped
+
+    return sleep
 
 
 def _attempt_state(retrying: Retrying, attempt: int) -> RetryCallState:

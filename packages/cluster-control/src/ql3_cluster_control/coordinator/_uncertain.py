@@ -21,6 +21,8 @@ from ql3_runtime_core import (
 )
 from tenacity import retry_if_result
 
+from ql3_cluster_control._backoff import RetryStopped, sleep_unless
+
 if TYPE_CHECKING:
     import threading
 
@@ -32,10 +34,6 @@ if TYPE_CHECKING:
 __all__ = ["settle_uncertain"]
 
 logger = logging.getLogger(__name__)
-
-
-class _StopRequested(Exception):  # noqa: N818 - a signal between two functions, not an error
-    """Raised by the backoff's sleep when a stop was requested meanwhile: stop retrying."""
 
 
 def _unsettled(outcome: CommitOutcome) -> bool:
@@ -71,14 +69,12 @@ def settle_uncertain(
             )
             return unsettled
 
-    def sleep(seconds: float) -> None:
-        # A monotonic wait that a stop request cuts short (rule zero).
-        if stop_requested.wait(seconds):
-            raise _StopRequested
-
+    retrying = backoff.retrying(
+        sleep=sleep_unless(stop_requested), retry=retry_if_result(_unsettled)
+    )
     try:
-        outcome = backoff.retrying(sleep=sleep, retry=retry_if_result(_unsettled))(resolve)
-    except _StopRequested:
+        outcome = retrying(resolve)
+    except RetryStopped:
         log_event(logger, logging.WARNING, "uncertain.abandoned", schedule_id=schedule_id)
         return unsettled
     if metrics is not None:

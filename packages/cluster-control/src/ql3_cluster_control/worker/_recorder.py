@@ -30,6 +30,9 @@ from ql3_runtime_core import (
     RepositoryUnavailableError,
     log_event,
 )
+from tenacity import retry_if_exception_type
+
+from ql3_cluster_control._backoff import RetryStopped, sleep_unless
 
 if TYPE_CHECKING:
     import threading
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
         TakenAttempt,
         WorkerRepository,
     )
+    from tenacity import RetryCallState
 
     from ql3_cluster_control._backoff import Backoff
 
@@ -163,38 +167,52 @@ class AttemptRecorder:
     def _finish(
         self, attempt: TakenAttempt, result: AttemptResult, *, settle: bool
     ) -> FinishedAttempt | None:
-        failures = 0
-        while True:
+        """Send the finish until the database answers; None once aborted or refused."""
+        settling = settle
+
+        def finish() -> FinishedAttempt:
+            nonlocal settling
             try:
                 return self._repository().finish_attempt(
-                    attempt.attempt_id, self._lease_token, result, settle=settle
+                    attempt.attempt_id, self._lease_token, result, settle=settling
                 )
-            except RepositoryUnavailableError as exc:
+            except RepositoryUnavailableError:
                 # The answer may have been lost after the finish landed, or the finish landed
                 # only on a server that may lose it: every retry settles from durable facts.
-                settle = True
-                failures += 1
-                delay = self._backoff.delay_s(failures)
-                log_event(
-                    logger,
-                    logging.WARNING,
-                    "attempt.record_retry",
-                    **attempt_ids(attempt),
-                    retry_in_ms=round(delay * 1000),
-                    reason=str(exc),
-                )
-                if self._abort.wait(delay):
-                    return None
-            except QL3Error as exc:
-                # Not a fault to retry: the lease settles it (it expires by database time).
-                log_event(
-                    logger,
-                    logging.ERROR,
-                    "attempt.record_failed",
-                    **attempt_ids(attempt),
-                    reason=str(exc),
-                )
-                return None
+                settling = True
+                raise
+
+        def report_retry(state: RetryCallState) -> None:
+            fault = None if state.outcome is None else state.outcome.exception()
+            delay = 0.0 if state.next_action is None else state.next_action.sleep
+            log_event(
+                logger,
+                logging.WARNING,
+                "attempt.record_retry",
+                **attempt_ids(attempt),
+                retry_in_ms=round(delay * 1000),
+                reason=str(fault),
+            )
+
+        retrying = self._backoff.retrying(
+            retry=retry_if_exception_type(RepositoryUnavailableError),
+            sleep=sleep_unless(self._abort),
+            before_sleep=report_retry,
+        )
+        try:
+            return retrying(finish)
+        except RetryStopped:
+            return None
+        except QL3Error as exc:
+            # Not a fault to retry: the lease settles it (it expires by database time).
+            log_event(
+                logger,
+                logging.ERROR,
+                "attempt.record_failed",
+                **attempt_ids(attempt),
+                reason=str(exc),
+            )
+            return None
 
     def _report(
         self, runner: AttemptRunner, result: AttemptResult, finished: FinishedAttempt | None
