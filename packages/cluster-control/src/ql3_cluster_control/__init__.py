@@ -21,17 +21,18 @@ from ._config import (
 )
 from ._logs import configure_logging
 from ._metrics import CoordinatorMetrics, HealthState, MetricsServer, metrics_wsgi_app
-from .cli._app import app as cli_app
-from .cli._app import main
-from .coordinator._coordinator import Coordinator
-from .coordinator._cycle import AdmissionCallback, CycleOverlapError, CycleResult
-from .coordinator._service import CoordinatorService, postgres_repository_factory
-from .demo._demo import DemoOptions, run_demo
-from .demo._verdict import DemoVerdict
-from .worker._ingress import postgres_ingress_factory
-from .worker._metrics import WorkerMetrics
-from .worker._python_runner import TaskContext, TaskFunction
-from .worker._worker import Worker
+from .cli import app as cli_app
+from .cli import main
+from .coordinator import (
+    AdmissionCallback,
+    Coordinator,
+    CoordinatorService,
+    CycleOverlapError,
+    CycleResult,
+    postgres_repository_factory,
+)
+from .demo import DemoOptions, DemoVerdict, run_demo
+from .worker import TaskContext, TaskFunction, Worker, WorkerMetrics, postgres_ingress_factory
 
 __version__ = _version("ql3-cluster-control")
 

@@ -23,8 +23,8 @@ from ql3_cluster_control._config import (
     load_worker_settings,
 )
 from ql3_cluster_control._logs import configure_logging
-from ql3_cluster_control.coordinator._service import CoordinatorService
-from ql3_cluster_control.worker._worker import Worker
+from ql3_cluster_control.coordinator import CoordinatorService
+from ql3_cluster_control.worker import Worker
 
 from ._common import guarded
 

@@ -11,7 +11,7 @@ import typer
 
 from ql3_cluster_control._config import LogFormat
 from ql3_cluster_control._logs import configure_logging
-from ql3_cluster_control.demo._demo import DemoOptions, run_demo
+from ql3_cluster_control.demo import DemoOptions, run_demo
 
 from ._common import EXIT_FAILURE, EXIT_INTERRUPTED, fail, guarded
 

@@ -142,8 +142,6 @@ class Worker:
         """Return the worker's id, recorded on the attempts it holds and in its logs."""
         return self.settings.id
 
-    # -- registration ---------------------------------------------------------------------------
-
     def register(self, name: str, function: TaskFunction, *, transactional: bool = False) -> None:
         """Run `function` for the runs of the Python task (schedule) called `name`.
 
@@ -174,8 +172,6 @@ class Worker:
         """The Python tasks this worker runs, sorted."""
         return self._tasks.names
 
-    # -- stopping -------------------------------------------------------------------------------
-
     def request_stop(self) -> None:
         """Stop taking work and begin the graceful stop; a second call ends the grace at once."""
         if self.stop_event.is_set():
@@ -190,8 +186,6 @@ class Worker:
     def _stop_on_signal(self, name: str) -> None:
         self._signal = name
         self.request_stop()
-
-    # -- the loop -------------------------------------------------------------------------------
 
     def run(self) -> int:
         """Execute attempts until stopped; 0 after a graceful stop.
@@ -288,12 +282,8 @@ class Worker:
             retry_in_ms=round(delay * 1000),
         )
 
-    # -- leases ---------------------------------------------------------------------------------
-
     def _heartbeat(self, repository: WorkerRepository) -> None:
         self._slots.renew(repository, self.lease_token, self.settings.lease_ms)
-
-    # -- taking -------------------------------------------------------------------------------
 
     def _poll(self, repository: WorkerRepository) -> None:
         if self._taker.poll(repository):
@@ -303,8 +293,6 @@ class Worker:
         """Forget runners that ended; a freed slot is worth a poll at once."""
         if self._slots.reap():
             self._next_poll = 0.0
-
-    # -- stopping -------------------------------------------------------------------------------
 
     def _shutdown(self) -> None:
         """Let running attempts finish within the grace, then kill and release the rest."""
