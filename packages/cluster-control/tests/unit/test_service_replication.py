@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from fake_repository import FakeRepository, fake_node
+from fake_repository import FakeRepository
+from fake_rows import fake_node
 from fix_db import wait_for
 from ql3_cluster_control import (
     CoordinatorMetrics,
