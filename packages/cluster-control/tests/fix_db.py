@@ -1,56 +1,28 @@
-"""Real PostgreSQL for cluster-control tests: one cluster per session, one database per test.
+"""Helpers of the cluster-control tests around their database and `ql3` processes.
 
-The cluster comes from the installed ql3-cluster-postgres wheel (no Docker, no mock). A migrated
-template database is prepared once; each test gets a fast clone and it is dropped afterwards.
-A missing server is a failure with a message saying what to install, never a skip.
+The databases themselves come from the test kit's fixtures (`ql3_testkit.fixtures`: `pg_cluster`,
+`ql3_db`, ... loaded by conftest.py), shared with cluster-postgres's tests; this module only reads
+the database clock and rows, waits on conditions, and runs `ql3`.
 """
 
 from __future__ import annotations
 
-import functools
-import itertools
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import (  # noqa: TC003  # fixtures, dataclasses
     Callable,
-    Iterator,
     Mapping,
     Sequence,
 )
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from ql3_testkit import Ql3Database, ThrowawayCluster, drop_database, prepare_ql3_database
-
-TEMPLATE = "ql3_cc_template"
-_counter = itertools.count(1)
-
-
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[ThrowawayCluster]:
-    """Start one small throwaway PostgreSQL for the whole session and a migrated template."""
-    with ThrowawayCluster(name="ql3-cc-tests", settings={"max_connections": "200"}) as cluster:
-        prepare_ql3_database(cluster, TEMPLATE, as_template=True)
-        yield cluster
-
-
-@pytest.fixture
-def ql3_db(pg_cluster: ThrowawayCluster) -> Iterator[Ql3Database]:
-    """Give the test its own migrated database, cloned from the template, dropped after."""
-    name = f"cc_{os.getpid()}_{next(_counter)}"
-    database = prepare_ql3_database(pg_cluster, name, template=TEMPLATE)
-    try:
-        yield database
-    finally:
-        drop_database(pg_cluster, name)
 
 
 def sql_rows(
@@ -133,84 +105,3 @@ def kill_leftovers(processes: Mapping[str, subprocess.Popen[bytes]]) -> None:
         if process.poll() is None:
             process.kill()
             process.wait(timeout=20)
-
-
-@dataclass
-class Replicas:
-    """`ql3 run` processes started by a test; all are stopped at the end, also on failure."""
-
-    workdir: Path
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-
-    def start(
-        self,
-        name: str,
-        dsn: str,
-        *args: str,
-        preload: dict[str, str] | None = None,
-    ) -> subprocess.Popen[bytes]:
-        """Start replica `name` (its owner id) against `dsn`, optionally with env additions."""
-        env = clean_env(QL3_DSN=dsn, **(preload or {}))
-        log = (self.workdir / f"{name}.log").open("wb")
-        process = subprocess.Popen(
-            [*ql3_executable(), "run", "--owner-id", name, "--log-format", "json", *args],
-            env=env,
-            stdout=log,
-            stderr=log,
-        )
-        log.close()
-        self.processes[name] = process
-        return process
-
-    def log(self, name: str) -> str:
-        """Return the replica's output so far."""
-        return (self.workdir / f"{name}.log").read_text(errors="replace")
-
-    def logged(self, name: str, event: str) -> bool:
-        """Tell whether the replica's JSON log has a record with this `event`."""
-        return any(record.get("event") == event for record in json_records(self.log(name)))
-
-    def wait_ready(self, *names: str, timeout_s: float = 60) -> None:
-        """Wait until each replica logged that it connected (start-up is slow on a busy host)."""
-        for name in names:
-            wait_for(
-                functools.partial(self.logged, name, "service.connected"),
-                timeout_s=timeout_s,
-                what=f"replica {name} connected",
-            )
-
-    def terminate(self, name: str, timeout: float = 20) -> int:
-        """SIGTERM a replica and return its exit code."""
-        process = self.processes[name]
-        process.send_signal(signal.SIGTERM)
-        return process.wait(timeout=timeout)
-
-    def kill(self, name: str) -> None:
-        """SIGKILL a replica (a crash)."""
-        process = self.processes[name]
-        process.kill()
-        process.wait(timeout=20)
-
-    def stop_all(self) -> dict[str, int]:
-        """SIGTERM every running replica and wait; returns exit codes of those it stopped."""
-        codes: dict[str, int] = {}
-        running = {name: p for name, p in self.processes.items() if p.poll() is None}
-        for process in running.values():
-            process.send_signal(signal.SIGTERM)
-        for name, process in running.items():
-            try:
-                codes[name] = process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                codes[name] = process.wait()
-        return codes
-
-
-@pytest.fixture
-def replicas(tmp_path: Path) -> Iterator[Replicas]:
-    """Start `ql3 run` replicas; any still running at the end are killed."""
-    group = Replicas(tmp_path)
-    try:
-        yield group
-    finally:
-        kill_leftovers(group.processes)

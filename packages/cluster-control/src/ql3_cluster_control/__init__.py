@@ -9,26 +9,30 @@ from __future__ import annotations
 
 from importlib.metadata import version as _version
 
-from ._cli import app as cli_app
-from ._cli import main
 from ._config import (
     ConfigurationError,
     CoordinatorSettings,
     LogFormat,
+    WorkerSettings,
     check_environment,
     default_owner_id,
     load_settings,
+    load_worker_settings,
 )
-from ._coordinator import AdmissionCallback, Coordinator, CycleOverlapError, CycleResult
-from ._demo import DemoOptions, run_demo
-from ._demo_verdict import DemoVerdict
 from ._logs import configure_logging
 from ._metrics import CoordinatorMetrics, HealthState, MetricsServer, metrics_wsgi_app
-from ._python_runner import TaskContext, TaskFunction
-from ._service import CoordinatorService, postgres_repository_factory
-from ._worker import Worker
-from ._worker_config import WorkerSettings, load_worker_settings, postgres_ingress_factory
-from ._worker_metrics import WorkerMetrics
+from .cli import app as cli_app
+from .cli import main
+from .coordinator import (
+    AdmissionCallback,
+    Coordinator,
+    CoordinatorService,
+    CycleOverlapError,
+    CycleResult,
+    postgres_repository_factory,
+)
+from .demo import DemoOptions, DemoVerdict, run_demo
+from .worker import TaskContext, TaskFunction, Worker, WorkerMetrics, postgres_ingress_factory
 
 __version__ = _version("ql3-cluster-control")
 

@@ -11,24 +11,48 @@ replica retries after a short fixed delay, so it admits again within about that 
 leader accepting writes. When no host answers at all (refused everywhere, timeouts), the cluster
 is down: the delay doubles, so replicas do not hammer it. The short delay is bounded in time too
 (`fast_window_s` from the first fault), so a DSN that only ever reaches a standby backs off.
+
+Both are tenacity wait strategies. A loop that can block between tries (settling an uncertain
+commit, recording an attempt's end) runs them through `Backoff.retrying()`, tenacity's own
+`Retrying`, sleeping with `sleep_unless(event)`: a monotonic wait that a stop cuts short by
+raising `RetryStopped` out of the retrying call. The service and the
+worker cannot hand their loop to tenacity (between two tries they must keep renewing leases,
+watching runners, noticing a stop), so they ask for the delay of their n-th fault instead:
+`delay_s` reads the wait of the attempt a `Retrying` of these same waits would be at.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ql3_cluster_postgres import NoWritableServerError
-from tenacity import RetryCallState, wait_random, wait_random_exponential
+from tenacity import RetryCallState, Retrying, wait_random, wait_random_exponential
 
 if TYPE_CHECKING:
+    import threading
     from collections.abc import Callable
 
-__all__ = ["Backoff", "ReconnectPolicy"]
+__all__ = ["Backoff", "ReconnectPolicy", "RetryStopped", "sleep_unless"]
 
 
-def _state(attempt: int) -> RetryCallState:
-    state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]  # tenacity only reads attempt_number here
+class RetryStopped(Exception):  # noqa: N818 - ends a retry loop; not an error of anyone
+    """Raised by a `sleep_unless` sleep when its event was set meanwhile: stop retrying."""
+
+
+def sleep_unless(event: threading.Event) -> Callable[[float], None]:
+    """Return a tenacity `sleep` that waits on `event` and raises `RetryStopped` once it is set."""
+
+    def sleep(seconds: float) -> None:
+        if event.wait(seconds):
+            raise RetryStopped
+
+    return sleep
+
+
+def _attempt_state(retrying: Retrying, attempt: int) -> RetryCallState:
+    """Return the call state `retrying` is in after `attempt` failed tries (1-based)."""
+    state = RetryCallState(retry_object=retrying, fn=None, args=(), kwargs={})
     state.attempt_number = max(attempt, 1)
     return state
 
@@ -41,11 +65,19 @@ class Backoff:
         self.maximum_s = maximum_s
         self._wait = wait_random_exponential(multiplier=initial_s, max=maximum_s)
 
-    def delay_s(self, attempt: int) -> float:
-        """Return the jittered delay after failed attempt number `attempt` (1-based)."""
+    def __call__(self, retry_state: RetryCallState) -> float:
+        """Return the jittered delay after the try `retry_state` counts (a tenacity wait)."""
         # Full jitter may draw (almost) zero; a tenth of the initial delay keeps a replica from
         # reconnecting in a tight loop against a database that just refused it.
-        return max(float(self._wait(_state(attempt))), self.initial_s / 10)
+        return max(float(self._wait(retry_state)), self.initial_s / 10)
+
+    def retrying(self, **options: Any) -> Retrying:  # noqa: ANN401 - tenacity's own keywords
+        """Return a tenacity `Retrying` waiting this backoff between tries (`options`: its own)."""
+        return Retrying(wait=self, **options)
+
+    def delay_s(self, attempt: int) -> float:
+        """Return the jittered delay after failed attempt number `attempt` (1-based)."""
+        return self(_attempt_state(self.retrying(), attempt))
 
 
 class ReconnectPolicy:
@@ -84,7 +116,7 @@ class ReconnectPolicy:
             self._streak_started = now
         self.faults += 1
         if self.leader_changing(exc) and now - self._streak_started < self.fast_window_s:
-            return float(self._fast_wait(_state(self.faults)))
+            return float(self._fast_wait(_attempt_state(Retrying(), self.faults)))
         self._slow_faults += 1
         return self.backoff.delay_s(self._slow_faults)
 

@@ -1,10 +1,16 @@
-"""Coordinator configuration (DESIGN §13, §1): one frozen pydantic-settings model read from `QL3_*`.
+"""Settings of both processes (DESIGN §13, §10, §1): frozen pydantic-settings models.
 
-CLI flags arrive as init keyword arguments and outrank the environment. Everything is validated
-before any connection is attempted. There is deliberately no `clock` setting: the database clock
-is the only scheduling authority (rule zero), so `QL3_CLOCK` or a `clock` field is refused with a
-message saying so, and any other unknown `QL3_*` variable is refused by name (pydantic-settings
-itself silently ignores unknown environment variables).
+The Coordinator reads `QL3_*`, the worker `QL3_WORKER_*` (its DSN falls back to `QL3_DSN`, so one
+variable can serve a deployment's Coordinator and workers, each with its own role's login). CLI
+flags (and a consuming service's keyword arguments) arrive as init keyword arguments and outrank
+the environment. Everything is validated before any connection is attempted.
+
+There is deliberately no `clock` setting: the database clock is the only scheduling authority
+(rule zero), so `QL3_CLOCK` or a `clock` field is refused with a message saying so, and any other
+unknown `QL3_*` variable is refused by name (pydantic-settings itself silently ignores unknown
+environment variables). Both models live in this one module because each process refuses the
+variables neither declares: the check needs the fields of both, so splitting them would make
+the two modules import each other.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from ql3_cluster_postgres import ConnectionSettings, InvalidConninfoError, check_conninfo
 from ql3_runtime_core import (
+    ATTEMPT_KILL_MARGIN_MS,
     LEASE_MS_DEFAULT,
     LEASE_MS_MAX,
     LEASE_MS_MIN,
@@ -31,15 +38,20 @@ from ql3_runtime_core import (
 __all__ = [
     "ENV_PREFIX",
     "RULE_ZERO",
+    "TASK_ENVIRONMENT",
+    "WORKER_ENV_PREFIX",
+    "WORKER_LEASE_MS_MIN",
     "ConfigurationError",
     "CoordinatorSettings",
     "LogFormat",
     "OwnerId",
     "ProcessSettingsChecks",
+    "WorkerSettings",
     "check_environment",
     "default_owner_id",
     "describe_settings_error",
     "load_settings",
+    "load_worker_settings",
 ]
 
 ENV_PREFIX = "QL3_"
@@ -197,12 +209,65 @@ class CoordinatorSettings(ProcessSettingsChecks):
         return None if self.dsn is None else self.dsn.get_secret_value()
 
 
-def _known_variables() -> frozenset[str]:
-    # The worker's module builds on this one, so its names are looked up when asked for.
-    from ._worker_config import worker_variables  # noqa: PLC0415
+WORKER_ENV_PREFIX = "QL3_WORKER_"
+# A runner starts killing an unconfirmed command ATTEMPT_KILL_MARGIN_MS before its lease can end;
+# a shorter lease would leave less than 2 s for the heartbeats before that point.
+WORKER_LEASE_MS_MIN = ATTEMPT_KILL_MARGIN_MS + 2_000
+# What a command finds in its environment (and a `ql3` it runs must not refuse as unknown).
+TASK_ENVIRONMENT = (
+    "QL3_RUN_ID",
+    "QL3_ATTEMPT",
+    "QL3_SCHEDULED_FOR_MS",
+    "QL3_SCHEDULE",
+    "QL3_TASK_PAYLOAD",
+)
 
+
+class WorkerSettings(ProcessSettingsChecks):
+    """Everything a worker needs; each field is also `QL3_WORKER_<NAME>` in the environment.
+
+    `lease_ms` is how long an attempt stays held without a heartbeat, by the database clock
+    (at least `WORKER_LEASE_MS_MIN`; heartbeats go every third of the lease minus the kill
+    margin); `grace_ms` how long a stopping worker lets running attempts finish before it kills
+    and releases them; `run_commands` whether it runs command tasks (a service that runs only
+    its Python tasks turns it off); `statement_timeout_ms` how long one database call may take
+    (the server's statement timeout; the worker cuts the connection 1 s later).
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=WORKER_ENV_PREFIX,
+        extra="forbid",
+        frozen=True,
+        case_sensitive=False,
+    )
+
+    dsn: SecretStr | None = None
+    id: OwnerId = Field(default_factory=default_owner_id)
+    concurrency: int = Field(default=4, ge=1, le=256)
+    lease_ms: int = Field(default=LEASE_MS_DEFAULT, ge=WORKER_LEASE_MS_MIN, le=LEASE_MS_MAX)
+    poll_interval_ms: int = Field(default=1_000, ge=10, le=60_000)
+    grace_ms: int = Field(default=30_000, ge=0, le=3_600_000)
+    run_commands: bool = True
+    retry_initial_ms: int = Field(default=200, ge=1, le=60_000)
+    retry_max_ms: int = Field(default=10_000, ge=1, le=600_000)
+    metrics_port: int | None = Field(default=None, ge=0, le=65_535)
+    # Scraped from other hosts (Prometheus in the cluster), so all interfaces by default.
+    metrics_host: str = "0.0.0.0"  # noqa: S104
+    log_format: LogFormat = LogFormat.TEXT
+    log_level: str = "INFO"
+    application_name: str = Field(default="ql3-worker", min_length=1, max_length=63)
+    connect_timeout_s: float = Field(default=5.0, gt=0, le=300)
+    statement_timeout_ms: int = Field(default=5_000, ge=100, le=60_000)
+
+    def dsn_value(self) -> str | None:
+        """Return the DSN in clear, for the ingress; never log it."""
+        return None if self.dsn is None else self.dsn.get_secret_value()
+
+
+def _known_variables() -> frozenset[str]:
     coordinator = {ENV_PREFIX + name.upper() for name in CoordinatorSettings.model_fields}
-    return frozenset(coordinator | worker_variables())
+    worker = {WORKER_ENV_PREFIX + name.upper() for name in WorkerSettings.model_fields}
+    return frozenset(coordinator | worker | set(TASK_ENVIRONMENT))
 
 
 def check_environment(environ: Mapping[str, str] | None = None) -> None:
@@ -261,5 +326,30 @@ def load_settings(
         raise ConfigurationError(f"--clock: refused; {RULE_ZERO}")
     try:
         return CoordinatorSettings(**given)
+    except ValidationError as exc:
+        raise ConfigurationError(describe_settings_error(exc)) from exc
+
+
+def load_worker_settings(
+    environ: Mapping[str, str] | None = None,
+    **flags: object,
+) -> WorkerSettings:
+    """Build worker settings from `flags` (None values ignored) over the environment.
+
+    Raises:
+        ConfigurationError: one line naming each bad setting and value.
+
+    """
+    env = os.environ if environ is None else environ
+    check_environment(env)
+    given: dict[str, Any] = {key: value for key, value in flags.items() if value is not None}
+    if "clock" in given:
+        raise ConfigurationError(f"--clock: refused; {RULE_ZERO}")
+    # QL3_DSN is the fallback, not a setting of this model: given explicitly, it would outrank
+    # QL3_WORKER_DSN, which must win when a deployment sets both.
+    if "dsn" not in given and WORKER_ENV_PREFIX + "DSN" not in env and "QL3_DSN" in env:
+        given["dsn"] = env["QL3_DSN"]
+    try:
+        return WorkerSettings(**given)
     except ValidationError as exc:
         raise ConfigurationError(describe_settings_error(exc)) from exc

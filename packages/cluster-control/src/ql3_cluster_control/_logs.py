@@ -1,6 +1,8 @@
-"""Log rendering: `text` (message plus key=value fields) or `json` (python-json-logger).
+"""Log rendering: `text` (`event key=value ...`) or `json` (python-json-logger).
 
-Stable machine fields travel in `extra={"event": ..., ...}`, never inside the message. Only the
+Records are written by `ql3_runtime_core.log_event`: the message is the event name and every value
+travels once, as a field; the text renderer therefore prints the event once, not again as
+`event=`. Records of other libraries (the driver's) keep their own message. Only the
 verbs `ql3 run`, `ql3 worker` and `ql3 demo` call `configure_logging`; library code just logs.
 Records carry no node timestamp on purpose: every time worth showing is a database time in the
 record's own fields (rule zero).
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 from ql3_cluster_postgres import DRIVER_LOGGER
+from ql3_runtime_core import EVENT_FIELD
 
 from ._config import LogFormat
 
@@ -61,11 +64,16 @@ def _text_value(value: object) -> str:
 
 
 class TextFormatter(logging.Formatter):
-    """`LEVEL logger: message key=value ...`, readable by people and by `grep`."""
+    """`LEVEL logger: event key=value ...`, readable by people and by `grep`."""
 
     def format(self, record: logging.LogRecord) -> str:
-        fields = " ".join(f"{key}={_text_value(value)}" for key, value in record_fields(record))
-        line = f"{record.levelname} {record.name}: {record.getMessage()}"
+        message = record.getMessage()
+        fields = " ".join(
+            f"{key}={_text_value(value)}"
+            for key, value in record_fields(record)
+            if not (key == EVENT_FIELD and value == message)
+        )
+        line = f"{record.levelname} {record.name}: {message}"
         if fields:
             line = f"{line} {fields}"
         if record.exc_info:

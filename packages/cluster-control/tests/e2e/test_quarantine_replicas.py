@@ -16,12 +16,13 @@ import urllib.request
 from functools import partial
 from typing import TYPE_CHECKING
 
-from fix_db import Replicas, db_now_ms, run_ql3, sql_rows, wait_for
+from fix_db import db_now_ms, run_ql3, sql_rows, wait_for
 from history import add_schedules, assert_exact_history, expected_occurrences, plant_schedule
 from ql3_cluster_postgres import verify_history
 from ql3_runtime_core import zone_rules_version
 
 if TYPE_CHECKING:
+    from fix_replicas import Replicas
     from ql3_testkit import Ql3Database
 
 SETTLE_MS = 1_500

@@ -7,11 +7,15 @@ import subprocess
 import urllib.error
 import urllib.request
 from functools import partial
+from typing import TYPE_CHECKING
 
-from fix_db import Replicas, clean_env, db_now_ms, sql_rows, wait_for
+from fix_db import clean_env, db_now_ms, sql_rows, wait_for
 from history import add_schedules, assert_exact_history, expected_occurrences, read_history
 from ql3_cluster_postgres import verify_history
 from ql3_testkit import Ql3Database, find_faketime_library
+
+if TYPE_CHECKING:
+    from fix_replicas import Replicas
 
 SETTLE_MS = 1_500
 

@@ -247,7 +247,7 @@ def test_sigterm_is_honoured_while_the_database_is_silent(
     assert workers.logged("silent", "worker.stopping")
     # Cut mid-call at its deadline, or (checking a pooled connection) no connection in time.
     silent = ("cut the connection", "couldn't get a connection")
-    faults = [record["message"] for record in workers.logged("silent", "worker.fault")]
+    faults = [record["reason"] for record in workers.logged("silent", "worker.fault")]
     assert any(text in fault for fault in faults for text in silent), faults
     # The release could not reach the database: the attempt waits for its lease to expire.
     assert workers.logged("silent", "worker.stopped")[0]["released_attempt_ids"] == []

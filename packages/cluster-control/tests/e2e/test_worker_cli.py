@@ -17,7 +17,7 @@ from fix_db import run_ql3, wait_for
 from fix_workers import rows
 
 if TYPE_CHECKING:
-    from fix_db import Replicas
+    from fix_replicas import Replicas
     from fix_workers import Workers
     from ql3_testkit import Ql3Database
 

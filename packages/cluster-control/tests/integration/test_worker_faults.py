@@ -214,5 +214,5 @@ def test_a_silent_database_is_reported_and_the_stop_still_happens(
         proxy.heal()
     # Cut mid-call at its deadline, or (checking a pooled connection) no connection in time.
     silent = ("cut the connection", "couldn't get a connection")
-    faults = [r.getMessage() for r in _events(caplog, "worker.fault")]
+    faults = [str(getattr(r, "reason", "")) for r in _events(caplog, "worker.fault")]
     assert any(text in fault for fault in faults for text in silent), faults

@@ -4,27 +4,15 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import sys
 from collections.abc import Callable  # noqa: TC003  # pytest resolves fixture annotations
 from importlib import metadata
 from pathlib import Path  # noqa: TC003  # pytest resolves fixture annotations
 
 import pytest
 from ql3_cluster_control import cli_app as app
-from ql3_cluster_control import main
 from ql3_cluster_postgres import VERIFY_RULES
 from ql3_runtime_core import zone_rules_version
 from typer.testing import CliRunner
-
-
-@pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    """Return a runner with no QL3_* variables in the environment."""
-    for key in list(os.environ):
-        if key.startswith("QL3_"):
-            monkeypatch.delenv(key)
-    return CliRunner()
 
 
 def _preview(cli: CliRunner, *args: str) -> list[int]:
@@ -193,31 +181,6 @@ def test_version_names_each_wheel_and_the_zone_rules(cli: CliRunner, flag: str) 
     ]
     expected.append(f"tzdata {metadata.version('tzdata')} (zone rules)")
     assert result.stdout.splitlines() == expected
-
-
-@pytest.fixture
-def usage_error(
-    cli: CliRunner, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Callable[[list[str]], str]:
-    """Return a runner of the real entry point (`main`, as the `ql3` script) that wants exit 2.
-
-    It requires exactly one `ql3: error:` line on stderr and returns it; click's own usage
-    errors (a flag's range) are rendered by `main` too, which CliRunner would bypass.
-    """
-    assert cli  # no QL3_* variables in the environment
-
-    def run(args: list[str]) -> str:
-        monkeypatch.setattr(sys, "argv", ["ql3", *args])
-        with pytest.raises(SystemExit) as exited:
-            main()
-        stderr = capsys.readouterr().err
-        assert exited.value.code == 2, (exited.value.code, stderr)
-        lines = stderr.strip().splitlines()
-        assert len(lines) == 1, stderr
-        assert lines[0].startswith("ql3: error: ")
-        return lines[0]
-
-    return run
 
 
 # No server listens on port 1: a value that reached the database would fail with exit 1.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ql3_cluster_control._demo_verdict import count_history, percentile
+from ql3_cluster_control.demo._verdict import count_history, percentile
 from ql3_cluster_postgres import RunRecord
 
 

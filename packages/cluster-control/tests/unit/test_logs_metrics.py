@@ -17,7 +17,7 @@ from ql3_cluster_control import (
     configure_logging,
     metrics_wsgi_app,
 )
-from ql3_runtime_core import AdmittedRun, summarize_cycle
+from ql3_runtime_core import AdmittedRun, log_event, summarize_cycle
 
 
 @pytest.fixture
@@ -51,12 +51,12 @@ def test_json_log_line_carries_event_fields_and_owner() -> None:
 
 @pytest.mark.usefixtures("restore_root_logger")
 def test_text_log_line_has_key_values_and_no_node_timestamp() -> None:
-    """The text format renders `LEVEL logger: message key=value` without a node timestamp."""
+    """The text format renders `LEVEL logger: event key=value` without a node timestamp."""
     stream = io.StringIO()
     configure_logging(LogFormat.TEXT, stream=stream)
-    logging.getLogger("ql3.test").warning("fault", extra={"event": "service.fault", "attempt": 2})
+    log_event(logging.getLogger("ql3.test"), logging.WARNING, "service.fault", attempt=2)
     line = stream.getvalue().strip().splitlines()[-1]
-    assert line == "WARNING ql3.test: fault event=service.fault attempt=2"
+    assert line == "WARNING ql3.test: service.fault attempt=2"
 
 
 def _call(app: Any, path: str) -> tuple[str, bytes]:

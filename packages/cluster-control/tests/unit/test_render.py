@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ql3_cluster_control._cli_tables import cell, print_table, records_table
+from ql3_cluster_control.cli._tables import cell, print_table, records_table
 from ql3_cluster_postgres import ScheduleRecord
 from ql3_runtime_core import ScheduleDefinition, ScheduleState
 

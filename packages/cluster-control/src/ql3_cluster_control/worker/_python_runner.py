@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from ql3_runtime_core import AttemptOutcome, AttemptResult
+from ql3_runtime_core import AttemptOutcome, AttemptResult, log_event
 
 from ._attempt_runner import KILL_GRACE_S, POLL_S, AttemptRunner, output_tail
 
@@ -175,12 +175,14 @@ class PythonRunner(AttemptRunner):
             if not (results and results[0] is None):
                 self.needs_release, self.outcome = True, "released"
         else:
-            logger.warning(
-                "attempt %d: its callable still runs %g s after it was asked to stop; the"
-                " attempt is not handed back, its lease will expire",
-                self.attempt.attempt_id,
-                KILL_GRACE_S,
-                extra={"event": "attempt.not_released", "attempt_id": self.attempt.attempt_id},
+            # A thread cannot be killed: handing back an attempt whose callable still runs
+            # would let a second worker run it at the same time. Its lease expires instead.
+            log_event(
+                logger,
+                logging.WARNING,
+                "attempt.not_released",
+                attempt_id=self.attempt.attempt_id,
+                still_running_after_s=KILL_GRACE_S,
             )
         self.settled.set()
 

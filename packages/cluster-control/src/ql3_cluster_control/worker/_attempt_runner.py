@@ -42,6 +42,7 @@ from ql3_runtime_core import (
     OUTPUT_TAIL_MAX_CHARS,
     AttemptOutcome,
     AttemptResult,
+    log_event,
 )
 
 if TYPE_CHECKING:
@@ -161,18 +162,15 @@ class AttemptRunner(ABC):
             return
         self.lost_reason = reason
         self._lost.set()
-        logger.warning(
-            "attempt %d lost: %s; stopping it, another worker will retry the run",
-            self.attempt.attempt_id,
-            reason,
-            extra={
-                "event": "attempt.lost",
-                "attempt_id": self.attempt.attempt_id,
-                "run_id": self.attempt.run_id,
-                "attempt": self.attempt.attempt_number,
-                "task": self.attempt.task_name,
-                "reason": reason,
-            },
+        log_event(
+            logger,
+            logging.WARNING,
+            "attempt.lost",
+            attempt_id=self.attempt.attempt_id,
+            run_id=self.attempt.run_id,
+            attempt=self.attempt.attempt_number,
+            task=self.attempt.task_name,
+            reason=reason,
         )
 
     def confirm(self, sent_at: float) -> None:
@@ -202,11 +200,13 @@ class AttemptRunner(ABC):
     def _main(self) -> None:
         try:
             self._execute()
-        except Exception:  # a runner must always settle, or the worker waits on it
-            logger.exception(
-                "attempt %d: runner failed",
-                self.attempt.attempt_id,
-                extra={"event": "attempt.runner_failed", "attempt_id": self.attempt.attempt_id},
+        except Exception as exc:  # noqa: BLE001  # a runner must always settle, or the worker waits on it
+            log_event(
+                logger,
+                logging.ERROR,
+                "attempt.runner_failed",
+                attempt_id=self.attempt.attempt_id,
+                exc_info=exc,
             )
         finally:
             self.settled.set()

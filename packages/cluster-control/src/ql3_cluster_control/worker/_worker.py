@@ -4,20 +4,20 @@ One loop thread talks to storage only through `ql3_runtime_core.WorkerRepository
 PostgreSQL `WorkerIngress` in production). On each tick, at most every `_TICK_S`:
 
 - every third of (lease - kill margin) it renews the leases of the attempts it runs, in one
-  statement, so two renewals may fail before a runner starts killing its command. An attempt
-  the database no longer renews (expired by the database clock, or abandoned) is lost: its
+  statement (`_slots`), so two renewals may fail before a runner starts killing its command. An
+  attempt the database no longer renews (expired by the database clock, or abandoned) is lost: its
   command is killed. A runner whose lease was not confirmed cleanly (a renewal whose answer was
   lost, or acknowledged only with the synchronous-replication WARNING, confirms nothing) ends
   its command on its own `ATTEMPT_KILL_MARGIN_MS` before the database can judge the lease
   expired (measured from when the confirming statement was sent, with `time.monotonic()`; see
   `_attempt_runner`);
-- every poll interval (at once when a slot frees up) it marks abandoned the attempts of other
-  workers whose lease expired (queuing their successors) and takes as many eligible attempts
+- every poll interval (at once when a slot frees up; `_taking`) it marks abandoned the attempts of
+  other workers whose lease expired (queuing their successors) and takes as many eligible attempts
   as it has free slots (`concurrency`), oldest eligible first, with SKIP LOCKED. A take that
   failed may have landed unseen (its answer lost) or only on a server being replaced: before
-  taking again, the worker settles it from durable facts and hands back, unused, whatever it
-  holds without knowing (`settle_taken_attempts`), so a lost answer never burns an attempt;
-- each taken attempt runs on its own runner thread, which records its end (`_worker_recorder`).
+  taking again, the worker settles it from durable facts and hands back, unused, whatever it holds
+  without knowing (`settle_taken_attempts`), so a lost answer never burns an attempt;
+- each taken attempt runs on its own runner thread, which records its end (`_recorder`).
 
 Stopping (SIGTERM / SIGINT, or `request_stop()`): take nothing more, let running attempts finish
 for up to `grace_ms` while their leases are still renewed, then kill what still runs and release
@@ -40,24 +40,26 @@ from typing import TYPE_CHECKING, Final
 from uuid import uuid4
 
 from ql3_cluster_postgres import SchemaMismatchError
-from ql3_runtime_core import QL3Error, RepositoryUnavailableError
+from ql3_runtime_core import QL3Error, log_event
 
-from ._attempt_runner import KILL_MARGIN_S, AttemptRunner, CommandRunner
-from ._backoff import Backoff
-from ._config import ConfigurationError
-from ._metrics import HealthState, MetricsServer
-from ._python_runner import PythonRunner
-from ._stop_signals import install_stop_signals
-from ._worker_config import WorkerSettings, postgres_ingress_factory
-from ._worker_metrics import WorkerMetrics
-from ._worker_recorder import AttemptRecorder, attempt_ids, report_abandoned
-from ._worker_release import release_runners
-from ._worker_tasks import TaskRegistry
+from ql3_cluster_control._backoff import Backoff
+from ql3_cluster_control._config import ConfigurationError, WorkerSettings
+from ql3_cluster_control._metrics import HealthState, MetricsServer
+from ql3_cluster_control._stop_signals import install_stop_signals
+
+from ._attempt_runner import KILL_MARGIN_S
+from ._ingress import postgres_ingress_factory
+from ._metrics import WorkerMetrics
+from ._recorder import AttemptRecorder
+from ._release import release_runners
+from ._slots import RunnerSlots
+from ._taking import AttemptTaker
+from ._tasks import TaskRegistry
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ql3_runtime_core import TakenAttempt, WorkerRepository
+    from ql3_runtime_core import WorkerRepository
 
     from ._python_runner import TaskFunction
 
@@ -67,8 +69,6 @@ logger = logging.getLogger(__name__)
 
 # Longest the loop waits between looks at its runners (self-fence, freed slots, a stop).
 _TICK_S: Final = 0.1
-# Expired leases handled per poll; more wait for the next one.
-_ABANDON_BATCH: Final = 100
 # Heartbeats before a runner's kill point: a renewal may fail twice before a command is ended.
 _BEATS_PER_LEASE: Final = 3
 
@@ -112,8 +112,7 @@ class Worker:
             maximum_s=self.settings.retry_max_ms / 1000,
         )
         self._tasks = TaskRegistry()
-        self._runners: dict[int, AttemptRunner] = {}
-        self._lock = threading.Lock()
+        self._slots = RunnerSlots(self.metrics)
         self._wake = threading.Event()
         self._grace_over = threading.Event()
         self._abort = threading.Event()
@@ -121,8 +120,15 @@ class Worker:
         self._recorder = AttemptRecorder(
             self._repository_or_raise, self.lease_token, self.backoff, self._abort
         )
-        # A take failed: it may have landed unseen; settle before taking again.
-        self._take_unsettled = False
+        self._taker = AttemptTaker(
+            self.settings,
+            self.lease_token,
+            slots=self._slots,
+            tasks=self._tasks,
+            recorder=self._recorder,
+            metrics=self.metrics,
+            on_done=self._wake.set,
+        )
         self._schema_ok = False
         self._signal: str | None = None
         self._metrics_server: MetricsServer | None = None
@@ -135,8 +141,6 @@ class Worker:
     def worker_id(self) -> str:
         """Return the worker's id, recorded on the attempts it holds and in its logs."""
         return self.settings.id
-
-    # -- registration ---------------------------------------------------------------------------
 
     def register(self, name: str, function: TaskFunction, *, transactional: bool = False) -> None:
         """Run `function` for the runs of the Python task (schedule) called `name`.
@@ -168,8 +172,6 @@ class Worker:
         """The Python tasks this worker runs, sorted."""
         return self._tasks.names
 
-    # -- stopping -------------------------------------------------------------------------------
-
     def request_stop(self) -> None:
         """Stop taking work and begin the graceful stop; a second call ends the grace at once."""
         if self.stop_event.is_set():
@@ -184,8 +186,6 @@ class Worker:
     def _stop_on_signal(self, name: str) -> None:
         self._signal = name
         self.request_stop()
-
-    # -- the loop -------------------------------------------------------------------------------
 
     def run(self) -> int:
         """Execute attempts until stopped; 0 after a graceful stop.
@@ -202,16 +202,15 @@ class Worker:
         factory = self._factory or postgres_ingress_factory(self.settings)
         self._repository = factory()
         self._start_metrics()
-        logger.info(
-            "worker starting",
-            extra={
-                "event": "worker.started",
-                "worker_id": self.worker_id,
-                "concurrency": self.settings.concurrency,
-                "lease_ms": self.settings.lease_ms,
-                "commands": self.settings.run_commands,
-                "python_tasks": list(self.task_names),
-            },
+        log_event(
+            logger,
+            logging.INFO,
+            "worker.started",
+            worker_id=self.worker_id,
+            concurrency=self.settings.concurrency,
+            lease_ms=self.settings.lease_ms,
+            commands=self.settings.run_commands,
+            python_tasks=list(self.task_names),
         )
         try:
             while not self.stop_event.is_set():
@@ -259,11 +258,7 @@ class Worker:
             return
         version = repository.check_schema()
         self._schema_ok = self.health.schema_ok = self.health.connected = True
-        logger.info(
-            "connected; schema version %d",
-            version,
-            extra={"event": "worker.connected", "schema_version": version},
-        )
+        log_event(logger, logging.INFO, "worker.connected", schema_version=version)
 
     @property
     def _beat_s(self) -> float:
@@ -277,171 +272,53 @@ class Worker:
         self._retry_at = time.monotonic() + delay
         self.metrics.database_faults.inc()
         self.health.connected = False
-        logger.warning(
-            "database fault, retrying in %.2f s: %s",
-            delay,
-            exc,
-            extra={
-                "event": "worker.fault",
-                "error": type(exc).__name__,
-                "attempt": self._failures,
-                "retry_in_ms": round(delay * 1000),
-            },
+        log_event(
+            logger,
+            logging.WARNING,
+            "worker.fault",
+            error=type(exc).__name__,
+            reason=str(exc),
+            attempt=self._failures,
+            retry_in_ms=round(delay * 1000),
         )
-
-    # -- leases ---------------------------------------------------------------------------------
-
-    def _live(self) -> list[AttemptRunner]:
-        """Runners whose attempt still needs its lease."""
-        with self._lock:
-            return [r for r in self._runners.values() if not r.settled.is_set()]
 
     def _heartbeat(self, repository: WorkerRepository) -> None:
-        live = self._live()
-        if not live:
-            return
-        # The send time, not the answer's: the database's expiry counts from its own clock
-        # reading, which comes after the send. An uncertain renewal raises and confirms nothing.
-        sent_at = time.monotonic()
-        renewed = repository.renew_leases(
-            self.lease_token, [r.attempt.attempt_id for r in live], self.settings.lease_ms
-        )
-        for runner in live:
-            if runner.attempt.attempt_id in renewed:
-                runner.confirm(sent_at)
-            elif not runner.settled.is_set():
-                runner.lose("the database no longer renews its lease (expired or ended)")
-
-    # -- taking and abandoning ------------------------------------------------------------------
+        self._slots.renew(repository, self.lease_token, self.settings.lease_ms)
 
     def _poll(self, repository: WorkerRepository) -> None:
-        for abandoned in repository.abandon_expired_attempts(_ABANDON_BATCH):
-            self.metrics.abandoned.inc()
-            report_abandoned(abandoned)
-        self._settle_takes(repository)
-        free = self.settings.concurrency - self._busy()
-        if free <= 0:
-            return
-        sent_at = time.monotonic()
-        try:
-            taken = repository.take_attempts(
-                worker_id=self.worker_id,
-                lease_token=self.lease_token,
-                lease_ms=self.settings.lease_ms,
-                limit=free,
-                python_tasks=self.task_names,
-                commands=self.settings.run_commands,
-            )
-        except RepositoryUnavailableError:
-            self._take_unsettled = True
-            raise
-        for attempt in taken:
-            self._start(attempt, sent_at)
-        if len(taken) == free:
+        if self._taker.poll(repository):
             self._next_poll = 0.0  # there may be more: look again once a slot frees up
 
-    def _settle_takes(self, repository: WorkerRepository) -> None:
-        """After a failed take: hand back what it gave this worker unseen (no attempt used)."""
-        if not self._take_unsettled:
-            return
-        with self._lock:
-            known = list(self._runners)
-        released = repository.settle_taken_attempts(self.worker_id, self.lease_token, known)
-        self._take_unsettled = False
-        logger.info(
-            "a take whose answer was lost is settled: %d attempt(s) it gave were handed back",
-            len(released),
-            extra={"event": "take.settled", "released_attempt_ids": released},
-        )
-
-    def _busy(self) -> int:
-        with self._lock:
-            return len(self._runners)
-
-    def _start(self, attempt: TakenAttempt, confirmed_at: float) -> None:
-        self.metrics.observe_taken(attempt.queue_delay_ms)
-        logger.info(
-            "attempt %d taken (run %d, attempt %d of %s)",
-            attempt.attempt_id,
-            attempt.run_id,
-            attempt.attempt_number,
-            attempt.task_name,
-            extra={
-                "event": "attempt.taken",
-                **attempt_ids(attempt),
-                "queue_delay_ms": attempt.queue_delay_ms,
-                "lease_expires_at_ms": attempt.lease_expires_at_ms,
-            },
-        )
-        runner: AttemptRunner
-        if attempt.execution.command is not None:
-            runner = CommandRunner(
-                attempt,
-                worker_id=self.worker_id,
-                record=self._recorder.record,
-                on_done=self._wake.set,
-                confirmed_at=confirmed_at,
-                lease_s=self.settings.lease_ms / 1000,
-            )
-        else:
-            function, transactional = self._tasks.lookup(attempt.task_name, self.worker_id)
-            runner = PythonRunner(
-                attempt,
-                function,
-                worker_id=self.worker_id,
-                record=self._recorder.record,
-                on_done=self._wake.set,
-                confirmed_at=confirmed_at,
-                lease_s=self.settings.lease_ms / 1000,
-                transact=self._recorder.record_transaction if transactional else None,
-            )
-        with self._lock:
-            self._runners[attempt.attempt_id] = runner
-            self.metrics.running.set(len(self._runners))
-        runner.start()
-
     def _reap(self) -> None:
-        """Forget runners that ended (their slot is free again)."""
-        with self._lock:
-            for attempt_id in [i for i, r in self._runners.items() if r.done.is_set()]:
-                runner = self._runners.pop(attempt_id)
-                if runner.outcome is not None:
-                    self.metrics.observe_outcome(runner.outcome)
-                self._next_poll = 0.0
-            self.metrics.running.set(len(self._runners))
-
-    # -- stopping -------------------------------------------------------------------------------
+        """Forget runners that ended; a freed slot is worth a poll at once."""
+        if self._slots.reap():
+            self._next_poll = 0.0
 
     def _shutdown(self) -> None:
         """Let running attempts finish within the grace, then kill and release the rest."""
-        logger.info(
-            "stopping%s: taking nothing more; %d attempt(s) running, grace %d ms",
-            f" on {self._signal}" if self._signal else "",
-            len(self._live()),
-            self.settings.grace_ms,
-            extra={"event": "worker.stopping", "signal": self._signal},
+        log_event(
+            logger,
+            logging.INFO,
+            "worker.stopping",
+            signal=self._signal,
+            running=len(self._slots.live()),
+            grace_ms=self.settings.grace_ms,
         )
         deadline = time.monotonic() + self.settings.grace_ms / 1000
-        while self._live() and time.monotonic() < deadline and not self._grace_over.is_set():
+        while self._slots.live() and time.monotonic() < deadline and not self._grace_over.is_set():
             self._safe_tick()
             self._wait()
-        released = release_runners(self._repository, self.worker_id, self.lease_token, self._live())
-        if self._take_unsettled and self._repository is not None:
+        live = self._slots.live()
+        released = release_runners(self._repository, self.worker_id, self.lease_token, live)
+        if self._taker.unsettled and self._repository is not None:
             try:
-                self._settle_takes(self._repository)
+                self._taker.settle(self._repository)
             except QL3Error as exc:
-                logger.warning(
-                    "could not settle a take whose answer was lost; what it gave expires by"
-                    " its lease: %s",
-                    exc,
-                    extra={"event": "take.settle_failed"},
-                )
+                # What the lost take gave this worker expires by its lease instead.
+                log_event(logger, logging.WARNING, "take.settle_failed", reason=str(exc))
         self._abort.set()
         self._close()
-        logger.info(
-            "worker stopped",
-            extra={"event": "worker.stopped", "released_attempt_ids": released},
-        )
+        log_event(logger, logging.INFO, "worker.stopped", released_attempt_ids=released)
 
     def _safe_tick(self) -> None:
         try:
@@ -455,7 +332,7 @@ class Worker:
             try:
                 self._repository.close()
             except QL3Error as exc:
-                logger.debug("close failed: %s", exc, extra={"event": "worker.close_failed"})
+                log_event(logger, logging.DEBUG, "worker.close_failed", reason=str(exc))
         if self._metrics_server is not None:
             self._metrics_server.stop()
 
@@ -468,8 +345,4 @@ class Worker:
             host=self.settings.metrics_host,
             port=self.settings.metrics_port,
         ).start()
-        logger.info(
-            "serving /metrics and /healthz on port %d",
-            self._metrics_server.port,
-            extra={"event": "metrics.serving", "port": self._metrics_server.port},
-        )
+        log_event(logger, logging.INFO, "metrics.serving", port=self._metrics_server.port)

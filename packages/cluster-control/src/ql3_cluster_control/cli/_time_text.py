@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from ql3_runtime_core import load_timezone
 
-from ._config import ConfigurationError
+from ql3_cluster_control._config import ConfigurationError
 
 if TYPE_CHECKING:
     from ql3_runtime_core import ZoneRules

@@ -1,4 +1,4 @@
-"""`ql3 demo`: replicas racing on a private PostgreSQL, one killed, a verdict (see `_demo`)."""
+"""`ql3 demo`: replicas racing on a private PostgreSQL, one killed, a verdict (see `demo/`)."""
 
 # typer builds options from parameters with defaults, boolean flags included.
 # ruff: noqa: FBT002
@@ -9,10 +9,11 @@ from typing import Annotated
 
 import typer
 
-from ._cli_common import EXIT_FAILURE, EXIT_INTERRUPTED, fail, guarded
-from ._config import LogFormat
-from ._demo import DemoOptions, run_demo
-from ._logs import configure_logging
+from ql3_cluster_control._config import LogFormat
+from ql3_cluster_control._logs import configure_logging
+from ql3_cluster_control.demo import DemoOptions, run_demo
+
+from ._common import EXIT_FAILURE, EXIT_INTERRUPTED, fail, guarded
 
 __all__ = ["demo_command"]
 

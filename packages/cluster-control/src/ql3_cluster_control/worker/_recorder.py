@@ -20,7 +20,7 @@ Every end is logged with what the database says happened, never guessed.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from ql3_runtime_core import (
     AttemptOutcome,
@@ -28,7 +28,11 @@ from ql3_runtime_core import (
     AttemptState,
     QL3Error,
     RepositoryUnavailableError,
+    log_event,
 )
+from tenacity import retry_if_exception_type
+
+from ql3_cluster_control._backoff import RetryStopped, sleep_unless
 
 if TYPE_CHECKING:
     import threading
@@ -41,9 +45,11 @@ if TYPE_CHECKING:
         TakenAttempt,
         WorkerRepository,
     )
+    from tenacity import RetryCallState
+
+    from ql3_cluster_control._backoff import Backoff
 
     from ._attempt_runner import AttemptRunner
-    from ._backoff import Backoff
 
 __all__ = ["AttemptRecorder", "attempt_ids", "report_abandoned"]
 
@@ -61,7 +67,16 @@ _FINAL = frozenset(
 )
 
 
-def attempt_ids(attempt: TakenAttempt) -> dict[str, object]:
+class AttemptFields(TypedDict):
+    """The fields every attempt log record carries (typed, so they unpack into `log_event`)."""
+
+    attempt_id: int
+    run_id: int
+    attempt: int
+    task: str
+
+
+def attempt_ids(attempt: TakenAttempt) -> AttemptFields:
     """Return the fields every attempt log record carries (stable names log readers rely on)."""
     return {
         "attempt_id": attempt.attempt_id,
@@ -80,21 +95,18 @@ _FOUND: Final = {
 
 def report_abandoned(abandoned: AbandonedAttempt) -> None:
     """Log an attempt of another worker this one marked abandoned (its lease expired)."""
-    logger.info(
-        "attempt %d of worker %s abandoned: its lease expired",
-        abandoned.attempt_id,
-        abandoned.worker_id,
-        extra={
-            "event": "attempt.abandoned",
-            "attempt_id": abandoned.attempt_id,
-            "run_id": abandoned.run_id,
-            "attempt": abandoned.attempt_number,
-            "holder": abandoned.worker_id,
-            "lease_expired_at_ms": abandoned.lease_expired_at_ms,
-            "abandoned_at_ms": abandoned.abandoned_at_ms,
-            "next_attempt_id": abandoned.next_attempt_id,
-            "next_not_before_ms": abandoned.next_not_before_ms,
-        },
+    log_event(
+        logger,
+        logging.INFO,
+        "attempt.abandoned",
+        attempt_id=abandoned.attempt_id,
+        run_id=abandoned.run_id,
+        attempt=abandoned.attempt_number,
+        holder=abandoned.worker_id,
+        lease_expired_at_ms=abandoned.lease_expired_at_ms,
+        abandoned_at_ms=abandoned.abandoned_at_ms,
+        next_attempt_id=abandoned.next_attempt_id,
+        next_not_before_ms=abandoned.next_not_before_ms,
     )
 
 
@@ -141,11 +153,12 @@ class AttemptRecorder:
                 timeout_ms=attempt.execution.timeout_ms,
             )
         except QL3Error as exc:
-            logger.warning(
-                "attempt %d: its transaction's commit is uncertain (%s); settling it",
-                attempt.attempt_id,
-                exc,
-                extra={"event": "attempt.transaction_uncertain", **attempt_ids(attempt)},
+            log_event(
+                logger,
+                logging.WARNING,
+                "attempt.transaction_uncertain",
+                **attempt_ids(attempt),
+                reason=str(exc),
             )
             self.record(runner, _LOST_TRANSACTION, settle=True)
             return
@@ -154,35 +167,52 @@ class AttemptRecorder:
     def _finish(
         self, attempt: TakenAttempt, result: AttemptResult, *, settle: bool
     ) -> FinishedAttempt | None:
-        failures = 0
-        while True:
+        """Send the finish until the database answers; None once aborted or refused."""
+        settling = settle
+
+        def finish() -> FinishedAttempt:
+            nonlocal settling
             try:
                 return self._repository().finish_attempt(
-                    attempt.attempt_id, self._lease_token, result, settle=settle
+                    attempt.attempt_id, self._lease_token, result, settle=settling
                 )
-            except RepositoryUnavailableError as exc:
+            except RepositoryUnavailableError:
                 # The answer may have been lost after the finish landed, or the finish landed
                 # only on a server that may lose it: every retry settles from durable facts.
-                settle = True
-                failures += 1
-                delay = self._backoff.delay_s(failures)
-                logger.warning(
-                    "attempt %d: cannot record its end yet, retrying in %.2f s: %s",
-                    attempt.attempt_id,
-                    delay,
-                    exc,
-                    extra={"event": "attempt.record_retry", **attempt_ids(attempt)},
-                )
-                if self._abort.wait(delay):
-                    return None
-            except QL3Error as exc:
-                logger.error(  # noqa: TRY400  # one line; the lease settles it
-                    "attempt %d: cannot record its end: %s; its lease will expire",
-                    attempt.attempt_id,
-                    exc,
-                    extra={"event": "attempt.record_failed", **attempt_ids(attempt)},
-                )
-                return None
+                settling = True
+                raise
+
+        def report_retry(state: RetryCallState) -> None:
+            fault = None if state.outcome is None else state.outcome.exception()
+            delay = 0.0 if state.next_action is None else state.next_action.sleep
+            log_event(
+                logger,
+                logging.WARNING,
+                "attempt.record_retry",
+                **attempt_ids(attempt),
+                retry_in_ms=round(delay * 1000),
+                reason=str(fault),
+            )
+
+        retrying = self._backoff.retrying(
+            retry=retry_if_exception_type(RepositoryUnavailableError),
+            sleep=sleep_unless(self._abort),
+            before_sleep=report_retry,
+        )
+        try:
+            return retrying(finish)
+        except RetryStopped:
+            return None
+        except QL3Error as exc:
+            # Not a fault to retry: the lease settles it (it expires by database time).
+            log_event(
+                logger,
+                logging.ERROR,
+                "attempt.record_failed",
+                **attempt_ids(attempt),
+                reason=str(exc),
+            )
+            return None
 
     def _report(
         self, runner: AttemptRunner, result: AttemptResult, finished: FinishedAttempt | None
@@ -190,22 +220,16 @@ class AttemptRecorder:
         attempt = runner.attempt
         if finished is not None and finished.recorded:
             runner.outcome = result.outcome.value
-            logger.info(
-                "attempt %d %s (run %d, attempt %d of %s)",
-                attempt.attempt_id,
-                result.outcome.value,
-                attempt.run_id,
-                attempt.attempt_number,
-                attempt.task_name,
-                extra={
-                    "event": "attempt.finished",
-                    **attempt_ids(attempt),
-                    "outcome": result.outcome.value,
-                    "exit_code": result.exit_code,
-                    "finished_at_ms": finished.finished_at_ms,
-                    "next_attempt_id": finished.next_attempt_id,
-                    "next_not_before_ms": finished.next_not_before_ms,
-                },
+            log_event(
+                logger,
+                logging.INFO,
+                "attempt.finished",
+                **attempt_ids(attempt),
+                outcome=result.outcome.value,
+                exit_code=result.exit_code,
+                finished_at_ms=finished.finished_at_ms,
+                next_attempt_id=finished.next_attempt_id,
+                next_not_before_ms=finished.next_not_before_ms,
             )
             return
         found = None if finished is None else finished.state_found
@@ -213,16 +237,14 @@ class AttemptRecorder:
         if runner.outcome is None:
             runner.outcome = found.value if ours and found is not None else "lost"
         text = found_text(finished)
-        (logger.info if ours else logger.warning)(
-            "attempt %d ended %s; not recorded again: %s",
-            attempt.attempt_id,
-            result.outcome.value,
-            text,
-            extra={
-                "event": "attempt.already_recorded" if ours else "attempt.not_recorded",
-                **attempt_ids(attempt),
-                "outcome": result.outcome.value,
-                "state_found": None if found is None else found.value,
-                "found": text,
-            },
+        # Already recorded by this very lease is the expected end of a settled retry (INFO);
+        # anything else means the attempt ended without this worker's result being kept.
+        log_event(
+            logger,
+            logging.INFO if ours else logging.WARNING,
+            "attempt.already_recorded" if ours else "attempt.not_recorded",
+            **attempt_ids(attempt),
+            outcome=result.outcome.value,
+            state_found=None if found is None else found.value,
+            found=text,
         )

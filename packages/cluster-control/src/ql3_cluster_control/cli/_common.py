@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from ql3_cluster_postgres import SchemaMismatchError
 from ql3_runtime_core import QL3Error
 
-from ._config import ConfigurationError
+from ql3_cluster_control._config import ConfigurationError
 
 if TYPE_CHECKING:
     from collections.abc import Callable

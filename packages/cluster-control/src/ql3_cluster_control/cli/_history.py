@@ -12,9 +12,10 @@ import typer
 from ql3_cluster_postgres import HistoryReader, ScheduleAdmin, verify_history
 from ql3_runtime_core import LEASE_MS_DEFAULT, LEASE_MS_MAX, LEASE_MS_MIN, AttemptState
 
-from ._cli_common import EXIT_FAILURE, AsJson, Dsn, guarded, print_json, require_dsn
-from ._cli_tables import attempts_line, print_table, runs_table, status_text
-from ._config import ConfigurationError
+from ql3_cluster_control._config import ConfigurationError
+
+from ._common import EXIT_FAILURE, AsJson, Dsn, guarded, print_json, require_dsn
+from ._tables import attempts_line, print_table, runs_table, status_text
 from ._time_text import format_ms
 
 __all__ = ["runs_list", "status_command", "verify_command"]

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from ql3_runtime_core import QL3Error
+from ql3_runtime_core import QL3Error, log_event
 
 from ._attempt_runner import KILL_GRACE_S
 
@@ -47,17 +47,11 @@ def release_runners(
     try:
         released = repository.release_attempts(worker_id, lease_token, ids)
     except QL3Error as exc:
-        logger.warning(
-            "could not release attempts %s; their leases expire by database time: %s",
-            ids,
-            exc,
-            extra={"event": "attempts.release_failed", "attempt_ids": ids},
+        # Their leases expire by database time; another worker then abandons and retries them.
+        log_event(
+            logger, logging.WARNING, "attempts.release_failed", attempt_ids=ids, reason=str(exc)
         )
         return []
     for attempt_id in released:
-        logger.info(
-            "attempt %d released: queued again",
-            attempt_id,
-            extra={"event": "attempt.released", "attempt_id": attempt_id},
-        )
+        log_event(logger, logging.INFO, "attempt.released", attempt_id=attempt_id)
     return released

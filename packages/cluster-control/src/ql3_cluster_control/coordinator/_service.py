@@ -37,18 +37,21 @@ import time
 from typing import TYPE_CHECKING
 
 from ql3_cluster_postgres import PostgresScheduleRepository, SchemaMismatchError
-from ql3_runtime_core import QL3Error, ServiceRepository, ZoneRulesCheck
+from ql3_runtime_core import QL3Error, ServiceRepository, ZoneRulesCheck, log_event
 
-from ._backoff import Backoff, ReconnectPolicy
-from ._coordinator import AdmissionCallback, Coordinator
-from ._guard import ReplicationGuard, node_fields
-from ._metrics import CoordinatorMetrics, HealthState, MetricsServer
-from ._stop_signals import install_stop_signals
+from ql3_cluster_control._backoff import Backoff, ReconnectPolicy
+from ql3_cluster_control._metrics import CoordinatorMetrics, HealthState, MetricsServer
+from ql3_cluster_control._stop_signals import install_stop_signals
+
+from ._coordinator import Coordinator
+from ._guard import NodeFields, ReplicationGuard, node_fields
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._config import CoordinatorSettings
+    from ql3_cluster_control._config import CoordinatorSettings
+
+    from ._cycle import AdmissionCallback
 
 __all__ = ["CoordinatorService", "postgres_repository_factory"]
 
@@ -133,15 +136,14 @@ class CoordinatorService:
 
         """
         self._start_metrics()
-        logger.info(
-            "coordinator starting",
-            extra={
-                "event": "service.started",
-                "lease_ms": self.settings.lease_ms,
-                "claim_batch": self.settings.claim_batch,
-                "cycle_budget": self.settings.cycle_budget,
-                "poll_interval_ms": self.settings.poll_interval_ms,
-            },
+        log_event(
+            logger,
+            logging.INFO,
+            "service.started",
+            lease_ms=self.settings.lease_ms,
+            claim_batch=self.settings.claim_batch,
+            cycle_budget=self.settings.cycle_budget,
+            poll_interval_ms=self.settings.poll_interval_ms,
         )
         try:
             self._loop()
@@ -197,15 +199,14 @@ class CoordinatorService:
         # releases them first thing (exact match), so nothing waits for the lease needlessly.
         self._coordinator.adopt_claims(held)
         node = self.guard.node
-        logger.info(
-            "connected; schema version %d; replication %s",
-            version,
-            "unknown" if node is None else node.describe(),
-            extra={
-                "event": "service.connected",
-                "schema_version": version,
-                **({} if node is None else node_fields(node)),
-            },
+        fields: NodeFields = {} if node is None else node_fields(node)
+        log_event(
+            logger,
+            logging.INFO,
+            "service.connected",
+            schema_version=version,
+            replication="unknown" if node is None else node.describe(),
+            **fields,
         )
         return self._coordinator
 
@@ -228,21 +229,24 @@ class CoordinatorService:
         self.metrics.zone_rules_mismatch.set(0 if check.agrees else 1)
         if check == previous:
             return
-        versions = {
-            "local_version": check.local_version,
-            "recorded_version": check.recorded_version,
-        }
         if not check.agrees:
-            logger.warning(
-                "%s; claiming nothing until it can load the recorded rules",
-                check.describe(),
-                extra={"event": "zone_rules.mismatch", **versions, "problem": check.problem},
+            # Claiming nothing until it can load the recorded rules (see the module docstring).
+            log_event(
+                logger,
+                logging.WARNING,
+                "zone_rules.mismatch",
+                local_version=check.local_version,
+                recorded_version=check.recorded_version,
+                problem=check.problem,
+                detail=check.describe(),
             )
         elif previous is None or previous.local_version != check.local_version:
-            logger.info(
-                "deciding with the recorded zone rules tzdata %s (loaded from the database)",
-                check.local_version,
-                extra={"event": "zone_rules.loaded", **versions},
+            log_event(
+                logger,
+                logging.INFO,
+                "zone_rules.loaded",
+                local_version=check.local_version,
+                recorded_version=check.recorded_version,
             )
 
     def _idle(self, repository: ServiceRepository) -> None:
@@ -276,7 +280,7 @@ class CoordinatorService:
             if left <= 0:
                 return
             if repository.wait_for_wakeup(min(left, _WAIT_SLICE_S)):
-                logger.debug("woken by a schedule change", extra={"event": "service.woken"})
+                log_event(logger, logging.DEBUG, "service.woken")
                 return
 
     def _observe_overdue(self, repository: ServiceRepository) -> None:
@@ -294,17 +298,15 @@ class CoordinatorService:
         delay = self.reconnect.delay_s(exc)
         self.metrics.database_faults.inc()
         self.health.connected = False
-        logger.warning(
-            "database fault, retrying in %.2f s: %s",
-            delay,
-            exc,
-            extra={
-                "event": "service.fault",
-                "error": type(exc).__name__,
-                "attempt": self.reconnect.faults,
-                "leader_changing": self.reconnect.leader_changing(exc),
-                "retry_in_ms": round(delay * 1000),
-            },
+        log_event(
+            logger,
+            logging.WARNING,
+            "service.fault",
+            error=type(exc).__name__,
+            reason=str(exc),
+            attempt=self.reconnect.faults,
+            leader_changing=self.reconnect.leader_changing(exc),
+            retry_in_ms=round(delay * 1000),
         )
         self._close_repository()
         self.stop_event.wait(delay)
@@ -316,15 +318,11 @@ class CoordinatorService:
         try:
             repository.close()
         except QL3Error as exc:
-            logger.debug("close failed: %s", exc, extra={"event": "service.close_failed"})
+            log_event(logger, logging.DEBUG, "service.close_failed", reason=str(exc))
 
     def _shutdown(self) -> None:
         if self._signal is not None:
-            logger.info(
-                "received %s; cycle finished, stopping",
-                self._signal,
-                extra={"event": "service.stopping", "signal": self._signal},
-            )
+            log_event(logger, logging.INFO, "service.stopping", signal=self._signal)
         coordinator = self._coordinator
         if coordinator is not None and coordinator.held_claims:
             try:
@@ -333,15 +331,12 @@ class CoordinatorService:
                     coordinator.repository = self._repository
                 coordinator.release_held_claims()
             except QL3Error as exc:
-                logger.warning(
-                    "could not release held claims; they expire by database time: %s",
-                    exc,
-                    extra={"event": "claims.release_failed"},
-                )
+                # They expire by database time; another replica then claims the schedules.
+                log_event(logger, logging.WARNING, "claims.release_failed", reason=str(exc))
         self._close_repository()
         if self._metrics_server is not None:
             self._metrics_server.stop()
-        logger.info("coordinator stopped", extra={"event": "service.stopped"})
+        log_event(logger, logging.INFO, "service.stopped")
 
     def _start_metrics(self) -> None:
         if self.settings.metrics_port is None:
@@ -352,11 +347,7 @@ class CoordinatorService:
             host=self.settings.metrics_host,
             port=self.settings.metrics_port,
         ).start()
-        logger.info(
-            "serving /metrics and /healthz on port %d",
-            self._metrics_server.port,
-            extra={"event": "metrics.serving", "port": self._metrics_server.port},
-        )
+        log_event(logger, logging.INFO, "metrics.serving", port=self._metrics_server.port)
 
 
 def _due(read_at: float | None) -> bool:

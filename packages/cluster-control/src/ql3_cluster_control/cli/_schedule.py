@@ -21,10 +21,8 @@ from ql3_runtime_core import (
     wheel_zone_rules,
 )
 
-from ._cli_common import AsJson, Dsn, guarded, print_json, require_dsn
-from ._cli_tables import execution_text, print_table, record_json, records_table
-from ._config import ConfigurationError
-from ._schedule_file import (
+from ql3_cluster_control._config import ConfigurationError
+from ql3_cluster_control._schedule_file import (
     TIMEOUT_S_DEFAULT,
     TIMEOUT_S_MAX,
     TIMEOUT_S_MIN,
@@ -32,6 +30,9 @@ from ._schedule_file import (
     schedule_definition,
     task_execution,
 )
+
+from ._common import AsJson, Dsn, guarded, print_json, require_dsn
+from ._tables import execution_text, print_table, record_json, records_table
 from ._time_text import format_ms, parse_after
 
 __all__ = [

@@ -19,7 +19,7 @@ from ql3_cluster_postgres import (
 )
 from ql3_runtime_core import zone_rules_version
 
-from ._cli_common import AsJson, Dsn, guarded, print_json, require_dsn
+from ._common import AsJson, Dsn, guarded, print_json, require_dsn
 from ._time_text import format_ms
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from ql3_cluster_postgres import SCHEDULE_NAME_MAX_LENGTH
 
-from ._config import ConfigurationError
+from ql3_cluster_control._config import ConfigurationError
 
 if TYPE_CHECKING:
     from ._python_runner import TaskFunction

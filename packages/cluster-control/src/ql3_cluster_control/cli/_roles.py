@@ -17,8 +17,9 @@ from typing import Annotated
 import typer
 from ql3_cluster_postgres import ROLE_NAMES, UnknownRoleError, create_login_user, group_role_name
 
-from ._cli_common import Dsn, guarded, require_dsn
-from ._config import ConfigurationError
+from ql3_cluster_control._config import ConfigurationError
+
+from ._common import Dsn, guarded, require_dsn
 
 __all__ = ["roles_login"]
 

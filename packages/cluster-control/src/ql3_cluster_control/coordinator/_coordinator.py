@@ -20,70 +20,49 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING
 
 from ql3_runtime_core import (
-    AdmittedRun,
     ClaimClusterScheduleCommand,
-    ClaimCommit,
     ClockRegressionError,
-    ClusterScheduleClaim,
-    CommitOutcome,
     CommitStatus,
-    CycleSummary,
-    QL3Error,
-    QuarantinedSchedule,
-    ZoneRules,
-    ZoneRulesCheck,
-    checked_commit,
-    quarantine_reason,
-    resolve_cluster_schedule_decision,
+    log_event,
     summarize_cycle,
 )
 
-from ._backoff import Backoff
-from ._config import CLAIM_BATCH_DEFAULT, CYCLE_BUDGET_DEFAULT
+from ql3_cluster_control._backoff import Backoff
+from ql3_cluster_control._config import CLAIM_BATCH_DEFAULT, CYCLE_BUDGET_DEFAULT
+
+from ._cycle import (
+    CycleOverlapError,
+    CycleResult,
+    CycleState,
+    decide_claims,
+    next_round_size,
+)
+from ._uncertain import settle_uncertain
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ql3_runtime_core import ScheduleRepository
+    from ql3_runtime_core import (
+        AdmittedRun,
+        ClaimCommit,
+        ClusterScheduleClaim,
+        CommitOutcome,
+        CycleSummary,
+        QuarantinedSchedule,
+        ScheduleRepository,
+        ZoneRules,
+    )
 
-    from ._metrics import CoordinatorMetrics
+    from ql3_cluster_control._metrics import CoordinatorMetrics
 
-__all__ = ["AdmissionCallback", "Coordinator", "CycleOverlapError", "CycleResult"]
+    from ._cycle import AdmissionCallback
+
+__all__ = ["Coordinator"]
 
 logger = logging.getLogger(__name__)
-
-AdmissionCallback: TypeAlias = Callable[[AdmittedRun], None]
-
-
-class CycleOverlapError(QL3Error, RuntimeError):
-    """Raised when a cycle is started while another cycle of the same Coordinator still runs."""
-
-    __module__ = "ql3_cluster_control"
-
-
-@dataclass(frozen=True)
-class CycleResult:
-    """What one cycle did.
-
-    `work_remaining` is True when the budget was spent (more may be due: start the next cycle
-    at once); `abandoned` when a clock regression made the cycle give up its claims to expiry.
-    `quarantined` lists the schedules this cycle put in state `invalid`; `zone_rules` is what
-    the last claim statement saw (None when no claim ran), claims being refused while they
-    disagree.
-    """
-
-    summary: CycleSummary
-    admitted: tuple[AdmittedRun, ...]
-    work_remaining: bool
-    abandoned: bool
-    duration_s: float
-    quarantined: tuple[QuarantinedSchedule, ...] = ()
-    zone_rules: ZoneRulesCheck | None = None
 
 
 class Coordinator:
@@ -126,7 +105,7 @@ class Coordinator:
         self.stop_requested = stop_requested or threading.Event()
         self._cycle_lock = threading.Lock()
         self._held: list[ClusterScheduleClaim] = []
-        # Claims the next round asks for (see `_next_round_size`); kept across cycles.
+        # Claims the next round asks for (see `next_round_size`); kept across cycles.
         self._round_size = claim_batch
 
     @property
@@ -151,12 +130,7 @@ class Coordinator:
         if not self._held:
             return 0
         released = self.repository.release_claims(self._held)
-        logger.info(
-            "released %d of %d held claims",
-            released,
-            len(self._held),
-            extra={"event": "claims.released", "released": released, "held": len(self._held)},
-        )
+        log_event(logger, logging.INFO, "claims.released", released=released, held=len(self._held))
         self._set_held([])
         return released
 
@@ -179,7 +153,7 @@ class Coordinator:
         # Claims left by a failed cycle still stand until they expire; hand them back first
         # so this replica (or another) can take them at once.
         self.release_held_claims()
-        state = _CycleState(remaining=self.cycle_budget)
+        state = CycleState(remaining=self.cycle_budget)
         abandoned = False
         try:
             while state.remaining > 0 and not self.stop_requested.is_set():
@@ -211,14 +185,20 @@ class Coordinator:
             zone_rules=state.zone_rules,
         )
 
-    def _round(self, state: _CycleState) -> bool:
+    def _round(self, state: CycleState) -> bool:
         """One claim round: claim, decide, commit in one transaction. False when nothing was due."""
         claims, quarantined, rules = self._claim(state)
         if not claims:
             # A round that only quarantined may have left due rows behind its batch limit.
             return quarantined > 0
-        commits, failures, starved = self._decide(claims, state, rules)
-        self._round_size = self._next_round_size(len(claims) - starved, starved, state.remaining)
+        commits, failures, starved = decide_claims(claims, state, rules)
+        self._round_size = next_round_size(
+            self._round_size,
+            self.claim_batch,
+            served=len(claims) - starved,
+            starved=starved,
+            remaining=state.remaining,
+        )
         # Commit first, quarantine after: a quarantine statement that fails must never keep the
         # round's good claims waiting for their lease. The undecidable claims stay held until
         # quarantined, so if anything here raises they are released first thing next cycle.
@@ -227,7 +207,7 @@ class Coordinator:
             self._quarantine(failures, state)
         return True
 
-    def _commit(self, commits: Sequence[ClaimCommit], state: _CycleState) -> None:
+    def _commit(self, commits: Sequence[ClaimCommit], state: CycleState) -> None:
         """Commit the round's decisions, settle the uncertain ones, record what was admitted."""
         if not commits:
             return
@@ -252,9 +232,7 @@ class Coordinator:
                 self._admitted(outcome.runs, state)
                 self._already_admitted(outcome)
 
-    def _claim(
-        self, state: _CycleState
-    ) -> tuple[list[ClusterScheduleClaim], int, ZoneRules | None]:
+    def _claim(self, state: CycleState) -> tuple[list[ClusterScheduleClaim], int, ZoneRules | None]:
         """Run one claim statement: its readable claims, how many it quarantined, its rules."""
         command = ClaimClusterScheduleCommand(
             owner_id=self.owner_id, claim_token=uuid.uuid4(), lease_ms=self.lease_ms
@@ -269,65 +247,17 @@ class Coordinator:
             # The hot path: no per-claim record.
             return claims, len(claim_round.quarantined), claim_round.rules
         for claim in claims:
-            logger.debug(
-                "claimed schedule %d",
-                claim.schedule_id,
-                extra={
-                    "event": "claim.acquired",
-                    "schedule_id": claim.schedule_id,
-                    "claim_acquired_at_ms": claim.claim_acquired_at_ms,
-                },
+            log_event(
+                logger,
+                logging.DEBUG,
+                "claim.acquired",
+                schedule_id=claim.schedule_id,
+                claim_acquired_at_ms=claim.claim_acquired_at_ms,
             )
         return claims, len(claim_round.quarantined), claim_round.rules
 
-    def _next_round_size(self, served: int, starved: int, remaining: int) -> int:
-        """How many schedules the next round claims: the batch, unless backlogs starve claims.
-
-        In the steady state each claim admits one occurrence and a round claims the whole batch.
-        When schedules carry backlogs (catch-up), the first claims of a round spend the cycle
-        budget and the rest decide nothing: each of those costs two row writes (claim, release)
-        for no admission, up to `claim_batch - 1` per cycle. So after a round that starved
-        claims, the next rounds (this cycle's and the next ones') ask only for as many schedules
-        as it served; a round that spent the budget without starving any keeps its size; a round
-        that left budget over restores the full batch.
-        """
-        if starved:
-            return max(1, served)
-        return self._round_size if remaining == 0 else self.claim_batch
-
-    @staticmethod
-    def _decide(
-        claims: Sequence[ClusterScheduleClaim], state: _CycleState, rules: ZoneRules | None
-    ) -> tuple[list[ClaimCommit], list[tuple[ClusterScheduleClaim, str]], int]:
-        """Decide each claim from its own acquired time (DESIGN §4) within the remaining budget.
-
-        `rules` are the zone rules the claim round carries (the recorded ones).
-
-        Returns the commits, the claims whose decision or normalization raised (with the
-        reason), and how many claims found the budget already spent (they decide nothing). The
-        decision is a pure function of the claim, so whatever it raises is about that schedule's
-        data: it is quarantined, never allowed to end the loop (DESIGN §8).
-        """
-        commits: list[ClaimCommit] = []
-        failures: list[tuple[ClusterScheduleClaim, str]] = []
-        starved = 0
-        for claim in claims:
-            starved += state.remaining == 0
-            try:
-                decision = resolve_cluster_schedule_decision(claim, state.remaining, rules=rules)
-                commit = checked_commit(claim, decision, state.remaining, rules=rules)
-            except Exception as exc:  # any exception: see the docstring
-                if not isinstance(exc, QL3Error | ValueError):
-                    logger.debug("decision of schedule %d raised", claim.schedule_id, exc_info=exc)
-                failures.append((claim, quarantine_reason(exc, "decision failed: ")))
-                continue
-            commits.append(commit)
-            state.remaining -= len(decision.occurrences)
-            state.skipped += decision.skipped
-        return commits, failures, starved
-
     def _quarantine(
-        self, failures: Sequence[tuple[ClusterScheduleClaim, str]], state: _CycleState
+        self, failures: Sequence[tuple[ClusterScheduleClaim, str]], state: CycleState
     ) -> None:
         """Quarantine undecidable claims (fenced); the rest of the round commits as usual."""
         done = self.repository.quarantine_claims(failures)
@@ -336,34 +266,34 @@ class Coordinator:
         self._quarantined(done, state)
         missed = failed - {item.schedule_id for item in done}
         for schedule_id in sorted(missed):
-            logger.warning(
-                "schedule %d could not be quarantined: its claim no longer stands",
-                schedule_id,
-                extra={"event": "schedule.quarantine_raced", "schedule_id": schedule_id},
-            )
+            # Its claim no longer stands (expired and taken): the fence refused the quarantine.
+            log_event(logger, logging.WARNING, "schedule.quarantine_raced", schedule_id=schedule_id)
 
-    def _quarantined(self, done: Sequence[QuarantinedSchedule], state: _CycleState) -> None:
+    def _quarantined(self, done: Sequence[QuarantinedSchedule], state: CycleState) -> None:
         state.quarantined.extend(done)
         for item in done:
             if self.metrics is not None:
                 self.metrics.quarantined.inc()
-            logger.warning(
-                "schedule %d quarantined (state invalid): %s",
-                item.schedule_id,
-                item.reason,
-                extra={
-                    "event": "schedule.quarantined",
-                    "schedule_id": item.schedule_id,
-                    "reason": item.reason,
-                    "quarantined_at_ms": item.quarantined_at_ms,
-                },
+            log_event(
+                logger,
+                logging.WARNING,
+                "schedule.quarantined",
+                schedule_id=item.schedule_id,
+                reason=item.reason,
+                quarantined_at_ms=item.quarantined_at_ms,
             )
 
-    def _settle_uncertain(self, commit: ClaimCommit, state: _CycleState) -> CommitOutcome:
+    def _settle_uncertain(self, commit: ClaimCommit, state: CycleState) -> CommitOutcome:
         state.uncertain += 1
-        return self._settle(commit)
+        return settle_uncertain(
+            self.repository,
+            commit,
+            backoff=self.backoff,
+            stop_requested=self.stop_requested,
+            metrics=self.metrics,
+        )
 
-    def _admitted(self, runs: Sequence[AdmittedRun], state: _CycleState) -> None:
+    def _admitted(self, runs: Sequence[AdmittedRun], state: CycleState) -> None:
         # Only outcomes that passed the fence reach here (DESIGN §5): raced or uncertain-unsettled
         # commits allocate no identity and notify nobody.
         state.admitted.extend(runs)
@@ -374,11 +304,13 @@ class Coordinator:
         for run in runs:
             try:
                 self.on_admitted(run)
-            except Exception:
-                logger.exception(
-                    "admission callback failed for run %d",
-                    run.run_id,
-                    extra={"event": "admission.callback_failed", "run_id": run.run_id},
+            except Exception as exc:  # noqa: BLE001  # the run is admitted; a caller's bug must not undo the cycle
+                log_event(
+                    logger,
+                    logging.ERROR,
+                    "admission.callback_failed",
+                    run_id=run.run_id,
+                    exc_info=exc,
                 )
 
     def _already_admitted(self, outcome: CommitOutcome) -> None:
@@ -389,79 +321,25 @@ class Coordinator:
         one is a WARNING an operator can trace.
         """
         for occurrence in outcome.already_admitted:
-            logger.warning(
-                "schedule %d occurrence %d already had a run; not admitted again",
-                outcome.schedule_id,
-                occurrence,
-                extra={
-                    "event": "commit.already_admitted",
-                    "schedule_id": outcome.schedule_id,
-                    "scheduled_for_ms": occurrence,
-                },
+            log_event(
+                logger,
+                logging.WARNING,
+                "commit.already_admitted",
+                schedule_id=outcome.schedule_id,
+                scheduled_for_ms=occurrence,
             )
         if self.metrics is not None and outcome.already_admitted:
             self.metrics.already_admitted.inc(len(outcome.already_admitted))
 
-    def _settle(self, commit: ClaimCommit) -> CommitOutcome:
-        """Resolve a commit whose reply was lost, from durable facts, until settled (DESIGN §6).
-
-        Never re-admits: the repository only commits again while the exact claim still stands,
-        and the run's UNIQUE occurrence is the final word. Gives up (claim left to expire) only
-        when a stop is requested.
-        """
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                outcome = self.repository.resolve_uncertain_commit(commit)
-            except ClockRegressionError:
-                raise
-            except QL3Error as exc:
-                logger.warning(
-                    "could not settle an uncertain commit of schedule %d yet: %s",
-                    commit.claim.schedule_id,
-                    exc,
-                    extra={"event": "uncertain.retry", "schedule_id": commit.claim.schedule_id},
-                )
-                outcome = None
-            if outcome is not None and outcome.status is not CommitStatus.UNCERTAIN:
-                self._log_settled(commit, outcome)
-                return outcome
-            if self.stop_requested.wait(self.backoff.delay_s(attempt)):
-                logger.warning(
-                    "stop requested: uncertain commit of schedule %d left to its durable facts",
-                    commit.claim.schedule_id,
-                    extra={"event": "uncertain.abandoned", "schedule_id": commit.claim.schedule_id},
-                )
-                return CommitOutcome(
-                    schedule_id=commit.claim.schedule_id, status=CommitStatus.UNCERTAIN
-                )
-
-    def _log_settled(self, commit: ClaimCommit, outcome: CommitOutcome) -> None:
-        if self.metrics is not None:
-            self.metrics.uncertain_resolved.labels(outcome=outcome.status.value).inc()
-        logger.warning(
-            "uncertain commit of schedule %d settled as %s",
-            commit.claim.schedule_id,
-            outcome.status.value,
-            extra={
-                "event": "uncertain.resolved",
-                "schedule_id": commit.claim.schedule_id,
-                "outcome": outcome.status.value,
-            },
-        )
-
     def _abandon(self, exc: ClockRegressionError) -> None:
         # Fail closed (DESIGN §5): nothing was written; the claims expire by database time.
-        logger.warning(
-            "database clock went back; cycle abandoned, its claims left to expire: %s",
-            exc,
-            extra={
-                "event": "cycle.clock_regression",
-                "schedule_id": exc.schedule_id,
-                "observed_at_ms": exc.observed_at_ms,
-                "claim_acquired_at_ms": exc.claim_acquired_at_ms,
-            },
+        log_event(
+            logger,
+            logging.WARNING,
+            "cycle.clock_regression",
+            schedule_id=exc.schedule_id,
+            observed_at_ms=exc.observed_at_ms,
+            claim_acquired_at_ms=exc.claim_acquired_at_ms,
         )
         if self.metrics is not None:
             self.metrics.clock_regressions.inc()
@@ -470,31 +348,11 @@ class Coordinator:
     def _report(self, summary: CycleSummary, duration_s: float, *, abandoned: bool) -> None:
         if self.metrics is not None:
             self.metrics.observe_cycle(summary, duration_s)
-        logger.info(
-            "cycle: %d claims, %d admitted, %d raced",
-            summary.claims,
-            summary.admitted,
-            summary.raced,
-            extra={
-                "event": "cycle.summary",
-                **summary.model_dump(),
-                "abandoned": abandoned,
-                "duration_ms": round(duration_s * 1000, 3),
-            },
+        log_event(
+            logger,
+            logging.INFO,
+            "cycle.summary",
+            **summary.model_dump(),
+            abandoned=abandoned,
+            duration_ms=round(duration_s * 1000, 3),
         )
-
-
-@dataclass
-class _CycleState:
-    """What one cycle did so far; its summary is built once from it when the cycle ends."""
-
-    remaining: int
-    claims: list[ClusterScheduleClaim] = field(default_factory=list)
-    outcomes: list[CommitOutcome] = field(default_factory=list)
-    admitted: list[AdmittedRun] = field(default_factory=list)
-    skipped: int = 0
-    serialization_retries: int = 0
-    uncertain: int = 0
-    clock_regressed: int = 0
-    quarantined: list[QuarantinedSchedule] = field(default_factory=list)
-    zone_rules: ZoneRulesCheck | None = None

@@ -5,9 +5,9 @@ status, runs, verify, demo.
 
 This module is the map of the command line: it builds the `app`, registers every verb in the
 order `ql3 --help` lists them, and turns anything that escapes a verb into one line (`main`).
-The verbs live by group: `_cli_setup` (migrate, roles, zone-rules), `_cli_schedule`,
-`_cli_daemons` (run, worker), `_cli_history` (status, runs, verify), `_cli_demo`; what they share
-(exit codes, `--dsn`, one-line errors) is in `_cli_common`, the tables in `_cli_tables`.
+The verbs live by group: `_setup` (migrate, roles, zone-rules), `_schedule`,
+`_daemons` (run, worker), `_history` (status, runs, verify), `_demo`; what they share
+(exit codes, `--dsn`, one-line errors) is in `_common`, the tables in `_tables`.
 """
 
 # typer builds options from parameters with defaults, boolean flags included.
@@ -21,14 +21,16 @@ from importlib.metadata import version as distribution_version
 from typing import Annotated
 
 import typer
-from ql3_runtime_core import zone_rules_version
+from ql3_runtime_core import log_event, zone_rules_version
 
-from ._cli_common import EXIT_FAILURE, fail, guarded
-from ._cli_daemons import run_command, worker_command
-from ._cli_demo import demo_command
-from ._cli_history import runs_list, status_command, verify_command
-from ._cli_roles import roles_login
-from ._cli_schedule import (
+from ql3_cluster_control._config import check_environment
+
+from ._common import EXIT_FAILURE, fail, guarded
+from ._daemons import run_command, worker_command
+from ._demo import demo_command
+from ._history import runs_list, status_command, verify_command
+from ._roles import roles_login
+from ._schedule import (
     schedule_add,
     schedule_apply,
     schedule_list,
@@ -37,8 +39,7 @@ from ._cli_schedule import (
     schedule_resume,
     schedule_retire,
 )
-from ._cli_setup import migrate_command, roles_provision, zone_rules_adopt, zone_rules_show
-from ._config import check_environment
+from ._setup import migrate_command, roles_provision, zone_rules_adopt, zone_rules_show
 
 __all__ = ["app", "main"]
 
@@ -149,6 +150,6 @@ def _report_unhandled(exc: Exception) -> int:
         fail(exit_code, f"{format_message()} (see `ql3 --help`)")
         return exit_code
     # A bug, not a user error: the traceback goes to the DEBUG log, the promise stays one line.
-    logger.debug("unexpected error", exc_info=exc)
+    log_event(logger, logging.DEBUG, "cli.unexpected_error", exc_info=exc)
     fail(EXIT_FAILURE, f"unexpected {type(exc).__name__}: {exc}")
     return EXIT_FAILURE

@@ -14,18 +14,24 @@ from typing import Annotated, NoReturn
 
 import typer
 from ql3_cluster_postgres import SchemaMismatchError
+from ql3_runtime_core import log_event
 
-from ._cli_common import guarded
-from ._config import ConfigurationError, LogFormat, load_settings
-from ._logs import configure_logging
-from ._service import CoordinatorService
-from ._worker import Worker
-from ._worker_config import load_worker_settings
+from ql3_cluster_control._config import (
+    ConfigurationError,
+    LogFormat,
+    load_settings,
+    load_worker_settings,
+)
+from ql3_cluster_control._logs import configure_logging
+from ql3_cluster_control.coordinator import CoordinatorService
+from ql3_cluster_control.worker import Worker
+
+from ._common import guarded
 
 __all__ = ["run_command", "worker_command"]
 
-# The name the verbs logged under before they left `_cli.py`, kept so log filters still match.
-logger = logging.getLogger("ql3_cluster_control._cli")
+# The verbs log under the app's name, as they did when they were one module with it.
+logger = logging.getLogger("ql3_cluster_control.cli._app")
 
 
 @guarded
@@ -134,6 +140,6 @@ def _serve(loop: CoordinatorService | Worker, component: str) -> NoReturn:
     try:
         code = loop.run()
     except SchemaMismatchError as exc:
-        logger.error("schema mismatch: %s", exc, extra={"event": f"{component}.schema_mismatch"})  # noqa: TRY400  # one line, no traceback
+        log_event(logger, logging.ERROR, f"{component}.schema_mismatch", reason=str(exc))
         raise
     raise typer.Exit(code)
