@@ -76,11 +76,13 @@ class Mutant:
     def module(self) -> str:
         """Return the report's module name: the file name under its folder for SQL.
 
-        `_decision.py`, `sql/x.sql`, or `migrations/x.sql` for the functions a migration defines.
+        `_decision.py`, `repository/_claims.py` in a room, `sql/x.sql`, or `migrations/x.sql` for
+        the functions a migration defines.
         """
         folder, name = self.file.rsplit("/", 2)[-2:]
         if self.kind != "sql":
-            return name
+            # A module of a room (a subpackage) keeps its room: `verify/_rules.py`
+            return name if folder.startswith("ql3_") else f"{folder}/{name}"
         return f"migrations/{name}" if folder == "migrations" else f"sql/{name}"
 
 
