@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from fix_trees import REPO_ROOT
 from ql3_import_audit._audit import run_audit
 from ql3_import_audit._cli import main
+from ql3_import_audit._contracts import existing_rooms
+from ql3_import_audit._layout import ROOMS, load_workspace
 
 if TYPE_CHECKING:
     import pytest
@@ -24,3 +26,17 @@ def test_fixture_trees_are_not_part_of_the_real_tree() -> None:
     findings, audited = run_audit(REPO_ROOT)
     assert audited >= 3
     assert not [f for f in findings if f.path.startswith("tools/import-audit/tests/fixtures/")]
+
+
+def test_every_room_of_the_real_packages_exists() -> None:
+    """Each room `ROOMS` names is a subpackage of the real tree, so none drops out of a contract.
+
+    The contracts keep only the rooms a tree holds (fixture trees hold none); a room renamed or
+    removed without its `ROOMS` entry would otherwise stop being checked in silence.
+    """
+    workspace = load_workspace(REPO_ROOT)
+    packages = {package.import_name: package for package in workspace.packages}
+    for name, layers in ROOMS.items():
+        if name not in packages:
+            continue  # a fixture package named only for the audit's own tests
+        assert existing_rooms(packages[name]) == layers, name
