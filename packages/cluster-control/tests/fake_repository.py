@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Callable, Sequence  # noqa: TC003  # dataclass fields resolve at runtime
 from dataclasses import dataclass, field
 
-from fake_rows import FakeSchedule, fake_node
+from fake_rows import FakeSchedule, ScheduleRows, fake_node
 from ql3_runtime_core import (
     AdmittedRun,
     ClaimClusterScheduleCommand,
@@ -29,21 +29,19 @@ from ql3_runtime_core import (
     CommitBatch,
     CommitOutcome,
     CommitStatus,
-    MisfirePolicy,
     QuarantinedSchedule,
     ReplicationState,
     RepositoryUnavailableError,
     ScheduleDefinition,
     ScheduleState,
     ZoneRulesCheck,
-    next_occurrence_ms,
     quarantine_reason,
     same_claim,
 )
 
 
 @dataclass
-class FakeRepository:
+class FakeRepository(ScheduleRows):
     """The fake store; `now_ms` is its database clock, advanced by `tick_ms` per statement."""
 
     now_ms: int = 1_700_000_000_000
@@ -62,43 +60,6 @@ class FakeRepository:
     zone_rules_loaded: str | None = None
     replication: ReplicationState = field(default_factory=fake_node)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-
-    # -- set-up helpers -----------------------------------------------------------------------
-
-    def add(self, cron: str = "* * * * * *", *, first_due_ms: int | None = None) -> FakeSchedule:
-        """Add an active schedule whose cursor is its next occurrence after now (or given)."""
-        definition = ScheduleDefinition(cron=cron)
-        schedule_id = len(self.schedules) + 1
-        due = (
-            first_due_ms
-            if first_due_ms is not None
-            else next_occurrence_ms(cron, "UTC", self.now_ms)
-        )
-        row = FakeSchedule(
-            schedule_id, 100 + schedule_id, definition, due, updated_at_ms=self.now_ms
-        )
-        self.schedules[schedule_id] = row
-        return row
-
-    def plant(
-        self, cron: str = "* * * * * *", timezone: str = "UTC", *, first_due_ms: int | None = None
-    ) -> FakeSchedule:
-        """Add an active row holding a definition no validation passed (as if written by SQL)."""
-        definition = ScheduleDefinition.model_construct(
-            cron=cron,
-            timezone=timezone,
-            misfire_policy=MisfirePolicy.FIRE_ONCE,
-            misfire_grace_ms=60_000,
-            start_at_ms=None,
-            end_at_ms=None,
-        )
-        schedule_id = len(self.schedules) + 1
-        due = self.now_ms if first_due_ms is None else first_due_ms
-        row = FakeSchedule(
-            schedule_id, 100 + schedule_id, definition, due, updated_at_ms=self.now_ms
-        )
-        self.schedules[schedule_id] = row
-        return row
 
     def _observe(self) -> int:
         self.now_ms += self.tick_ms

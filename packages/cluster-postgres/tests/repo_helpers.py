@@ -1,4 +1,4 @@
-"""Helpers shared by the repository, admin, ingress and race tests (no fixtures here).
+"""Helpers shared by the repository, admin, ingress, zone and race tests (no fixtures here).
 
 Schedules are created through `ScheduleAdmin` as ql3_admin; only moving a cursor into the past
 (so a test need not wait for cron) is done as the owner, which may write any column.
@@ -22,6 +22,7 @@ from ql3_runtime_core import (
     checked_commit,
     resolve_cluster_schedule_decision,
 )
+from ql3_testkit import WireFaultProxy
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -140,3 +141,14 @@ def history_counts(db: Ql3Database) -> tuple[int, int, int]:
         " (SELECT count(*) FROM ql3.events)",
     )
     return int(runs), int(attempts), int(events)
+
+
+def proxy_in_front_of(dsn: str) -> WireFaultProxy:
+    """Return a (not yet started) fault proxy forwarding to the server `dsn` names."""
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    return WireFaultProxy(str(params["host"]), int(str(params["port"])))
+
+
+def through(proxy: WireFaultProxy, dsn: str) -> str:
+    """Return `dsn` with its address replaced by the proxy's."""
+    return psycopg.conninfo.make_conninfo(dsn, host="127.0.0.1", port=str(proxy.port))

@@ -11,9 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-import psycopg
 from ql3_runtime_core import ZoneRules, load_timezone, wheel_zone_data
-from ql3_testkit import WireFaultProxy
 from repo_helpers import db_now_ms, owner_conn
 
 if TYPE_CHECKING:
@@ -71,14 +69,3 @@ def tokyo_hours(db: Ql3Database) -> str:
     now = datetime.fromtimestamp(db_now_ms(db.dsn("admin")) / 1000, UTC)
     hour = now.astimezone(load_timezone(TOKYO)).hour
     return f"{hour},{(hour + 1) % 24}"
-
-
-def proxy_in_front_of(dsn: str) -> WireFaultProxy:
-    """Return a (not yet started) fault proxy forwarding to the server `dsn` names."""
-    params = psycopg.conninfo.conninfo_to_dict(dsn)
-    return WireFaultProxy(str(params["host"]), int(str(params["port"])))
-
-
-def through(proxy: WireFaultProxy, dsn: str) -> str:
-    """Return `dsn` with its address replaced by the proxy's."""
-    return psycopg.conninfo.make_conninfo(dsn, host="127.0.0.1", port=str(proxy.port))

@@ -36,15 +36,13 @@ from ql3_runtime_core import (
     resolve_cluster_schedule_decision,
     zone_rules_version,
 )
-from repo_helpers import command, db_now_ms, fetch, wait_until
+from repo_helpers import command, db_now_ms, fetch, proxy_in_front_of, through, wait_until
 from zone_helpers import (
     MADE_UP,
     NEW_YORK,
     install_zone_rules,
     made_up_data,
     made_up_rules,
-    proxy_in_front_of,
-    through,
     tokyo_hours,
 )
 

@@ -3,41 +3,27 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
 import threading
-import uuid
-from importlib.resources import as_file, files
+from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
-from psycopg import sql
 from ql3_cluster_postgres import (
     SCHEMA_VERSION,
     DatabaseError,
     MigrationTamperedError,
-    PostgresScheduleRepository,
-    ScheduleAdmin,
-    ScheduleSpec,
     SchemaMismatchError,
-    ZoneRulesUnavailableError,
-    adopt_zone_rules,
     check_schema_version,
     migrate,
-    provision_roles,
-    read_zone_rule_history,
-    record_zone_rules,
-    verify_history,
 )
 from ql3_cluster_postgres.schema._migrations import _COMMENT_EDITS
-from ql3_runtime_core import ClaimClusterScheduleCommand, ScheduleDefinition, zone_rules_version
-from ql3_testkit import Ql3Database, ThrowawayCluster, drop_database
+from repo_helpers import db_now_ms
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
-NOW_MS = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+    from ql3_testkit import Ql3Database
 
 
 def _next_file(phrase: str) -> str:
@@ -50,28 +36,6 @@ def _shipped_names() -> list[str]:
     return sorted(entry.name for entry in folder.iterdir() if entry.name.endswith(".sql"))
 
 
-@pytest.fixture
-def bare_db(pg_cluster: ThrowawayCluster, ql3_template: str) -> Iterator[Ql3Database]:
-    """Yield a provisioned database with no migration applied (login users already exist)."""
-    assert ql3_template  # the template created the cluster-wide login users
-    name = f"ql3_bare_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    database = Ql3Database(name=name, superuser_dsn=pg_cluster.dsn(name))
-    provision_roles(database.superuser_dsn)
-    yield database
-    drop_database(pg_cluster, name)
-
-
-@pytest.fixture
-def source(tmp_path: Path) -> Path:
-    """Return a writable copy of the shipped migrations folder."""
-    target = tmp_path / "migrations"
-    with as_file(files("ql3_cluster_postgres") / "migrations") as shipped:
-        shutil.copytree(shipped, target)
-    return target
-
-
 def _ledger(dsn: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(dsn) as conn:
         return conn.execute(
@@ -79,19 +43,12 @@ def _ledger(dsn: str) -> list[tuple[Any, ...]]:
         ).fetchall()
 
 
-def _now_ms(dsn: str) -> int:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(NOW_MS).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 def test_fresh_apply_records_every_file(bare_db: Ql3Database) -> None:
     """A fresh database gets every file in order; the ledger holds sha256 and database time."""
     owner = bare_db.dsn("owner")
-    before = _now_ms(owner)
+    before = db_now_ms(owner)
     applied = migrate(owner)
-    after = _now_ms(owner)
+    after = db_now_ms(owner)
     assert applied == _shipped_names()
     ledger = _ledger(owner)
     folder = files("ql3_cluster_postgres") / "migrations"
@@ -260,213 +217,3 @@ def test_concurrent_migrations_apply_each_file_once(bare_db: Ql3Database) -> Non
     assert errors == []
     assert sorted(name for applied in results for name in applied) == _shipped_names()
     assert [row[0] for row in _ledger(bare_db.dsn("owner"))] == _shipped_names()
-
-
-def test_upgrade_backfills_a_revision_for_existing_schedules(
-    bare_db: Ql3Database, source: Path
-) -> None:
-    """Schedules older than schema 4 get a revision 1 'migrated' starting at their cursor."""
-    for path in source.iterdir():
-        if not path.name.startswith(("0001_", "0002_")):
-            path.unlink()
-    migrate(bare_db.dsn("owner"), source=source)
-    with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
-        conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', 1)")
-        conn.execute("INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (1, 1)")
-        conn.execute(
-            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, misfire_policy,"
-            " next_due_at_ms, end_at_ms, updated_at_ms, created_at_ms)"
-            " VALUES (1, 1, '*/5 * * * *', 'skip', 600000, 9000000, 1, 1)"
-        )
-    before = _now_ms(bare_db.dsn("owner"))
-    migrate(bare_db.dsn("owner"))
-    rows = _rows(
-        bare_db.dsn("admin"),
-        "SELECT revision, reason, cron, misfire_policy, end_at_ms, first_cursor_ms,"
-        " end_cursor_ms, ended_at_ms, created_at_ms FROM ql3.schedule_revisions",
-    )
-    assert len(rows) == 1
-    assert rows[0][:8] == (1, "migrated", "*/5 * * * *", "skip", 9_000_000, 600_000, None, None)
-    assert rows[0][8] >= before
-
-
-def _migrate_as_ql3_migrate_does(database: Ql3Database) -> None:
-    """Apply the pending migrations, then record (and store) this node's zone rules."""
-    migrate(database.dsn("owner"))
-    record_zone_rules(database.dsn("owner"))
-
-
-def _rows(dsn: str, statement: str) -> list[tuple[Any, ...]]:
-    with psycopg.connect(dsn) as conn:
-        return conn.execute(statement).fetchall()
-
-
-def test_history_older_than_accounting_verifies_clean_after_the_upgrade(
-    bare_db: Ql3Database, source: Path
-) -> None:
-    """Runs admitted under schema 2 are not judged by accounting; later occurrences are."""
-    for path in source.iterdir():
-        if not path.name.startswith(("0001_", "0002_")):
-            path.unlink()
-    migrate(bare_db.dsn("owner"), source=source)
-    now = _now_ms(bare_db.dsn("owner"))
-    first = now - now % 10_000 - 30_000
-    with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
-        conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', %s)", (first,))
-        conn.execute("INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (1, %s)", (first,))
-        conn.execute(
-            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, misfire_policy,"
-            " next_due_at_ms, updated_at_ms, created_at_ms)"
-            " VALUES (1, 1, '*/10 * * * * *', 'catch_up', %s, %s, %s)",
-            (first + 20_000, first + 10_005, first - 500),
-        )
-        for at in (first, first + 10_000):
-            run = conn.execute(
-                "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id,"
-                " claim_token, created_at_ms) VALUES (1, 1, %s, 'old', gen_random_uuid(), %s)"
-                " RETURNING id",
-                (at, at + 5),
-            ).fetchone()
-            assert run is not None
-            attempt = conn.execute(
-                "INSERT INTO ql3.attempts (run_id, created_at_ms, updated_at_ms)"
-                " VALUES (%s, %s, %s) RETURNING id",
-                (run[0], at + 5, at + 5),
-            ).fetchone()
-            assert attempt is not None
-            for kind in ("run.admitted", "attempt.queued"):
-                conn.execute(
-                    "INSERT INTO ql3.events (run_id, attempt_id, kind, created_at_ms)"
-                    " VALUES (%s, %s, %s, %s)",
-                    (run[0], attempt[0], kind, at + 5),
-                )
-    _migrate_as_ql3_migrate_does(bare_db)
-    report = verify_history(bare_db.dsn("admin"))
-    assert report.ok, report.lines()
-    # Accounting starts at the cursor the schedule had at the upgrade.
-    assert (report.admitted, report.expected, report.missing) == (2, 0, 0)
-
-
-def test_upgrade_keeps_a_quarantined_schedule_accountable(
-    bare_db: Ql3Database, source: Path
-) -> None:
-    """A schedule quarantined under schema 3 gets a migrated revision; verify passes once fixed."""
-    for path in source.iterdir():
-        if not path.name.startswith(("0001_", "0002_", "0003_")):
-            path.unlink()
-    migrate(bare_db.dsn("owner"), source=source)
-    now = _now_ms(bare_db.dsn("owner"))
-    cursor = now - now % 60_000 + 60_000
-    with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
-        conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('bad', %s)", (now,))
-        conn.execute("INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (1, %s)", (now,))
-        # `R` passes the schema 3 shape CHECK; the dialect refuses it, so a replica quarantined it.
-        conn.execute(
-            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, misfire_policy,"
-            " next_due_at_ms, state, invalid_reason, invalidated_at_ms, updated_at_ms,"
-            " created_at_ms) VALUES (1, 1, 'R 9 * * *', 'skip', %s, 'invalid',"
-            " 'InvalidCronError: R', %s, %s, %s)",
-            (cursor, now, now, now),
-        )
-    _migrate_as_ql3_migrate_does(bare_db)
-    migrated = _rows(
-        bare_db.dsn("admin"),
-        "SELECT revision, reason, cron, first_cursor_ms, ended_at_ms FROM ql3.schedule_revisions",
-    )
-    assert migrated == [(1, "migrated", "R 9 * * *", cursor, None)]
-    quarantined = verify_history(bare_db.dsn("admin"))
-    assert [v.rule for v in quarantined.violations] == ["invalid_schedule"]
-    fixed = ScheduleDefinition(cron="0 9 * * *", timezone="UTC")
-    with ScheduleAdmin(bare_db.dsn("admin")) as admin:
-        admin.apply_schedules([ScheduleSpec(name="bad", definition=fixed)])
-    revisions = _rows(
-        bare_db.dsn("admin"),
-        "SELECT revision, reason, first_cursor_ms, end_cursor_ms, ended_at_ms IS NULL"
-        " FROM ql3.schedule_revisions ORDER BY revision",
-    )
-    assert [row[:2] for row in revisions] == [(1, "migrated"), (2, "replaced")]
-    # The unreadable revision ended where it began: it covers no occurrence to account for.
-    assert revisions[0][2:] == (cursor, cursor, False)
-    assert revisions[1][4] is True
-    report = verify_history(bare_db.dsn("admin"))
-    assert report.ok, report.lines()
-
-
-def _schema_3_database(database: Ql3Database, source: Path, zone_rules: str) -> int:
-    """Migrate to schema 3, record `zone_rules` as that schema did, add one schedule (its id)."""
-    for path in source.iterdir():
-        if not path.name.startswith(("0001_", "0002_", "0003_")):
-            path.unlink()
-    migrate(database.dsn("owner"), source=source)
-    now = _now_ms(database.dsn("owner"))
-    with psycopg.connect(database.dsn("owner"), autocommit=True) as conn:
-        conn.execute(
-            "INSERT INTO ql3.zone_rules (version, recorded_at_ms, recorded_by)"
-            " VALUES (%s, %s, 'old')",
-            (zone_rules, now),
-        )
-        conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', %s)", (now,))
-        conn.execute("INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (1, %s)", (now,))
-        row = conn.execute(
-            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, next_due_at_ms,"
-            " updated_at_ms, created_at_ms) VALUES (1, 1, '0 9 * * *', %s, %s, %s) RETURNING id",
-            (now - now % 86_400_000 + 86_400_000 + 9 * 3_600_000, now, now),
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-def test_upgrade_stores_the_data_of_the_recorded_version_when_this_node_has_it(
-    bare_db: Ql3Database, source: Path
-) -> None:
-    """Recorded version = this node's: `ql3 migrate` stores its data and everything works."""
-    _schema_3_database(bare_db, source, zone_rules_version())
-    migrate(bare_db.dsn("owner"))
-    stored = record_zone_rules(bare_db.dsn("owner"))
-    assert (stored.previous, stored.stored_zones > 500) == (zone_rules_version(), True)
-    (entry,) = read_zone_rule_history(bare_db.dsn("admin"))
-    assert (entry.version, entry.zones) == (zone_rules_version(), stored.stored_zones)
-    assert _rows(bare_db.dsn("admin"), "SELECT zone_rules_version FROM ql3.schedule_revisions") == [
-        (zone_rules_version(),)
-    ]
-    with ScheduleAdmin(bare_db.dsn("admin")) as admin:
-        admin.add_schedule("new", ScheduleDefinition(cron="0 9 * * *"))
-    report = verify_history(bare_db.dsn("admin"))
-    assert report.ok, report.lines()
-
-
-def test_upgrade_with_another_recorded_version_refuses_until_adopt(
-    bare_db: Ql3Database, source: Path
-) -> None:
-    """Recorded version without data: replicas, admin and verify refuse, then adopt cures it."""
-    schedule_id = _schema_3_database(bare_db, source, "1999z")
-    migrate(bare_db.dsn("owner"))
-    kept = record_zone_rules(bare_db.dsn("owner"))
-    assert (kept.previous, kept.stored_zones) == ("1999z", 0)
-    with PostgresScheduleRepository(bare_db.dsn("runtime")) as repo:
-        check = repo.read_cluster_state().zone_rules
-        assert (check.agrees, check.recorded_version) == (False, "1999z")
-        assert check.problem is not None
-        assert "no rule data for tzdata 1999z" in check.problem
-    with (
-        ScheduleAdmin(bare_db.dsn("admin")) as admin,
-        pytest.raises(ZoneRulesUnavailableError, match="ql3 zone-rules adopt") as refused,
-    ):
-        admin.add_schedule("new", ScheduleDefinition(cron="0 9 * * *"))
-    assert "tzdata 1999z" in str(refused.value)
-    assert f"tzdata {zone_rules_version()}" in str(refused.value)
-    with pytest.raises(ZoneRulesUnavailableError, match="1999z"):
-        verify_history(bare_db.dsn("admin"))
-    change = adopt_zone_rules(bare_db.dsn("admin"))
-    # Nothing tells which zones changed: every cursor is placed anew under the new rules.
-    assert (change.previous, change.old_rules_known) == ("1999z", False)
-    assert [move.schedule_id for move in change.moves] == [schedule_id]
-    assert [row.version for row in read_zone_rule_history(bare_db.dsn("admin"))] == [
-        "1999z",
-        zone_rules_version(),
-    ]
-    with PostgresScheduleRepository(bare_db.dsn("runtime")) as repo:
-        command = ClaimClusterScheduleCommand(owner_id="new", claim_token=uuid.uuid4())
-        assert repo.claim_round(command, 16).zone_rules.agrees
-    report = verify_history(bare_db.dsn("admin"))
-    assert report.ok, report.lines()

@@ -1,10 +1,11 @@
 """The least-privilege matrix of DESIGN §11, proven with real login users over TCP and SCRAM.
 
-One table of expectations (`ALLOWED`) drives every probe: each role x each table x SELECT / INSERT
-/ UPDATE of each column group / DELETE / TRUNCATE. A probe runs as the role's login user inside a
-transaction that is always rolled back; it must either touch exactly the rows it aims at or fail
-with `InsufficientPrivilege`, as designed. "public" is a login user in no QL3 group that was
-explicitly allowed to connect: it must be refused everything in schema ql3.
+One table of expectations (`ALLOWED` in role_grants.py) drives every probe: each role x each
+table x SELECT / INSERT / UPDATE of each column group / DELETE / TRUNCATE. A probe runs as the
+role's login user inside a transaction that is always rolled back; it must either touch exactly
+the rows it aims at or fail with `InsufficientPrivilege`, as designed. "public" is a login user
+in no QL3 group that was explicitly allowed to connect: it must be refused everything in schema
+ql3.
 """
 
 from __future__ import annotations
@@ -18,240 +19,13 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 from ql3_cluster_postgres import ROLE_NAMES, create_login_user
 from ql3_testkit import Ql3Database, ThrowawayCluster, drop_database, prepare_ql3_database
+from role_grants import ALLOWED, PROBES, PUBLIC, ROLES, allowed
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-PUBLIC: Final = "public"
-ROLES: Final = (*ROLE_NAMES, PUBLIC)
 NOGROUP_USER: Final = "ql3_login_nogroup"
 NOGROUP_PASSWORD: Final = uuid.uuid4().hex
-
-# table -> probe -> SQL. UPDATEs assign columns to themselves (or a valid constant) on real rows;
-# DELETEs target real rows without dependents; INSERTs write valid new rows.
-PROBES: Final[dict[str, dict[str, str]]] = {
-    "tasks": {
-        "select": "SELECT * FROM ql3.tasks",
-        "insert": "INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('probe', 0)",
-        "update:definition": "UPDATE ql3.tasks SET name = name, payload_template = '{}'"
-        " WHERE id = %(task)s",
-        "update:execution": "UPDATE ql3.tasks SET command = 'true', max_attempts = max_attempts,"
-        " timeout_ms = timeout_ms, retry_backoff_ms = retry_backoff_ms WHERE id = %(task)s",
-        "update:identity": "UPDATE ql3.tasks SET created_at_ms = created_at_ms WHERE id = %(task)s",
-        "delete": "DELETE FROM ql3.tasks WHERE id = %(lonely_task)s",
-        "truncate": "TRUNCATE ql3.tasks CASCADE",
-    },
-    "triggers": {
-        "select": "SELECT * FROM ql3.triggers",
-        "insert": "INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (%(task)s, 0)",
-        "update:definition": "UPDATE ql3.triggers SET enabled = false WHERE id = %(trigger)s",
-        "update:identity": "UPDATE ql3.triggers SET task_id = task_id, kind = kind,"
-        " created_at_ms = created_at_ms WHERE id = %(trigger)s",
-        "delete": "DELETE FROM ql3.triggers WHERE id = %(spare_trigger)s",
-        "truncate": "TRUNCATE ql3.triggers CASCADE",
-    },
-    "trigger_schedules": {
-        "select": "SELECT * FROM ql3.trigger_schedules",
-        "insert:definition": "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron,"
-        " next_due_at_ms, updated_at_ms, created_at_ms)"
-        " VALUES (%(spare_trigger)s, %(task)s, '* * * * *', 0, 0, 0)",
-        "insert:claim": "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron,"
-        " next_due_at_ms, claim_owner_id, claim_token, claim_expires_at_ms, updated_at_ms,"
-        " created_at_ms) VALUES (%(spare_trigger)s, %(task)s, '* * * * *', 0, 'probe',"
-        " gen_random_uuid(), 1000, 0, 0)",
-        "update:definition": "UPDATE ql3.trigger_schedules SET cron = cron, timezone = timezone,"
-        " misfire_policy = misfire_policy, misfire_grace_ms = misfire_grace_ms,"
-        " start_at_ms = start_at_ms, end_at_ms = end_at_ms WHERE id = %(schedule)s",
-        "update:cursor": "UPDATE ql3.trigger_schedules SET state = state,"
-        " next_due_at_ms = next_due_at_ms, version = version + 1, updated_at_ms = updated_at_ms"
-        " WHERE id = %(schedule)s",
-        "update:claim": "UPDATE ql3.trigger_schedules SET claim_owner_id = claim_owner_id,"
-        " claim_token = claim_token, claim_expires_at_ms = claim_expires_at_ms"
-        " WHERE id = %(schedule)s",
-        "update:quarantine": "UPDATE ql3.trigger_schedules SET invalid_reason = invalid_reason,"
-        " invalidated_at_ms = invalidated_at_ms WHERE id = %(schedule)s",
-        "update:identity": "UPDATE ql3.trigger_schedules SET trigger_id = trigger_id,"
-        " task_id = task_id, created_at_ms = created_at_ms WHERE id = %(schedule)s",
-        "delete": "DELETE FROM ql3.trigger_schedules WHERE id = %(schedule)s",
-        "truncate": "TRUNCATE ql3.trigger_schedules",
-    },
-    "runs": {
-        "select": "SELECT * FROM ql3.runs",
-        "insert": "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id,"
-        " claim_token, created_at_ms)"
-        " VALUES (%(schedule)s, %(task)s, 5, 'probe', gen_random_uuid(), 5)",
-        "update:all": "UPDATE ql3.runs SET schedule_id = schedule_id, task_id = task_id,"
-        " scheduled_for_ms = scheduled_for_ms, owner_id = owner_id, claim_token = claim_token,"
-        " created_at_ms = created_at_ms WHERE id = %(run)s",
-        "delete": "DELETE FROM ql3.runs WHERE id = %(run)s",
-        "truncate": "TRUNCATE ql3.runs",
-    },
-    "attempts": {
-        "select": "SELECT * FROM ql3.attempts",
-        # A successor as a worker queues it (the seeded attempt ended first: one live per run).
-        "insert": "INSERT INTO ql3.attempts (run_id, attempt_number, state, not_before_ms,"
-        " created_at_ms, updated_at_ms) VALUES (%(run)s, 2, 'failed', 0, 0, 0)",
-        "insert:lease": "INSERT INTO ql3.attempts (run_id, attempt_number, state, worker_id,"
-        " lease_token, started_at_ms, lease_expires_at_ms, created_at_ms, updated_at_ms)"
-        " VALUES (%(run)s, 3, 'failed', 'probe', NULL, 0, NULL, 0, 0)",
-        "update:state": "UPDATE ql3.attempts SET state = 'running', updated_at_ms = updated_at_ms,"
-        " worker_id = 'probe', worker_login = 'probe', lease_token = %(probe_token)s,"
-        " taken_lease_token = %(probe_token)s, started_at_ms = 1, lease_expires_at_ms = 2"
-        " WHERE id = %(attempt)s",
-        "update:outcome": "UPDATE ql3.attempts SET exit_code = exit_code,"
-        " output_tail = output_tail, finished_at_ms = finished_at_ms WHERE id = %(attempt)s",
-        "update:holder": "UPDATE ql3.attempts SET worker_login = worker_login,"
-        " taken_lease_token = taken_lease_token WHERE id = %(attempt)s",
-        "update:identity": "UPDATE ql3.attempts SET run_id = run_id,"
-        " attempt_number = attempt_number, created_at_ms = created_at_ms,"
-        " not_before_ms = not_before_ms WHERE id = %(attempt)s",
-        "delete": "DELETE FROM ql3.attempts WHERE id = %(attempt)s",
-        "truncate": "TRUNCATE ql3.attempts",
-    },
-    "events": {
-        "select": "SELECT * FROM ql3.events",
-        "insert": "INSERT INTO ql3.events (run_id, attempt_id, kind, created_at_ms)"
-        " VALUES (%(run)s, %(attempt)s, 'probe', 0)",
-        "update:all": "UPDATE ql3.events SET run_id = run_id, attempt_id = attempt_id,"
-        " kind = kind, payload = payload, created_at_ms = created_at_ms WHERE id = %(event)s",
-        "delete": "DELETE FROM ql3.events WHERE id = %(event)s",
-        "truncate": "TRUNCATE ql3.events",
-    },
-    # One row, recorded when the template was migrated (prepare_ql3_database).
-    "zone_rules": {
-        "select": "SELECT * FROM ql3.zone_rules",
-        "upsert": "INSERT INTO ql3.zone_rules (version, recorded_at_ms, recorded_by)"
-        " VALUES ('probe', 0, 'probe') ON CONFLICT (singleton) DO UPDATE"
-        " SET version = excluded.version, recorded_at_ms = excluded.recorded_at_ms,"
-        " recorded_by = excluded.recorded_by",
-        "update:rules": "UPDATE ql3.zone_rules SET version = version,"
-        " recorded_at_ms = recorded_at_ms, recorded_by = recorded_by",
-        "update:identity": "UPDATE ql3.zone_rules SET singleton = singleton",
-        # What a commit does to order itself with an adopt (migrations/0006).
-        "lock": "SELECT version FROM ql3.zone_rules FOR KEY SHARE",
-        "delete": "DELETE FROM ql3.zone_rules",
-        "truncate": "TRUNCATE ql3.zone_rules",
-    },
-    # The seed stores a version 'seed' (zone UTC) and supersedes every history row, so that a
-    # probe may insert the one current row.
-    "zone_rule_data": {
-        "select": "SELECT * FROM ql3.zone_rule_data",
-        "insert": "INSERT INTO ql3.zone_rule_data (version, zone, tzif)"
-        " SELECT 'seed', 'Etc/UTC', tzif FROM ql3.zone_rule_data"
-        " WHERE version = 'seed' AND zone = 'UTC'",
-        "update:all": "UPDATE ql3.zone_rule_data SET version = version, zone = zone, tzif = tzif"
-        " WHERE version = 'seed' AND zone = 'UTC'",
-        "delete": "DELETE FROM ql3.zone_rule_data WHERE version = 'seed' AND zone = 'UTC'",
-        "truncate": "TRUNCATE ql3.zone_rule_data",
-    },
-    "zone_rule_versions": {
-        "select": "SELECT * FROM ql3.zone_rule_versions",
-        "insert": "INSERT INTO ql3.zone_rule_versions (version, took_effect_at_ms, recorded_by)"
-        " VALUES ('probe', 5, 'probe')",
-        "update:superseded": "UPDATE ql3.zone_rule_versions SET superseded_at_ms ="
-        " superseded_at_ms WHERE seq = %(zone_version)s",
-        "update:identity": "UPDATE ql3.zone_rule_versions SET version = version,"
-        " took_effect_at_ms = took_effect_at_ms, recorded_by = recorded_by"
-        " WHERE seq = %(zone_version)s",
-        "delete": "DELETE FROM ql3.zone_rule_versions WHERE seq = %(zone_version)s",
-        "truncate": "TRUNCATE ql3.zone_rule_versions",
-    },
-    "skipped_occurrences": {
-        "select": "SELECT * FROM ql3.skipped_occurrences",
-        "insert": "INSERT INTO ql3.skipped_occurrences (schedule_id, first_skipped_ms,"
-        " last_skipped_ms, skipped_count, misfire_policy, claim_acquired_at_ms, owner_id,"
-        " claim_token, created_at_ms)"
-        " VALUES (%(schedule)s, 1, 1, 1, 'skip', 2, 'probe', gen_random_uuid(), 2)",
-        "insert:zone_rules": "INSERT INTO ql3.skipped_occurrences (schedule_id,"
-        " first_skipped_ms, last_skipped_ms, skipped_count, reason, zone_rules_from,"
-        " zone_rules_to, created_at_ms)"
-        " VALUES (%(schedule)s, 1, 1, 1, 'zone_rules_changed', 'old', 'new', 2)",
-        "update:all": "UPDATE ql3.skipped_occurrences SET schedule_id = schedule_id,"
-        " first_skipped_ms = first_skipped_ms, last_skipped_ms = last_skipped_ms,"
-        " skipped_count = skipped_count, misfire_policy = misfire_policy,"
-        " claim_acquired_at_ms = claim_acquired_at_ms, owner_id = owner_id,"
-        " claim_token = claim_token, created_at_ms = created_at_ms WHERE id = %(skip)s",
-        "delete": "DELETE FROM ql3.skipped_occurrences WHERE id = %(skip)s",
-        "truncate": "TRUNCATE ql3.skipped_occurrences",
-    },
-    "schedule_revisions": {
-        "select": "SELECT * FROM ql3.schedule_revisions",
-        "insert": "INSERT INTO ql3.schedule_revisions (schedule_id, revision, reason, cron,"
-        " timezone, misfire_policy, misfire_grace_ms, first_cursor_ms, created_at_ms)"
-        " VALUES (%(schedule)s, 2, 'redefined', '* * * * *', 'UTC', 'fire_once', 0, 0, 0)",
-        "update:end": "UPDATE ql3.schedule_revisions SET end_cursor_ms = end_cursor_ms,"
-        " ended_at_ms = ended_at_ms WHERE schedule_id = %(schedule)s AND revision = 1",
-        "update:definition": "UPDATE ql3.schedule_revisions SET reason = reason, cron = cron,"
-        " timezone = timezone, misfire_policy = misfire_policy,"
-        " misfire_grace_ms = misfire_grace_ms, start_at_ms = start_at_ms,"
-        " end_at_ms = end_at_ms, first_cursor_ms = first_cursor_ms,"
-        " placed_after_ms = placed_after_ms, created_at_ms = created_at_ms"
-        " WHERE schedule_id = %(schedule)s AND revision = 1",
-        "delete": "DELETE FROM ql3.schedule_revisions WHERE schedule_id = %(schedule)s",
-        "truncate": "TRUNCATE ql3.schedule_revisions",
-    },
-    "schema_migrations": {
-        "select": "SELECT * FROM ql3.schema_migrations",
-        "insert": "INSERT INTO ql3.schema_migrations (name, version, sha256, applied_at_ms)"
-        " VALUES ('9999_probe.sql', 9999, repeat('0', 64), 0)",
-        "update:all": "UPDATE ql3.schema_migrations SET name = name, version = version,"
-        " sha256 = sha256, applied_at_ms = applied_at_ms WHERE version = 1",
-        "delete": "DELETE FROM ql3.schema_migrations WHERE version = 1",
-        "truncate": "TRUNCATE ql3.schema_migrations",
-    },
-}
-
-_READERS = frozenset({"owner", "admin", "runtime", "worker_ingress"})
-# The design (migrations 0002 to 0007): (table, probe) -> roles allowed.
-# Anything absent is allowed to the owner only. ql3_worker_ingress reads attempts and events but
-# writes them only through its functions (test_worker_fences.py probes those).
-ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
-    ("tasks", "select"): _READERS,
-    ("tasks", "insert"): frozenset({"owner", "admin"}),
-    ("tasks", "update:definition"): frozenset({"owner", "admin"}),
-    ("tasks", "update:execution"): frozenset({"owner", "admin"}),
-    ("triggers", "select"): frozenset({"owner", "admin", "runtime"}),
-    ("triggers", "insert"): frozenset({"owner", "admin"}),
-    ("triggers", "update:definition"): frozenset({"owner", "admin"}),
-    ("trigger_schedules", "select"): frozenset({"owner", "admin", "runtime"}),
-    ("trigger_schedules", "insert:definition"): frozenset({"owner", "admin"}),
-    ("trigger_schedules", "update:definition"): frozenset({"owner", "admin"}),
-    ("trigger_schedules", "update:cursor"): frozenset({"owner", "admin", "runtime"}),
-    ("trigger_schedules", "update:claim"): frozenset({"owner", "runtime"}),
-    ("trigger_schedules", "update:quarantine"): frozenset({"owner", "admin", "runtime"}),
-    ("runs", "select"): _READERS,
-    ("runs", "insert"): frozenset({"owner", "runtime"}),
-    ("attempts", "select"): _READERS,
-    ("attempts", "insert"): frozenset({"owner", "runtime"}),
-    ("attempts", "insert:lease"): frozenset({"owner", "runtime"}),
-    ("events", "select"): _READERS,
-    ("events", "insert"): frozenset({"owner", "runtime"}),
-    ("skipped_occurrences", "select"): frozenset({"owner", "admin", "runtime"}),
-    ("skipped_occurrences", "insert"): frozenset({"owner", "runtime"}),
-    # An adopt's records of what the old zone rules had due; the runtime may not name versions.
-    ("skipped_occurrences", "insert:zone_rules"): frozenset({"owner", "admin"}),
-    ("schedule_revisions", "select"): frozenset({"owner", "admin"}),
-    ("schedule_revisions", "insert"): frozenset({"owner", "admin"}),
-    ("schedule_revisions", "update:end"): frozenset({"owner", "admin"}),
-    ("schema_migrations", "select"): _READERS,
-    ("zone_rules", "select"): frozenset({"owner", "admin", "runtime"}),
-    ("zone_rules", "upsert"): frozenset({"owner", "admin"}),
-    ("zone_rules", "update:rules"): frozenset({"owner", "admin"}),
-    # The runtime's only write privilege here (`singleton`, whose one allowed value it holds) is
-    # what PostgreSQL asks for the FOR KEY SHARE lock a commit takes.
-    ("zone_rules", "update:identity"): frozenset({"owner", "runtime"}),
-    ("zone_rules", "lock"): frozenset({"owner", "admin", "runtime"}),
-    ("zone_rule_data", "select"): frozenset({"owner", "admin", "runtime"}),
-    ("zone_rule_data", "insert"): frozenset({"owner", "admin"}),
-    ("zone_rule_versions", "select"): frozenset({"owner", "admin", "runtime"}),
-    ("zone_rule_versions", "insert"): frozenset({"owner", "admin"}),
-    ("zone_rule_versions", "update:superseded"): frozenset({"owner", "admin"}),
-}
-
-
-def _allowed(table: str, probe: str) -> frozenset[str]:
-    return ALLOWED.get((table, probe), frozenset({"owner"}))
-
 
 CASES: Final = [
     pytest.param(role, table, probe, id=f"{role}-{table}-{probe}")
@@ -386,7 +160,7 @@ def test_role_matrix(
     row = conn.execute("SELECT current_user").fetchone()
     assert row is not None
     assert row[0] == (NOGROUP_USER if role == PUBLIC else f"ql3_login_{role}")
-    if role in _allowed(table, probe):
+    if role in allowed(table, probe):
         with conn.transaction(force_rollback=True):
             cursor = conn.execute(query, seed_ids)
             if not probe.startswith(("select", "truncate")):
