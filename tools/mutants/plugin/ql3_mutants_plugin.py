@@ -28,6 +28,7 @@ unknown `QL3_*` variables, and they inherit the environment):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -39,7 +40,7 @@ from _pytest import raises as _raises
 from _pytest.outcomes import Failed
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Mapping
+    from collections.abc import Callable, Generator, Iterator, Mapping
     from types import TracebackType
 
     from _pytest.reports import CollectReport, TestReport
@@ -183,30 +184,28 @@ if VERDICT:
     ) -> Generator[None, object, object]:
         """Arm a watchdog at twice pytest-timeout's bound for the whole test (all its phases)."""
         del nextitem
-        bound_s = 2 * float(str(item.config.getini("timeout") or 0))
-        watchdog = threading.Timer(bound_s, _hung, (item, bound_s)) if bound_s else None
-        if watchdog is not None:
-            watchdog.daemon = True
-            watchdog.start()
-        try:
+        with _watchdog(item):
             return (yield)
-        finally:
-            if watchdog is not None:
-                watchdog.cancel()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_collection(session: pytest.Session) -> Generator[None, object, object]:
         """Arm the same watchdog over collection: a test module may call the mutant at import."""
-        bound_s = 2 * float(str(session.config.getini("timeout") or 0))
-        watchdog = threading.Timer(bound_s, _hung, (session, bound_s)) if bound_s else None
-        if watchdog is not None:
-            watchdog.daemon = True
-            watchdog.start()
-        try:
+        with _watchdog(session):
             return (yield)
+
+    @contextlib.contextmanager
+    def _watchdog(node: pytest.Item | pytest.Session) -> Iterator[None]:
+        """Within the block, a timer at twice pytest-timeout's bound ends a hung process."""
+        bound_s = 2 * float(str(node.config.getini("timeout") or 0))
+        timer = threading.Timer(bound_s, _hung, (node, bound_s)) if bound_s else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
+        try:
+            yield
         finally:
-            if watchdog is not None:
-                watchdog.cancel()
+            if timer is not None:
+                timer.cancel()
 
     def _hung(node: pytest.Item | pytest.Session, bound_s: float) -> None:
         """Record the hung test as a `timeout` and end the process: nothing else will end it."""
