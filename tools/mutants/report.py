@@ -244,6 +244,19 @@ def evidence_block(
             " selection that ran no test is `untested`, never `survived`."
         ),
         "",
+        (
+            "A module too large to run whole in one sitting (each mutant is a wheel build, an"
+            " install and its tests: 20 s to several minutes) is run as a uniform sample:"
+            " `--module M --per-module N` takes M's next N mutants in the seeded order (a hash"
+            " of the sample seed and the id, the order the CI sample takes too), passing over"
+            " those judged in the `--keep` records, and the modules take turns so a run stopped"
+            " by `--minutes` leaves a prefix of each. Such a module's last column is the Wilson"
+            " lower bound of its score over the prefix of that order that ran; the goal row"
+            " weighs each goal module's bound (or exact score, where it ran whole) by its"
+            " generated count, with each sampled module's bound taken at 95 % / k for the k"
+            " sampled modules, so that the combined bound holds at 95 %."
+        ),
+        "",
         "### Named mutants",
         "",
         (
