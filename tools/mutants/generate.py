@@ -35,6 +35,8 @@ class Config:
     suites: tuple[str, ...]
     test_timeout_s: int
     mutant_timeout_s: int
+    selection_floor_s: int
+    selection_factor: float
     sample_size: int
     sample_seed: str
 
@@ -60,6 +62,8 @@ def load_config(path: Path = CONFIG) -> Config:
         suites=tuple(data["suites"]["folders"]),
         test_timeout_s=int(data["run"]["test-timeout-s"]),
         mutant_timeout_s=int(data["run"]["mutant-timeout-s"]),
+        selection_floor_s=int(data["run"]["selection-floor-s"]),
+        selection_factor=float(data["run"]["selection-factor"]),
         sample_size=int(data["sample"]["size"]),
         sample_seed=str(data["sample"]["seed"]),
     )

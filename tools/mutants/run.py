@@ -39,14 +39,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import catalog
+import choose
 import generate
 import report
 import selection
 from execute import Outcome, Wheels, judge, pytest_command, run_pytest
 from model import ROOT, VALID, Mutant, Verdict, describe
+
+if TYPE_CHECKING:
+    import catalog
 
 DOCS = ROOT / "docs"
 
@@ -113,8 +116,24 @@ def control(tests: list[str], config: generate.Config, suites: tuple[str, ...]) 
     return not outcome.findings and outcome.tests_run > 0
 
 
+def selection_budget(
+    tests: list[str], test_map: selection.TestMap, config: generate.Config
+) -> float:
+    """Return the bound of one mutant's selection: a multiple of its unmutated time, capped.
+
+    A mutant that loops forever (at import, where pytest-timeout is not armed yet, or in every
+    test) would otherwise hold the run for the whole ceiling; one that only slows the tests
+    down by less than the factor still gets judged by its assertions.
+    """
+    mapped = sum(test_map.duration(test) for test in tests)
+    return min(
+        float(config.mutant_timeout_s),
+        config.selection_floor_s + config.selection_factor * mapped,
+    )
+
+
 def run_generated(
-    mutant: Mutant, tests: list[str], wheels: Wheels, config: generate.Config
+    mutant: Mutant, tests: list[str], wheels: Wheels, config: generate.Config, budget_s: float
 ) -> tuple[Mutant, Outcome]:
     """Realize, build, install and judge one generated mutant; restore its package."""
     mutant = generate.realize(mutant)
@@ -128,7 +147,7 @@ def run_generated(
     except subprocess.CalledProcessError as exc:
         return mutant, Outcome(Verdict.INVALID, f"build failed: {str(exc.stderr)[-200:]}")
     try:
-        return mutant, judge(tests, config.suites, config.test_timeout_s, config.mutant_timeout_s)
+        return mutant, judge(tests, config.suites, config.test_timeout_s, budget_s)
     finally:
         wheels.restore(mutant.package)
 
@@ -153,81 +172,6 @@ def run_named(entries: list[catalog.Named], wheels: Wheels) -> list[str]:
             f" {outcome.verdict.value} | {report._cell(judged)} | {outcome.seconds:.0f} |"  # noqa: SLF001
         )
     return rows
-
-
-def pick(args: argparse.Namespace) -> list[catalog.Named]:
-    """Return the named mutants to run: those of `--named`, or the whole catalog."""
-    entries = catalog.load()
-    if not args.named:
-        return entries
-    unknown = set(args.named) - {entry.name for entry in entries}
-    if unknown:
-        raise SystemExit(f"mutants: no named mutant {sorted(unknown)} in catalog.toml")
-    return [entry for entry in entries if entry.name in set(args.named)]
-
-
-def choose(args: argparse.Namespace, config: generate.Config) -> tuple[list[Mutant], str]:
-    """Return the mutants to run and a sentence saying which they are."""
-    if args.named:
-        return [], f"no generated mutant; named: {', '.join(args.named)}"
-    every = generate.generate_all(config)
-    total = f"{len(every)} generated"
-    if args.id:
-        chosen = [m for m in every if m.id in set(args.id)]
-        return chosen, f"{len(chosen)} chosen by id of {total}"
-    if args.module and args.per_module:
-        return per_module(args, every, config), (
-            f"the next {args.per_module} of each of {', '.join(args.module)} in the seeded order"
-            f" (a uniform sample) of {total}"
-        )
-    if args.module:
-        order = {name: position for position, name in enumerate(args.module)}
-        chosen = sorted((m for m in every if m.module in order), key=lambda m: order[m.module])
-        if args.limit:
-            chosen = chosen[: args.limit]
-        return chosen, f"the mutants of {', '.join(args.module)}: {len(chosen)} of {total}"
-    if args.all:
-        return every, f"every mutant: {total}"
-    chosen = generate.sample(every, config)
-    return chosen, f"the CI sample: {len(chosen)} of {total}"
-
-
-def seeded_ids(config: generate.Config) -> dict[str, list[str]]:
-    """Return module -> the ids of every mutant generated for it, in the seeded order."""
-    every = generate.generate_all(config)
-    modules = {m.module for m in every}
-    return {
-        module: [
-            m.id for m in generate.seeded_order([m for m in every if m.module == module], config)
-        ]
-        for module in modules
-    }
-
-
-def per_module(
-    args: argparse.Namespace, every: list[Mutant], config: generate.Config
-) -> list[Mutant]:
-    """Return, for each `--module`, its next `--per-module` mutants in the seeded order.
-
-    Those already judged in a `--keep` record are passed over, so a module is sampled in
-    growing prefixes of one uniform order across several runs (the report's lower bound needs
-    a prefix with no gap). The modules take turns, so `--minutes` stops every one at a prefix.
-    """
-    judged = {
-        item["id"] for path in args.keep or [] for item in json.loads(path.read_text())["rows"]
-    }
-    queues = [
-        [m for m in generate.seeded_order([m for m in every if m.module == module], config)
-         if m.id not in judged][: args.per_module]
-        for module in args.module
-    ]  # fmt: skip
-    # Round-robin over the modules: a run stopped by --minutes leaves a prefix of each.
-    return [
-        queue[i]
-        for i in range(max(map(len, queues), default=0))
-        for queue in queues
-        if i < len(queue)
-    ]
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -275,25 +219,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def stale_ids(selected: dict[str, list[str]], named: list[catalog.Named]) -> list[str]:
-    """Return the test ids to be run that no longer exist, printed loudly when there are any."""
-    wanted = {t for tests in selected.values() for t in tests}
-    wanted |= {t for entry in named for t in entry.tests}
-    stale = selection.stale(sorted(wanted))
-    if stale:
-        print(
-            f"mutants: the test map is stale: {len(stale)} selected test ids no longer exist"
-            " (run `nox -s mutants -- --map-only` to map anew):\n  " + "\n  ".join(stale),
-            flush=True,
-        )
-    return stale
-
-
 def run_chosen(
     chosen: list[Mutant],
     selected: dict[str, list[str]],
     wheels: Wheels,
     config: generate.Config,
+    test_map: selection.TestMap,
+    *,
     minutes: float | None,
 ) -> tuple[list[report.Row], str]:
     """Run the chosen mutants in order; return their rows and why the run stopped early, if so."""
@@ -303,7 +235,9 @@ def run_chosen(
     for number, generated in enumerate(chosen, 1):
         if minutes and time.monotonic() - started > minutes * 60:
             return rows, f"; stopped by --minutes {minutes:g} after {number - 1} mutants"
-        mutant, outcome = run_generated(generated, selected[generated.id], wheels, config)
+        tests = selected[generated.id]
+        budget = selection_budget(tests, test_map, config)
+        mutant, outcome = run_generated(generated, tests, wheels, config, budget)
         if outcome.verdict is Verdict.CAUGHT and not passes_unmutated(
             outcome.reason, judges, config
         ):
@@ -327,41 +261,13 @@ def run_chosen(
     return rows, ""
 
 
-def keep(
-    earlier: list[Path], rows: list[report.Row], described: str
-) -> tuple[list[report.Row], str, list[str]]:
-    """Merge this run's rows into earlier runs' (their `--out` records), in the earlier order.
-
-    For a long run done in parts, or the survivors of a run judged again once new tests exist:
-    a mutant run now replaces its earlier row, the others are reported as they were, and the
-    selection sentence says what each part was and against which commit it ran. The named
-    mutants' rows of the last record that ran them come along (for a run that does not).
-    """
-    records = [json.loads(path.read_text()) for path in earlier]
-    fresh = {row.id: row for row in rows}
-    latest: dict[str, dict[str, Any]] = {}
-    for record in records:  # a later record's verdict of a mutant replaces an earlier one's
-        latest.update({item["id"]: item for item in record["rows"]})
-    kept = [
-        report.Row(**{**item, "verdict": Verdict(item["verdict"])})
-        for item in latest.values()
-        if item["id"] not in fresh
-    ]
-    order = {mutant: index for index, mutant in enumerate(latest)}
-    merged = sorted([*kept, *rows], key=lambda row: order.get(row.id, len(order)))
-    parts = "; ".join(f"{r['selection']} (against `{r['commit']}`)" for r in records)
-    sentence = f"{parts}; then {described}, whose {len(rows)} verdicts replace the earlier ones"
-    named: list[str] = next((r["named"] for r in reversed(records) if r.get("named")), [])
-    return merged, sentence, named
-
-
 def main(argv: list[str] | None = None) -> int:
     """Map (if asked), check the map, run the chosen mutants and the named ones, report."""
     args = parse(argv)
     built_from = commit()  # the wheels are built from the tree as it is now, not as it ends
     config = generate.load_config()
     equivalents = report.load_equivalents()
-    chosen, described = choose(args, config)
+    chosen, described = choose.choose(args, config)
     print(f"mutants: {described}", flush=True)
     mapping = args.all or args.map or args.map_only
     wheels = Wheels() if mapping else None
@@ -372,20 +278,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     selected = {m.id: test_map.select(m) for m in chosen}
     partial = (args.id or args.module) and not args.report
-    named_entries = [] if args.no_named or partial else pick(args)
-    if stale_ids(selected, named_entries):
+    named_entries = [] if args.no_named or partial else choose.pick(args)
+    if choose.stale_ids(selected, named_entries):
         return 2
     if wheels is None:
         wheels = Wheels()
         wheels.restore()
-    rows, stopped = run_chosen(chosen, selected, wheels, config, args.minutes)
+    rows, stopped = run_chosen(chosen, selected, wheels, config, test_map, minutes=args.minutes)
     named = run_named(named_entries, wheels) if named_entries else []
     wheels.restore()
     options = " ".join(a for a in (argv or sys.argv[1:]) if not a.startswith("--evidence"))
     options = options.replace(str(args.evidence), "").strip()
     described += stopped
     if args.keep:
-        rows, described, earlier_named = keep(args.keep, rows, described)
+        rows, described, earlier_named = choose.keep(args.keep, rows, described)
         named = named or earlier_named
     context = {
         "command": f"nox -s mutants -- {options}" if options else "nox -s mutants",
@@ -395,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         "goal": ",".join(config.goal_modules),
         "percent": str(config.goal_percent),
     }
-    order = seeded_ids(config)
+    order = choose.seeded_ids(config)
     if args.all or args.report:
         (DOCS / "MUTANTS.md").write_text(report.mutants_page(rows, equivalents, context, order))
         report.write_block(

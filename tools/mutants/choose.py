@@ -1,0 +1,141 @@
+"""Which mutants a run takes, and how earlier runs' records are merged with this one.
+
+By id, by module (in file order or as a seeded sample), the CI sample, the named ones.
+
+Kept apart from `run.py` (which builds, installs and judges) so the choice can be read, and
+changed, without the machinery that executes it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import catalog
+import generate
+import report
+import selection
+from model import Verdict
+
+if TYPE_CHECKING:
+    import argparse
+    from pathlib import Path
+
+    from model import Mutant
+
+
+def pick(args: argparse.Namespace) -> list[catalog.Named]:
+    """Return the named mutants to run: those of `--named`, or the whole catalog."""
+    entries = catalog.load()
+    if not args.named:
+        return entries
+    unknown = set(args.named) - {entry.name for entry in entries}
+    if unknown:
+        raise SystemExit(f"mutants: no named mutant {sorted(unknown)} in catalog.toml")
+    return [entry for entry in entries if entry.name in set(args.named)]
+
+
+def choose(args: argparse.Namespace, config: generate.Config) -> tuple[list[Mutant], str]:
+    """Return the mutants to run and a sentence saying which they are."""
+    if args.named:
+        return [], f"no generated mutant; named: {', '.join(args.named)}"
+    every = generate.generate_all(config)
+    total = f"{len(every)} generated"
+    if args.id:
+        chosen = [m for m in every if m.id in set(args.id)]
+        return chosen, f"{len(chosen)} chosen by id of {total}"
+    if args.module and args.per_module:
+        return per_module(args, every, config), (
+            f"the next {args.per_module} of each of {', '.join(args.module)} in the seeded order"
+            f" (a uniform sample) of {total}"
+        )
+    if args.module:
+        order = {name: position for position, name in enumerate(args.module)}
+        chosen = sorted((m for m in every if m.module in order), key=lambda m: order[m.module])
+        if args.limit:
+            chosen = chosen[: args.limit]
+        return chosen, f"the mutants of {', '.join(args.module)}: {len(chosen)} of {total}"
+    if args.all:
+        return every, f"every mutant: {total}"
+    chosen = generate.sample(every, config)
+    return chosen, f"the CI sample: {len(chosen)} of {total}"
+
+
+def seeded_ids(config: generate.Config) -> dict[str, list[str]]:
+    """Return module -> the ids of every mutant generated for it, in the seeded order."""
+    every = generate.generate_all(config)
+    modules = {m.module for m in every}
+    return {
+        module: [
+            m.id for m in generate.seeded_order([m for m in every if m.module == module], config)
+        ]
+        for module in modules
+    }
+
+
+def per_module(
+    args: argparse.Namespace, every: list[Mutant], config: generate.Config
+) -> list[Mutant]:
+    """Return, for each `--module`, its next `--per-module` mutants in the seeded order.
+
+    Those already judged in a `--keep` record are passed over, so a module is sampled in
+    growing prefixes of one uniform order across several runs (the report's lower bound needs
+    a prefix with no gap). The modules take turns, so `--minutes` stops every one at a prefix.
+    """
+    judged = {
+        item["id"] for path in args.keep or [] for item in json.loads(path.read_text())["rows"]
+    }
+    queues = [
+        [m for m in generate.seeded_order([m for m in every if m.module == module], config)
+         if m.id not in judged][: args.per_module]
+        for module in args.module
+    ]  # fmt: skip
+    # Round-robin over the modules: a run stopped by --minutes leaves a prefix of each.
+    return [
+        queue[i]
+        for i in range(max(map(len, queues), default=0))
+        for queue in queues
+        if i < len(queue)
+    ]
+
+
+def stale_ids(selected: dict[str, list[str]], named: list[catalog.Named]) -> list[str]:
+    """Return the test ids to be run that no longer exist, printed loudly when there are any."""
+    wanted = {t for tests in selected.values() for t in tests}
+    wanted |= {t for entry in named for t in entry.tests}
+    stale = selection.stale(sorted(wanted))
+    if stale:
+        print(
+            f"mutants: the test map is stale: {len(stale)} selected test ids no longer exist"
+            " (run `nox -s mutants -- --map-only` to map anew):\n  " + "\n  ".join(stale),
+            flush=True,
+        )
+    return stale
+
+
+def keep(
+    earlier: list[Path], rows: list[report.Row], described: str
+) -> tuple[list[report.Row], str, list[str]]:
+    """Merge this run's rows into earlier runs' (their `--out` records), in the earlier order.
+
+    For a long run done in parts, or the survivors of a run judged again once new tests exist:
+    a mutant run now replaces its earlier row, the others are reported as they were, and the
+    selection sentence says what each part was and against which commit it ran. The named
+    mutants' rows of the last record that ran them come along (for a run that does not).
+    """
+    records = [json.loads(path.read_text()) for path in earlier]
+    fresh = {row.id: row for row in rows}
+    latest: dict[str, dict[str, Any]] = {}
+    for record in records:  # a later record's verdict of a mutant replaces an earlier one's
+        latest.update({item["id"]: item for item in record["rows"]})
+    kept = [
+        report.Row(**{**item, "verdict": Verdict(item["verdict"])})
+        for item in latest.values()
+        if item["id"] not in fresh
+    ]
+    order = {mutant: index for index, mutant in enumerate(latest)}
+    merged = sorted([*kept, *rows], key=lambda row: order.get(row.id, len(order)))
+    parts = "; ".join(f"{r['selection']} (against `{r['commit']}`)" for r in records)
+    sentence = f"{parts}; then {described}, whose {len(rows)} verdicts replace the earlier ones"
+    named: list[str] = next((r["named"] for r in reversed(records) if r.get("named")), [])
+    return merged, sentence, named
