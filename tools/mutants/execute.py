@@ -1,11 +1,11 @@
-"""Build a mutant into a real wheel, install it over the session's, run its tests, judge it.
+"""Install a mutant over the session's real wheels, run its tests, judge it.
 
-The product is tested as it ships: the mutated package is copied (sources only), the one edit
-applied, the wheel built with `uv build --no-sources` and installed with `--no-deps` over the
-session's own; the other packages and the test kit stay as installed. After the mutant, the
-package's unmutated wheel (built once) goes back. Tests run from the real tree, one pytest
-process per test folder (each folder has its own helpers and conftest), under the plugin's
-verdict mode; the first kill ends the mutant.
+The product is tested as it ships: the three wheels are built from the tree with `uv build
+--no-sources` and installed once; a mutant then replaces the one installed file it changes
+(`Wheels`, which says why that equals installing a rebuilt wheel), and the file goes back
+after its tests. The other packages and the test kit stay as installed. Tests run from the real
+tree, one pytest process per test folder (each folder has its own helpers and conftest), under
+the plugin's verdict mode; the first kill ends the mutant.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -63,34 +64,48 @@ def install(*wheels: Path) -> None:
 
 
 class Wheels:
-    """The unmutated wheels, built once from the tree, and mutated builds of one package."""
+    """The unmutated wheels, built once from the tree and installed; mutants swap one file.
+
+    A mutant changes one module or one `.sql` file of a pure-Python wheel (hatchling copies
+    `src/<package>` as it is, no build hook), so installing a wheel rebuilt with the change
+    writes exactly that file over the installed one. That is what `install_mutated` does,
+    directly, in the session's site-packages (and drops the file's bytecode, whose timestamp
+    check cannot be trusted within one second); `restore` writes the installed bytes back. A
+    build and two installs per mutant took most of its time (20-40 s on 2 busy cores against
+    2-4 s of tests); the real wheels are still what every run starts and ends with.
+    """
 
     def __init__(self) -> None:
         self.dist = Path(tempfile.mkdtemp(prefix="ql3-mutants-wheels-"))
         self.pristine = {
             package: build_wheel(ROOT, package, self.dist / package) for package in PACKAGES
         }
+        self.site = Path(sysconfig.get_paths()["purelib"])
+        self.swapped: dict[Path, bytes] = {}
 
     def restore(self, *packages: str) -> None:
-        """Install the unmutated wheels of `packages` (all when none given)."""
-        install(*(self.pristine[p] for p in packages or PACKAGES))
+        """Put back what a mutant swapped; with no package named, reinstall every real wheel."""
+        for installed, data in self.swapped.items():
+            _write(installed, data)
+        self.swapped.clear()
+        if not packages:
+            install(*self.pristine.values())
 
     def install_mutated(self, file: str, text: str) -> None:
-        """Build the package holding `file` with `text` as its content and install it."""
-        package = file.split("/")[1]
-        scratch = Path(tempfile.mkdtemp(prefix="ql3-mutant-"))
-        try:
-            shutil.copytree(
-                ROOT / "packages" / package,
-                scratch / "packages" / package,
-                ignore=shutil.ignore_patterns("tests", "__pycache__", "*.pyc"),
-            )
-            (scratch / file).write_text(text)
-            out = scratch / "dist"
-            out.mkdir()
-            install(build_wheel(scratch, package, out))
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        """Write `text` over the installed copy of `file` (a path under `packages/*/src/`)."""
+        installed = self.site / file.split("/src/", 1)[1]
+        if not installed.is_file():
+            msg = f"mutants: {file} is not installed at {installed}"
+            raise FileNotFoundError(msg)
+        self.swapped.setdefault(installed, installed.read_bytes())
+        _write(installed, text.encode("utf-8"))
+
+
+def _write(installed: Path, data: bytes) -> None:
+    """Write a module or SQL file and drop its cached bytecode (stale within the same second)."""
+    installed.write_bytes(data)
+    for cached in installed.parent.glob(f"__pycache__/{installed.stem}.*.pyc"):
+        cached.unlink(missing_ok=True)
 
 
 def suite_of(test: str, suites: tuple[str, ...]) -> str:

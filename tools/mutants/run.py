@@ -13,7 +13,7 @@ group (cosmic-ray, coverage) into the session:
 
 Generation: `generate.py` (cosmic-ray for the Python modules of `mutants.toml`, why cosmic-ray
 and not mutmut is in `py_mutants.py`; our token-based SQL operators in `sql_mutants.py`). Each
-mutant is built into a real wheel and installed over the session's (`execute.py`), judged by the
+mutant replaces its one file in the session's installed real wheels (`execute.py`), judged by the
 tests the map (`selection.py`, `test_map.json`) says run its line or send its statement, and
 classified by the pytest plugin (`plugin/ql3_mutants_plugin.py`): caught only on a failed
 assertion; invalid on a build, import, SQL or crash error; timeout apart. A test that kills a
