@@ -49,6 +49,8 @@ from execute import Outcome, Wheels, judge, pytest_command, run_pytest
 from model import ROOT, VALID, Mutant, Verdict, describe
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import catalog
 
 DOCS = ROOT / "docs"
@@ -227,8 +229,13 @@ def run_chosen(
     test_map: selection.TestMap,
     *,
     minutes: float | None,
+    checkpoint: Callable[[list[report.Row]], None] = lambda _rows: None,
 ) -> tuple[list[report.Row], str]:
-    """Run the chosen mutants in order; return their rows and why the run stopped early, if so."""
+    """Run the chosen mutants in order; return their rows and why the run stopped early, if so.
+
+    `checkpoint` gets the rows so far after each mutant: a run stopped from outside (a killed
+    session, a machine that goes away) keeps what it judged in its `--out` record.
+    """
     judges: dict[str, bool] = {}
     rows: list[report.Row] = []
     started = time.monotonic()
@@ -258,7 +265,17 @@ def run_chosen(
             f" ({len(selected[mutant.id])} tests) {outcome.reason[:160]}",
             flush=True,
         )
+        checkpoint(rows)
     return rows, ""
+
+
+def write_record(
+    path: Path, built_from: str, described: str, rows: list[report.Row], named: list[str]
+) -> None:
+    """Write a run's record (commit, selection, rows, named rows), the input of a later --keep."""
+    rows_out = [{**row.__dict__, "verdict": row.verdict.value} for row in rows]
+    record = {"commit": built_from, "selection": described, "rows": rows_out, "named": named}
+    path.write_text(json.dumps(record, indent=1))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -284,7 +301,14 @@ def main(argv: list[str] | None = None) -> int:
     if wheels is None:
         wheels = Wheels()
         wheels.restore()
-    rows, stopped = run_chosen(chosen, selected, wheels, config, test_map, minutes=args.minutes)
+
+    def checkpoint(done: list[report.Row]) -> None:
+        partial = f"{described}; stopped after {len(done)} of {len(chosen)} (written as it ran)"
+        write_record(args.out, built_from, partial, done, [])
+
+    rows, stopped = run_chosen(
+        chosen, selected, wheels, config, test_map, minutes=args.minutes, checkpoint=checkpoint
+    )
     named = run_named(named_entries, wheels) if named_entries else []
     wheels.restore()
     options = " ".join(a for a in (argv or sys.argv[1:]) if not a.startswith("--evidence"))
@@ -307,17 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         report.write_block(
             args.evidence, report.evidence_block(rows, equivalents, context, named, order)
         )
-    args.out.write_text(
-        json.dumps(
-            {
-                "commit": context["commit"],
-                "selection": described,
-                "rows": [{**r.__dict__, "verdict": r.verdict.value} for r in rows],
-                "named": named,
-            },
-            indent=1,
-        )
-    )
+    write_record(args.out, context["commit"], described, rows, named)
     failing = [
         r.id for r in rows
         if r.verdict in VALID and r.verdict is not Verdict.CAUGHT and r.id not in equivalents
