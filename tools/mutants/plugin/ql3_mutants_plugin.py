@@ -11,10 +11,12 @@ unknown `QL3_*` variables, and they inherit the environment):
   test's own code that found another number of items than it names (`(claim,) = repo.claim(..)`
   states that exactly one comes back; Python's unpacking `ValueError` raised in a file under the
   test's `tests` folder is that expectation failing, while one raised in product code stays an
-  error). pytest-timeout's failure is a
-  `timeout`, not a kill. A PostgreSQL syntax or undefined-object error (SQLSTATE class 42 but
-  42501) anywhere in the chain means the mutated statement cannot run at all: `sql`. Anything
-  else (an error in setup, at collection, or a non-assertion exception) is an `error`. The run
+  error). pytest-timeout's failure is a `timeout`, not a kill; so is a test still running at
+  twice that bound (a hypothesis test retries a hung example past pytest-timeout's one alarm):
+  a watchdog writes the findings and ends the process. A PostgreSQL syntax or undefined-object
+  error (SQLSTATE class 42 but 42501) anywhere in the chain means the mutated statement cannot
+  run at all: `sql`. Anything else (an error in setup, at collection, or a non-assertion
+  exception) is an `error`. The run
   stops at the first kill or `sql` finding (`-x`, but only for findings that decide the verdict),
   or at `error`s in a third test file.
 - `MUTANTS_QL3_MAP=<folder>`: measure line coverage of the three product packages with one
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -164,13 +167,46 @@ if VERDICT:
 
     def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         """Write the findings and the count of tests run."""
+        _write_verdict(session, int(exitstatus))
+
+    def _write_verdict(session: pytest.Session, exitstatus: int) -> None:
         Path(str(VERDICT)).write_text(
             json.dumps(
-                {"exitstatus": int(exitstatus), "ran": session.testscollected,
-                 "findings": _findings},
+                {"exitstatus": exitstatus, "ran": session.testscollected, "findings": _findings},
                 indent=1,
             )
-        )  # fmt: skip
+        )
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(
+        item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, object, object]:
+        """Arm a watchdog at twice pytest-timeout's bound for the whole test (all its phases)."""
+        del nextitem
+        bound_s = 2 * float(str(item.config.getini("timeout") or 0))
+        watchdog = threading.Timer(bound_s, _hung, (item, bound_s)) if bound_s else None
+        if watchdog is not None:
+            watchdog.daemon = True
+            watchdog.start()
+        try:
+            return (yield)
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+
+    def _hung(item: pytest.Item, bound_s: float) -> None:
+        """Record the hung test as a `timeout` and end the process: nothing else will end it."""
+        _findings.append(
+            {
+                "test": item.nodeid,
+                "when": "call",
+                "category": "timeout",
+                "exception": "Hung",
+                "message": f"still running {bound_s:.0f} s after it started {_TIMEOUT_MARK}",
+            }
+        )
+        _write_verdict(item.session, 1)
+        os._exit(1)
 
 
 if MAP:
