@@ -194,18 +194,32 @@ if VERDICT:
             if watchdog is not None:
                 watchdog.cancel()
 
-    def _hung(item: pytest.Item, bound_s: float) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collection(session: pytest.Session) -> Generator[None, object, object]:
+        """Arm the same watchdog over collection: a test module may call the mutant at import."""
+        bound_s = 2 * float(str(session.config.getini("timeout") or 0))
+        watchdog = threading.Timer(bound_s, _hung, (session, bound_s)) if bound_s else None
+        if watchdog is not None:
+            watchdog.daemon = True
+            watchdog.start()
+        try:
+            return (yield)
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+
+    def _hung(node: pytest.Item | pytest.Session, bound_s: float) -> None:
         """Record the hung test as a `timeout` and end the process: nothing else will end it."""
         _findings.append(
             {
-                "test": item.nodeid,
-                "when": "call",
+                "test": node.nodeid,
+                "when": "call" if isinstance(node, pytest.Item) else "collect",
                 "category": "timeout",
                 "exception": "Hung",
                 "message": f"still running {bound_s:.0f} s after it started {_TIMEOUT_MARK}",
             }
         )
-        _write_verdict(item.session, 1)
+        _write_verdict(node.session, 1)
         os._exit(1)
 
 
