@@ -292,3 +292,30 @@ def test_a_commit_in_the_claims_own_millisecond_is_not_a_regression(
     assert [(o.status, o.committed_at_ms) for o in batch.outcomes] == [
         (CommitStatus.COMMITTED, instant)
     ]
+
+
+def test_a_claim_is_quarantined_in_its_own_millisecond(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """Quarantine refuses only a row written after its observation, not one written at it.
+
+    Like claim and release, the guard is there for a clock stepped back; with the clock frozen
+    on one millisecond the claim and its quarantine share it, and the quarantine must land.
+    """
+    make_schedules(faketime_db, 1)
+    dsn = faketime_db.dsn("runtime")
+    instant = _frozen_second(dsn)
+    faketime_cluster.freeze_clock_at_ms(instant)
+    with PostgresScheduleRepository(dsn) as repo:
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        quarantined = repo.quarantine_claims([(claim, "undecidable: same-instant test")])
+    assert claim.claim_acquired_at_ms == instant
+    assert [(row.schedule_id, row.quarantined_at_ms) for row in quarantined] == [
+        (claim.schedule_id, instant)
+    ]
+    ((owner, state),) = fetch(
+        dsn,
+        "SELECT claim_owner_id, state FROM ql3.trigger_schedules WHERE id = %s",
+        (claim.schedule_id,),
+    )
+    assert (owner, state) == (None, "invalid")

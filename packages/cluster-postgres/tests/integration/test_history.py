@@ -92,3 +92,34 @@ def test_an_unreachable_database_is_a_ql3_error_naming_the_read(ql3_db: Ql3Datab
     dsn = ql3_db.superuser_dsn + " port=1 connect_timeout=2"
     with HistoryReader(dsn) as history, pytest.raises(QL3Error, match="history: runs: connect"):
         history.runs([1])
+
+
+def test_each_admitted_runs_events_read_in_id_order_tell_admitted_then_queued(
+    ql3_db: Ql3Database,
+) -> None:
+    """One commit of 256 runs writes each run's two events in the order they happened.
+
+    A reader (`ql3 runs show`, the verify rules, an operator's SQL) orders a run's events by id;
+    the commit writes `run.admitted` before `attempt.queued` for every run of a large batch (a
+    sort that only orders by run would leave the two in whatever order its ties fall).
+    """
+    make_schedules(ql3_db, 1, shift_back_ms=300_000)
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        (outcome,) = repo.commit_decisions([decide(claim, budget=256)]).outcomes
+    run_ids = sorted(run.run_id for run in outcome.runs)
+    events = rows(
+        ql3_db.dsn("admin"),
+        "SELECT run_id, kind FROM ql3.events WHERE run_id = ANY(%s) ORDER BY id",
+        (run_ids,),
+    )
+    by_run: dict[int, list[str]] = {}
+    for event in events:
+        by_run.setdefault(event["run_id"], []).append(event["kind"])
+    assert len(run_ids) == 256
+    assert sorted(by_run) == run_ids
+    disordered = {run: kinds for run, kinds in by_run.items() if kinds != _ADMITTED_THEN_QUEUED}
+    assert disordered == {}
+
+
+_ADMITTED_THEN_QUEUED = ["run.admitted", "attempt.queued"]

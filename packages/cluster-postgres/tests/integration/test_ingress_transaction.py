@@ -179,3 +179,27 @@ def test_task_events_only_on_an_attempt_it_holds(ql3_db: Ql3Database) -> None:
 
 def _attempts(db: Ql3Database) -> list[dict[str, Any]]:
     return rows(db.dsn("worker_ingress"), "SELECT * FROM ql3.attempts ORDER BY id")
+
+
+def test_an_oversized_event_payload_is_refused_quoting_its_first_100_characters(
+    ql3_db: Ql3Database,
+) -> None:
+    """The refusal names the payload and quotes a bounded excerpt, never the whole document.
+
+    A payload over 4096 characters is refused by the database; the message carries its first
+    100 characters (quoted as SQL text) so a log line stays short and still shows what was sent.
+    """
+    (run_id,) = admit(ql3_db)
+    token = uuid4()
+    payload = {"note": "x" * 5000}
+    with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+        (attempt,) = take(ingress, token)
+        with pytest.raises(DatabaseError) as refused:
+            ingress.append_event(
+                run_id, attempt.attempt_id, "task.note", payload, lease_token=token
+            )
+    message = str(refused.value)
+    excerpt = ("'" + '{"note": "' + "x" * 5000)[:100]
+    assert "payload: must be a JSON object of at most 4096 characters" in message
+    assert f"got {excerpt}" in message
+    assert f"got {excerpt}x" not in message
