@@ -319,3 +319,29 @@ def test_a_claim_is_quarantined_in_its_own_millisecond(
         (claim.schedule_id,),
     )
     assert (owner, state) == (None, "invalid")
+
+
+def test_a_release_stamps_its_own_instant_and_no_earlier_claim_takes_the_row(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """A release writes its observation as the row's last write; an earlier clock cannot claim it.
+
+    Claimed at T, released at T + 500 ms: the row now says T + 500. A clock stepped back to
+    T + 200 must not claim it (the row was written in that clock's future); at T + 500 it can.
+    """
+    make_schedules(faketime_db, 1)
+    dsn = faketime_db.dsn("runtime")
+    instant = _frozen_second(dsn)
+    faketime_cluster.freeze_clock_at_ms(instant)
+    with PostgresScheduleRepository(dsn) as repo:
+        first = repo.claim_due_schedules(command("a"), 1)
+        faketime_cluster.freeze_clock_at_ms(instant + 500)
+        assert repo.release_claims(first) == 1
+        assert _row(dsn, first[0])[0][4] == instant + 500
+        faketime_cluster.freeze_clock_at_ms(instant + 200)
+        assert repo.claim_due_schedules(command("b"), 1) == []
+        faketime_cluster.freeze_clock_at_ms(instant + 500)
+        again = repo.claim_due_schedules(command("b"), 1)
+    assert [(claim.schedule_id, claim.claim_acquired_at_ms) for claim in again] == [
+        (first[0].schedule_id, instant + 500)
+    ]
