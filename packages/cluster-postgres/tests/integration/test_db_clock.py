@@ -345,3 +345,29 @@ def test_a_release_stamps_its_own_instant_and_no_earlier_claim_takes_the_row(
     assert [(claim.schedule_id, claim.claim_acquired_at_ms) for claim in again] == [
         (first[0].schedule_id, instant + 500)
     ]
+
+
+def test_a_quarantine_leaves_a_row_written_in_its_future(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """A clock stepped back below the claim's write time quarantines nothing; the claim stays.
+
+    The row says it was written at T; a quarantine observing T - 500 ms would write it
+    backwards, so it is left to expire as a release would leave it.
+    """
+    make_schedules(faketime_db, 1)
+    dsn = faketime_db.dsn("runtime")
+    instant = _frozen_second(dsn)
+    faketime_cluster.freeze_clock_at_ms(instant)
+    with PostgresScheduleRepository(dsn) as repo:
+        (claim,) = repo.claim_due_schedules(command(), 1)
+        faketime_cluster.freeze_clock_at_ms(instant - 500)
+        quarantined = repo.quarantine_claims([(claim, "undecidable: clock stepped back")])
+        faketime_cluster.freeze_clock_at_ms(instant)
+    assert quarantined == ()
+    ((owner, state),) = fetch(
+        dsn,
+        "SELECT claim_owner_id, state FROM ql3.trigger_schedules WHERE id = %s",
+        (claim.schedule_id,),
+    )
+    assert (owner, state) == (claim.owner_id, "active")

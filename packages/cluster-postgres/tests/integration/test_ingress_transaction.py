@@ -203,3 +203,47 @@ def test_an_oversized_event_payload_is_refused_quoting_its_first_100_characters(
     assert "payload: must be a JSON object of at most 4096 characters" in message
     assert f"got {excerpt}" in message
     assert f"got {excerpt}x" not in message
+
+
+def test_an_event_payload_of_exactly_4096_characters_is_the_largest_accepted(
+    ql3_db: Ql3Database,
+) -> None:
+    """The bound is inclusive: 4096 characters of JSON text are appended, 4097 are refused."""
+    (run_id,) = admit(ql3_db)
+    token = uuid4()
+    at_bound = {"note": "x" * (4096 - len('{"note": ""}'))}
+    past_bound = {"note": "x" * (4097 - len('{"note": ""}'))}
+    with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+        (attempt,) = take(ingress, token)
+        appended = ingress.append_event(
+            run_id, attempt.attempt_id, "task.note", at_bound, lease_token=token
+        )
+        with pytest.raises(DatabaseError, match="at most 4096 characters"):
+            ingress.append_event(
+                run_id, attempt.attempt_id, "task.note", past_bound, lease_token=token
+            )
+    (stored,) = rows(
+        ql3_db.dsn("worker_ingress"),
+        "SELECT length(payload::text) AS length FROM ql3.events WHERE id = %s",
+        (appended,),
+    )
+    assert stored["length"] == 4096
+
+
+def test_a_task_event_is_stamped_with_the_database_time(ql3_db: Ql3Database) -> None:
+    """An appended event's time is the database clock's at the append, in epoch milliseconds."""
+    (run_id,) = admit(ql3_db)
+    token = uuid4()
+    dsn = ql3_db.dsn("worker_ingress")
+    with WorkerIngress(dsn) as ingress:
+        (attempt,) = take(ingress, token)
+        (before,) = rows(dsn, f"SELECT ({NOW_MS}) AS at_ms")
+        appended = ingress.append_event(
+            run_id, attempt.attempt_id, "task.progress", lease_token=token
+        )
+        (after,) = rows(dsn, f"SELECT ({NOW_MS}) AS at_ms")
+    (event,) = rows(dsn, "SELECT created_at_ms FROM ql3.events WHERE id = %s", (appended,))
+    assert before["at_ms"] <= event["created_at_ms"] <= after["at_ms"]
+
+
+NOW_MS = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"

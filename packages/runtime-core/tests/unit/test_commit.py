@@ -194,3 +194,21 @@ def test_the_zone_rules_are_passed_by_name_only() -> None:
         checked_commit(claim, decision, 16, None)  # type: ignore[call-arg]
     commit = checked_commit(claim=claim, decision=decision, budget=16, rules=None)
     assert commit.decision == decision
+
+
+def test_a_cursor_not_past_the_last_occurrence_names_that_occurrence() -> None:
+    """The refusal names the last admitted occurrence the cursor fails to pass, not another."""
+    claim = make_claim()
+    decision = make_decision(claim, occurrences=(900_000, 960_000), next_due_at_ms=960_000)
+    with pytest.raises(InvalidDecisionError) as caught:
+        checked_commit(claim, decision, 16)
+    assert str(caught.value).endswith(
+        "cursor 960000 does not pass the last admitted occurrence 960000"
+    )
+
+
+def test_a_skipped_range_with_a_zero_count_is_refused_for_its_count() -> None:
+    """A range given with `skipped=0` is refused as such, before any cron arithmetic."""
+    claim = _skip_claim()
+    with pytest.raises(InvalidDecisionError, match="a count of at least 1 when a range is given"):
+        checked_commit(claim, _skip_decision(claim, skipped=0), 16)
