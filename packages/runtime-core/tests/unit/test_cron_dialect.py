@@ -268,3 +268,31 @@ def test_or_rule_makes_an_impossible_day_of_month_harmless() -> None:
     found = preview_occurrences("0 0 31 2 MON", "UTC", START_MS, 2)
     days = [datetime.fromtimestamp(t / 1000, UTC).strftime("%a %m-%d") for t in found]
     assert days == ["Mon 02-02", "Mon 02-09"]
+
+
+@pytest.mark.parametrize(
+    ("month", "last_day"),
+    [(1, 31), (2, 29), (3, 31), (4, 30), (5, 31), (6, 30),
+     (7, 31), (8, 31), (9, 30), (10, 31), (11, 30), (12, 31)],
+)  # fmt: skip
+def test_the_last_day_of_every_month_is_an_expression_that_fires(month: int, last_day: int) -> None:
+    """Each month's longest day of the month is accepted (29 February included) and fires on it."""
+    expression = f"0 0 {last_day} {month} *"
+    validate_cron_expression(expression)
+    (first,) = preview_occurrences(expression, "UTC", START_MS, 1)
+    fired = datetime.fromtimestamp(first / 1000, UTC)
+    assert (fired.month, fired.day) == (month, last_day)
+
+
+@pytest.mark.parametrize("step", ["5", "05", "0005"])
+def test_a_step_of_up_to_four_digits_reads_as_its_number(step: str) -> None:
+    """`*/0005` is `*/5`: leading zeros are read, as Vixie cron reads them, up to four digits."""
+    assert preview_occurrences(f"*/{step} * * * *", "UTC", START_MS, 3) == preview_occurrences(
+        "*/5 * * * *", "UTC", START_MS, 3
+    )
+
+
+def test_a_step_of_five_digits_is_refused_naming_it() -> None:
+    """Five digits are refused as text (never parsed into a number), naming the step."""
+    with pytest.raises(InvalidCronError, match="step '00005' is not a number from 1 to 59"):
+        validate_cron_expression("*/00005 * * * *")
