@@ -234,7 +234,8 @@ def run_chosen(
     """Run the chosen mutants in order; return their rows and why the run stopped early, if so.
 
     `checkpoint` gets the rows so far after each mutant: a run stopped from outside (a killed
-    session, a machine that goes away) keeps what it judged in its `--out` record.
+    session, a machine that goes away) keeps what it judged, in `<out>.partial.json` beside its
+    `--out` record (a `--keep` input for the next run).
     """
     judges: dict[str, bool] = {}
     rows: list[report.Row] = []
@@ -302,9 +303,12 @@ def main(argv: list[str] | None = None) -> int:
         wheels = Wheels()
         wheels.restore()
 
+    # Beside `--out`, never over it: `--out` may be one of the `--keep` records, read at the end.
+    partial_path = args.out.with_name(f"{args.out.stem}.partial.json")
+
     def checkpoint(done: list[report.Row]) -> None:
         partial = f"{described}; stopped after {len(done)} of {len(chosen)} (written as it ran)"
-        write_record(args.out, built_from, partial, done, [])
+        write_record(partial_path, built_from, partial, done, [])
 
     rows, stopped = run_chosen(
         chosen, selected, wheels, config, test_map, minutes=args.minutes, checkpoint=checkpoint
@@ -332,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             args.evidence, report.evidence_block(rows, equivalents, context, named, order)
         )
     write_record(args.out, context["commit"], described, rows, named)
+    partial_path.unlink(missing_ok=True)
     failing = [
         r.id for r in rows
         if r.verdict in VALID and r.verdict is not Verdict.CAUGHT and r.id not in equivalents
