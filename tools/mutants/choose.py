@@ -35,11 +35,12 @@ def pick(args: argparse.Namespace) -> list[catalog.Named]:
     return [entry for entry in entries if entry.name in set(args.named)]
 
 
-def choose(args: argparse.Namespace, config: generate.Config) -> tuple[list[Mutant], str]:
+def choose(
+    args: argparse.Namespace, config: generate.Config, every: list[Mutant]
+) -> tuple[list[Mutant], str]:
     """Return the mutants to run and a sentence saying which they are."""
     if args.named:
         return [], f"no generated mutant; named: {', '.join(args.named)}"
-    every = generate.generate_all(config)
     total = f"{len(every)} generated"
     if args.id:
         chosen = [m for m in every if m.id in set(args.id)]
@@ -61,9 +62,8 @@ def choose(args: argparse.Namespace, config: generate.Config) -> tuple[list[Muta
     return chosen, f"the CI sample: {len(chosen)} of {total}"
 
 
-def seeded_ids(config: generate.Config) -> dict[str, list[str]]:
+def seeded_ids(config: generate.Config, every: list[Mutant]) -> dict[str, list[str]]:
     """Return module -> the ids of every mutant generated for it, in the seeded order."""
-    every = generate.generate_all(config)
     modules = {m.module for m in every}
     return {
         module: [

@@ -285,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     built_from = commit()  # the wheels are built from the tree as it is now, not as it ends
     config = generate.load_config()
     equivalents = report.load_equivalents()
-    chosen, described = choose.choose(args, config)
+    every = generate.generate_all(config)  # once: the choice and the report's order share it
+    chosen, described = choose.choose(args, config, every)
     print(f"mutants: {described}", flush=True)
     mapping = args.all or args.map or args.map_only
     wheels = Wheels() if mapping else None
@@ -329,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         "goal": ",".join(config.goal_modules),
         "percent": str(config.goal_percent),
     }
-    order = choose.seeded_ids(config)
+    order = choose.seeded_ids(config, every)
     if args.all or args.report:
         (DOCS / "MUTANTS.md").write_text(report.mutants_page(rows, equivalents, context, order))
         report.write_block(
