@@ -45,11 +45,8 @@ def choose(
     if args.id:
         chosen = [m for m in every if m.id in set(args.id)]
         return chosen, f"{len(chosen)} chosen by id of {total}"
-    if args.module and args.per_module:
-        return per_module(args, every, config), (
-            f"the next {args.per_module} of each of {', '.join(args.module)} in the seeded order"
-            f" (a uniform sample) of {total}"
-        )
+    if args.goal_sample or args.per_module:
+        return _sampled(args, config, every, total)
     if args.module:
         order = {name: position for position, name in enumerate(args.module)}
         chosen = sorted((m for m in every if m.module in order), key=lambda m: order[m.module])
@@ -60,6 +57,24 @@ def choose(
         return every, f"every mutant: {total}"
     chosen = generate.sample(every, config)
     return chosen, f"the CI sample: {len(chosen)} of {total}"
+
+
+def _sampled(
+    args: argparse.Namespace, config: generate.Config, every: list[Mutant], total: str
+) -> tuple[list[Mutant], str]:
+    """Return a seeded-order sample: of the goal modules together, or of each `--module`."""
+    if args.goal_sample:
+        goal = sum(m.module in config.goal_modules for m in every)
+        return goal_sample(args, every, config), (
+            f"the next {args.goal_sample} of the goal modules' one seeded order (a uniform sample"
+            f" of their {goal} mutants) of {total}"
+        )
+    if not args.module:
+        raise SystemExit("mutants: --per-module needs --module")
+    return per_module(args, every, config), (
+        f"the next {args.per_module} of each of {', '.join(args.module)} in the seeded order"
+        f" (a uniform sample) of {total}"
+    )
 
 
 def seeded_ids(config: generate.Config, every: list[Mutant]) -> dict[str, list[str]]:
@@ -73,6 +88,36 @@ def seeded_ids(config: generate.Config, every: list[Mutant]) -> dict[str, list[s
     }
 
 
+def goal_order(config: generate.Config, every: list[Mutant]) -> list[str]:
+    """Return the ids of every goal module's mutant in one seeded order (the union's)."""
+    return [
+        m.id
+        for m in generate.seeded_order(
+            [m for m in every if m.module in config.goal_modules], config
+        )
+    ]
+
+
+def _judged(args: argparse.Namespace) -> set[str]:
+    """Return the ids with a row in a `--keep` record."""
+    return {item["id"] for path in args.keep or [] for item in json.loads(path.read_text())["rows"]}
+
+
+def goal_sample(
+    args: argparse.Namespace, every: list[Mutant], config: generate.Config
+) -> list[Mutant]:
+    """Return the next `--goal-sample` mutants of the goal modules' one seeded order.
+
+    The order is the one hash order the per-module samples restrict to a module, so the rows
+    of earlier per-module runs (`--keep`) fill their places in it and are passed over here: the
+    run fills the gaps of the longest prefix, which is a uniform sample of every goal mutant
+    (the report's pooled lower bound).
+    """
+    judged = _judged(args)
+    by_id = {m.id: m for m in every}
+    return [by_id[i] for i in goal_order(config, every) if i not in judged][: args.goal_sample]
+
+
 def per_module(
     args: argparse.Namespace, every: list[Mutant], config: generate.Config
 ) -> list[Mutant]:
@@ -82,9 +127,7 @@ def per_module(
     growing prefixes of one uniform order across several runs (the report's lower bound needs
     a prefix with no gap). The modules take turns, so `--minutes` stops every one at a prefix.
     """
-    judged = {
-        item["id"] for path in args.keep or [] for item in json.loads(path.read_text())["rows"]
-    }
+    judged = _judged(args)
     queues = [
         [m for m in generate.seeded_order([m for m in every if m.module == module], config)
          if m.id not in judged][: args.per_module]
@@ -114,7 +157,7 @@ def stale_ids(selected: dict[str, list[str]], named: list[catalog.Named]) -> lis
 
 
 def keep(
-    earlier: list[Path], rows: list[report.Row], described: str
+    earlier: list[Path], rows: list[report.Row], described: str, generated: set[str]
 ) -> tuple[list[report.Row], str, list[str]]:
     """Merge this run's rows into earlier runs' (their `--out` records), in the earlier order.
 
@@ -128,14 +171,22 @@ def keep(
     latest: dict[str, dict[str, Any]] = {}
     for record in records:  # a later record's verdict of a mutant replaces an earlier one's
         latest.update({item["id"]: item for item in record["rows"]})
+    # A mutant whose line has changed since is not generated any more (its id names the line's
+    # text): its old verdict says nothing about the code as it is, so it is left out, counted.
+    gone = [mutant for mutant in latest if mutant not in generated and mutant not in fresh]
     kept = [
         report.Row(**{**item, "verdict": Verdict(item["verdict"])})
         for item in latest.values()
-        if item["id"] not in fresh
+        if item["id"] not in fresh and item["id"] in generated
     ]
     order = {mutant: index for index, mutant in enumerate(latest)}
     merged = sorted([*kept, *rows], key=lambda row: order.get(row.id, len(order)))
     parts = "; ".join(f"{r['selection']} (against `{r['commit']}`)" for r in records)
     sentence = f"{parts}; then {described}, whose {len(rows)} verdicts replace the earlier ones"
+    if gone:
+        sentence += (
+            f"; {len(gone)} earlier rows left out, their mutated line having changed since"
+            " (no such mutant is generated now)"
+        )
     named: list[str] = next((r["named"] for r in reversed(records) if r.get("named")), [])
     return merged, sentence, named

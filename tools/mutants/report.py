@@ -118,16 +118,16 @@ def _prefix(rows: list[Row], ordered: list[str]) -> list[Row]:
 
 
 def _bound_cell(
-    group: list[Row], ordered: list[str] | None, equivalents: dict[str, str], confidence: float
+    group: list[Row], ordered: list[str] | None, equivalents: dict[str, str]
 ) -> tuple[str, float | None]:
-    """Return the bound cell of one module and the bound itself (None when every mutant ran)."""
+    """Return the bound cell of a sample and the 95 % bound itself (None when every one ran)."""
     if ordered is None:
         return "", None
     if len(group) >= len(ordered):
         return "all run", None
     sample = _prefix(group, ordered)
     caught, valid = score(_counts(sample, equivalents))
-    bound = lower_bound(caught, valid, confidence)
+    bound = lower_bound(caught, valid)
     return f"first {len(sample)} in seeded order: {caught} / {valid}, >= {100 * bound:.1f} %", bound
 
 
@@ -136,14 +136,15 @@ def module_table(
     equivalents: dict[str, str],
     goal: tuple[str, ...],
     order: dict[str, list[str]] | None = None,
+    goal_order: list[str] | None = None,
 ) -> list[str]:
     """Return the per-module score table (goal modules marked), with totals.
 
     With `order` (module -> every generated mutant's id, in the seeded order), a module run in
-    part gets the lower bound of its score from the prefix of that order that ran; the goal
-    row's bound weighs each goal module's bound (1 where it ran whole and caught all, its
-    exact score where it ran whole) by its generated count, each bound taken at 95 % / k for
-    the k modules run in part, so that all hold together at 95 % (Bonferroni).
+    part gets the 95 % lower bound of its score from the prefix of that order that ran. With
+    `goal_order` (every goal mutant's id in the same hash order), the goal row gets the 95 %
+    lower bound of the goal modules' pooled score from the longest prefix of that order that
+    ran: one uniform sample of all of them, so one bound, with no correction for combining.
     """
     lines = [
         (
@@ -153,36 +154,15 @@ def module_table(
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     modules = sorted({row.module for row in rows}, key=lambda m: (m.startswith("sql/"), m))
-    groups = [(m, [r for r in rows if r.module == m]) for m in modules]
     order = order or {}
-    partial = [m for m, g in groups if m in goal and m in order and len(g) < len(order[m])]
-    confidence = 1 - 0.05 / max(len(partial), 1)
-    weighted: list[tuple[int, float]] = []
-    for name, group in groups:
-        lines.append(
-            _row(
-                name,
-                group,
-                equivalents,
-                is_goal=name in goal,
-                ordered=order.get(name),
-                confidence=confidence,
-            )
-        )
-        if name in goal and name in order:
-            _, bound = _bound_cell(group, order[name], equivalents, confidence)
-            caught, valid = score(_counts(group, equivalents))
-            weighted.append(
-                (len(order[name]), bound if bound is not None else caught / max(valid, 1))
-            )
+    for name in modules:
+        group = [r for r in rows if r.module == name]
+        lines.append(_row(name, group, equivalents, is_goal=name in goal, ordered=order.get(name)))
     goal_rows = [r for r in rows if r.module in goal]
     goal_line = _row("**goal modules**", goal_rows, equivalents)
-    if partial and weighted:
-        total = sum(weight for weight, _ in weighted)
-        bound = sum(weight * share for weight, share in weighted) / total
-        goal_line = goal_line[: -len("|")].rstrip() + (
-            f" {len(partial)} sampled, each at {100 * confidence:g} %: >= {100 * bound:.1f} % |"
-        )
+    if goal_order:
+        cell, _ = _bound_cell(goal_rows, goal_order, equivalents)
+        goal_line = goal_line[: -len("|")].rstrip().removesuffix("|") + f"| {cell} |"
     lines += [goal_line, _row("**all**", rows, equivalents)]
     return lines
 
@@ -194,13 +174,12 @@ def _row(
     *,
     is_goal: bool = False,
     ordered: list[str] | None = None,
-    confidence: float = 0.95,
 ) -> str:
     c = _counts(group, equivalents)
     caught, valid = score(c)
     label = name if name.startswith("**") else f"`{name}`"
     generated = str(len(ordered)) if ordered is not None else ""
-    cell, _ = _bound_cell(group, ordered, equivalents, confidence)
+    cell, _ = _bound_cell(group, ordered, equivalents)
     return (
         f"| {label} | {'yes' if is_goal else ''} | {generated} | {c['generated']} |"
         f" {c['caught']} | {c['survived'] - _eq(group, equivalents, Verdict.SURVIVED)} |"
@@ -218,7 +197,9 @@ def evidence_block(
     equivalents: dict[str, str],
     context: dict[str, str],
     named: list[str],
+    *,
     order: dict[str, list[str]] | None = None,
+    goal_order: list[str] | None = None,
 ) -> str:
     """Return the EVIDENCE.md block: what the run was, the module scores, the named mutants."""
     lines = [
@@ -233,7 +214,7 @@ def evidence_block(
             f" passed on the unmutated wheels: {context['control']}."
         ),
         "",
-        *module_table(rows, equivalents, tuple(context["goal"].split(",")), order),
+        *module_table(rows, equivalents, tuple(context["goal"].split(",")), order, goal_order),
         "",
         (
             f"Goal: at least {context['percent']} % of the valid mutants of the goal modules"
@@ -247,16 +228,16 @@ def evidence_block(
         ),
         "",
         (
-            "A module too large to run whole in one sitting (each mutant is a wheel build, an"
-            " install and its tests: 20 s to several minutes) is run as a uniform sample:"
-            " `--module M --per-module N` takes M's next N mutants in the seeded order (a hash"
-            " of the sample seed and the id, the order the CI sample takes too), passing over"
-            " those judged in the `--keep` records, and the modules take turns so a run stopped"
-            " by `--minutes` leaves a prefix of each. Such a module's last column is the Wilson"
-            " lower bound of its score over the prefix of that order that ran; the goal row"
-            " weighs each goal module's bound (or exact score, where it ran whole) by its"
-            " generated count, with each sampled module's bound taken at 95 % / k for the k"
-            " sampled modules, so that the combined bound holds at 95 %."
+            "The goal modules hold more mutants than one sitting runs (each takes 10 s to a few"
+            " minutes), so they are judged as a uniform sample: every mutant's place in one"
+            " seeded order is a hash of the sample seed and its id (the order the CI sample takes"
+            " too). `--goal-sample N` takes the next N of that order over all goal modules,"
+            " `--module M --per-module N` the next N of M's part of it, each passing over the"
+            " mutants judged in the `--keep` records. A module run in part shows, in the last"
+            " column, the Wilson 95 % lower bound of its score over the longest prefix of its"
+            " order that ran; the goal row shows the same over the longest prefix of the goal"
+            " modules' one order, a uniform sample of all their mutants, so with 95 % confidence"
+            " at least that share of every valid goal mutant is caught."
         ),
         "",
         "### Named mutants",
@@ -283,7 +264,9 @@ def mutants_page(
     rows: list[Row],
     equivalents: dict[str, str],
     context: dict[str, str],
+    *,
     order: dict[str, list[str]] | None = None,
+    goal_order: list[str] | None = None,
 ) -> str:
     """Return docs/MUTANTS.md: every mutant of the run, module by module."""
     lines = [
@@ -296,7 +279,7 @@ def mutants_page(
             " entry in `tools/mutants/equivalent.toml` shows its reason."
         ),
         "",
-        *module_table(rows, equivalents, tuple(context["goal"].split(",")), order),
+        *module_table(rows, equivalents, tuple(context["goal"].split(",")), order, goal_order),
     ]
     for module in sorted({r.module for r in rows}, key=lambda m: (m.startswith("sql/"), m)):
         lines += [

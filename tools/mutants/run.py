@@ -191,6 +191,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             " sample), leaving out those with a row in a --keep record"
         ),
     )
+    parser.add_argument(
+        "--goal-sample",
+        type=int,
+        help=(
+            "the next this many of the goal modules' one seeded order (a uniform sample of"
+            " them all), leaving out those with a row in a --keep record"
+        ),
+    )
     parser.add_argument("--map", action="store_true", help="map the tests anew first")
     parser.add_argument("--map-only", action="store_true", help="map the tests anew and stop")
     parser.add_argument(
@@ -296,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.map_only:
         return 0
     selected = {m.id: test_map.select(m) for m in chosen}
-    partial = (args.id or args.module) and not args.report
+    partial = (args.id or args.module or args.goal_sample) and not args.report
     named_entries = [] if args.no_named or partial else choose.pick(args)
     if choose.stale_ids(selected, named_entries):
         return 2
@@ -320,7 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     options = options.replace(str(args.evidence), "").strip()
     described += stopped
     if args.keep:
-        rows, described, earlier_named = choose.keep(args.keep, rows, described)
+        rows, described, earlier_named = choose.keep(
+            args.keep, rows, described, {m.id for m in every}
+        )
         named = named or earlier_named
     context = {
         "command": f"nox -s mutants -- {options}" if options else "nox -s mutants",
@@ -331,10 +341,16 @@ def main(argv: list[str] | None = None) -> int:
         "percent": str(config.goal_percent),
     }
     order = choose.seeded_ids(config, every)
+    goal_order = choose.goal_order(config, every)
     if args.all or args.report:
-        (DOCS / "MUTANTS.md").write_text(report.mutants_page(rows, equivalents, context, order))
+        (DOCS / "MUTANTS.md").write_text(
+            report.mutants_page(rows, equivalents, context, order=order, goal_order=goal_order)
+        )
         report.write_block(
-            args.evidence, report.evidence_block(rows, equivalents, context, named, order)
+            args.evidence,
+            report.evidence_block(
+                rows, equivalents, context, named, order=order, goal_order=goal_order
+            ),
         )
     write_record(args.out, context["commit"], described, rows, named)
     partial_path.unlink(missing_ok=True)
@@ -343,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         if r.verdict in VALID and r.verdict is not Verdict.CAUGHT and r.id not in equivalents
     ]  # fmt: skip
     named_failing = [row for row in named if "| caught |" not in row]
-    for line in report.module_table(rows, equivalents, config.goal_modules, order):
+    for line in report.module_table(rows, equivalents, config.goal_modules, order, goal_order):
         print(line)
     print(f"mutants: not caught and not explained: {len(failing)} {' '.join(failing)}")
     if args.all:
