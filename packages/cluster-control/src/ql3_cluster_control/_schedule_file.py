@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from datetime import datetime
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -172,8 +172,8 @@ _WINDOW_KEYS = ("start_at", "end_at")
 
 
 def _time_text(value: object) -> object:
-    """TOML reads an unquoted date-time as a datetime: back to its ISO text, as JSON writes it."""
-    return value.isoformat() if isinstance(value, datetime) else value
+    """Turn a TOML date or date-time (an unquoted value) back into its ISO text, as JSON has it."""
+    return value.isoformat() if isinstance(value, date) else value
 
 
 def _entry_definition(

@@ -43,11 +43,15 @@ def _parsed(text: object, field: str, example: str) -> datetime:
     if not isinstance(text, str):
         raise ConfigurationError(f"{field}: {text!r} is not a string (e.g. {example})")
     try:
-        return datetime.fromisoformat(text)
+        parsed = datetime.fromisoformat(text)
     except ValueError:
         raise ConfigurationError(
             f"{field}: {text!r} is not an ISO 8601 date-time (e.g. {example})"
         ) from None
+    if "T" not in text.upper() and " " not in text.strip():
+        # fromisoformat reads a bare date as its midnight: too easy a mistake to run silently.
+        raise ConfigurationError(f"{field}: {text!r} is a date without a time (e.g. {example})")
+    return parsed
 
 
 def parse_instant(text: object, field: str) -> int:
