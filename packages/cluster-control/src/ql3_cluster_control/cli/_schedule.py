@@ -193,6 +193,7 @@ def _nothing_left(definition: ScheduleDefinition, at: str | None, end_at: str | 
         when = format_ms(definition.start_at_ms, zone)
         msg = f"--at: {at!r} in {zone} is {when}, not after the database time; nothing written"
     else:
+        # Only a window can end a cron schedule: every expression the dialect accepts recurs.
         msg = (
             f"--end-at: {end_at!r} leaves no occurrence of {definition.cron!r} after the"
             " database time (and --start-at); nothing written"
