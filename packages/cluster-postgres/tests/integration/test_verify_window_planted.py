@@ -28,15 +28,21 @@ if TYPE_CHECKING:
 
 __all__ = ["copy_of"]  # the fixture, imported so that pytest finds it here
 
-# One run as the fenced commit writes it, with its first attempt and both admission events, at
-# the commit time and claim of the window's real runs.
+# One run as the fenced commit writes it, with its first attempt and both admission events, by
+# the claim of the window's real runs, committed with them (or, for an occurrence after that
+# commit, at the occurrence itself, the schedule row written then too, as a commit writes it).
 _PLANT_RUN = """
 WITH first AS (SELECT * FROM ql3.runs WHERE schedule_id = %(schedule)s ORDER BY id LIMIT 1),
 run AS (
     INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,
                           created_at_ms)
-    SELECT schedule_id, task_id, %(at)s, owner_id, claim_token, created_at_ms FROM first
+    SELECT schedule_id, task_id, %(at)s, owner_id, claim_token, greatest(created_at_ms, %(at)s)
+    FROM first
     RETURNING id, created_at_ms
+),
+row AS (
+    UPDATE ql3.trigger_schedules AS s SET updated_at_ms = greatest(s.updated_at_ms, r.created_at_ms)
+    FROM run AS r WHERE s.id = %(schedule)s
 ),
 attempt AS (
     INSERT INTO ql3.attempts (run_id, attempt_number, state, created_at_ms, updated_at_ms)
@@ -92,6 +98,8 @@ def test_a_run_before_start_at_or_after_end_at_is_reported(
     the window's runs in id order, so `order` reports it too, and nothing else does.
     """
     schedule_id, start, end = _windowed_history(ql3_db)
+    # The run planted after end_at is committed at its occurrence: not in the database's future.
+    wait_until(lambda: db_now_ms(ql3_db.dsn("admin")) > end + 1_000, what="end_at + 1 s passes")
     clean = verify_history(copy_of(ql3_db).dsn("admin"))
     assert clean.ok, clean.lines()
     assert clean.missing == 0
