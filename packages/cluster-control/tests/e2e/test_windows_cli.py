@@ -112,7 +112,8 @@ def test_apply_with_windows_reapplies_unchanged_and_a_changed_window_is_a_revisi
 ) -> None:
     """A file's windows and one-off apply once; a new end keeps the cursor, a new start moves it.
 
-    Reapplying the same file (the one-off's instant recomputed) changes nothing. Moving the end
+    Reapplying the same file (the one-offs' instants recomputed) changes nothing; a one-off
+    already past is created exhausted, so reapplying it never fails. Moving the end
     is a 'redefined' revision around the kept cursor; moving the start places the cursor anew
     ('replaced'), as a cron change does; verify accounts for every revision.
     """
@@ -122,19 +123,23 @@ def test_apply_with_windows_reapplies_unchanged_and_a_changed_window_is_a_revisi
     later = start + 5 * _HOUR
     at = datetime.fromtimestamp((now + 40 * _DAY) / 1000, tz=UTC).replace(tzinfo=None)
     at = at.replace(hour=12, minute=15, second=0, microsecond=0)  # noon: never in a DST change
+    gone = datetime.fromtimestamp((now - _DAY) / 1000, tz=UTC).replace(tzinfo=None, microsecond=0)
 
     def apply(start_ms: int, end_ms: int) -> dict[str, Any]:
         path = tmp_path / "s.toml"
         path.write_text(
             f'[[schedule]]\nname = "w"\ncron = "0 * * * *"\nstart_at = "{_iso(start_ms, -5)}"\n'
             f"end_at = {_iso(end_ms)}\n\n"  # unquoted: a TOML date-time
-            f'[[schedule]]\nname = "o"\nat = "{at.isoformat()}"\ntz = "{_BERLIN}"\n'
+            f'[[schedule]]\nname = "o"\nat = "{at.isoformat()}"\ntz = "{_BERLIN}"\n\n'
+            f'[[schedule]]\nname = "gone"\nat = "{gone.isoformat()}"\n'
         )
         return dict(json.loads(_ok(cli, "schedule", "apply", str(path), "--json", "--dsn", dsn)))
 
-    assert apply(start, start + _DAY)["created"] == ["o", "w"]
-    assert apply(start, start + _DAY)["unchanged"] == ["o", "w"]
+    assert apply(start, start + _DAY)["created"] == ["gone", "o", "w"]
+    assert apply(start, start + _DAY)["unchanged"] == ["gone", "o", "w"]
     listed = _listed(cli, dsn)
+    # A file's one-off already past is created exhausted (reapplying never fails), runs never.
+    assert (listed["gone"]["state"], listed["gone"]["next_due_at_ms"]) == ("exhausted", None)
     instant = _ms(at.replace(tzinfo=load_timezone(_BERLIN)))
     assert listed["o"]["definition"]["start_at_ms"] == listed["o"]["definition"]["end_at_ms"]
     assert listed["o"]["definition"]["start_at_ms"] == instant
