@@ -122,9 +122,9 @@ def _partition_mid_commit(run: Scenario, ns: NetNamespace, port: int) -> int:
 def _cut_a_fencing_commit(run: Scenario, ns: NetNamespace, port: int, inside: Replica) -> int:
     """Partition mid-commit until the cut-off COMMIT fenced claims; return the last heal's time.
 
-    The COMMIT the partition catches is the namespaced replica's next one. Right after the loss
-    its claims may have been taken over already (it is still in TCP retransmission backoff): its
-    commit then fences nothing, its lost reply leaves nothing uncertain, and the headline fault
+    The COMMIT the partition catches is the namespaced replica's next one. Its claims may have
+    been taken over already (the host-side replica claimed the due rows first): its commit then
+    fences nothing, its lost reply leaves nothing uncertain, and the headline fault
     (an uncertain commit settled after the heal) would not have happened. So the replica logs
     `commit.reply_lost` with the number of fenced claims, and the partition is repeated (at most
     CUT_ATTEMPTS times) until one counts.
@@ -187,6 +187,16 @@ def test_network_faults_heal_without_loss_or_doubling(
     assert lost > 0, "the loss rule dropped nothing"
     ns.heal()
     run.note(f"{lost} packets dropped by the loss rule")
+    # After the loss the namespaced replica's TCP retransmission timer is backed off (seconds);
+    # a statement of the transaction the partition is about to cut off could wait that long
+    # between its claim and its last statement, a delay none of BOUND's parts covers. Its first
+    # admission after the heal acknowledges new data, which resets the backoff.
+    loss_healed_at = run.now_ms()
+    wait_until(
+        lambda: bool(run.fetch_admin(ADMITTED_SINCE_SQL, (inside.owner_id, loss_healed_at))),
+        timeout_s=RECOVERY.ms / 1000,
+        what=f"{inside.owner_id} admits again after the loss (bound {RECOVERY})",
+    )
 
     # -- partition in the middle of a commit -----------------------------------------------
     healed_at = _cut_a_fencing_commit(run, ns, cluster.port, inside)

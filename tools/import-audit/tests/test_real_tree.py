@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from fix_trees import REPO_ROOT
-from ql3_import_audit._audit import run_audit
 from ql3_import_audit._cli import main
 from ql3_import_audit._contracts import existing_rooms
 from ql3_import_audit._layout import ROOMS, load_workspace
@@ -15,17 +15,20 @@ if TYPE_CHECKING:
 
 
 def test_repository_has_no_findings(capsys: pytest.CaptureFixture[str]) -> None:
-    """`ql3-import-audit --root <repo>` exits 0: every package's src and tests obey the rules."""
+    """`ql3-import-audit --root <repo>` exits 0: every package's src and tests obey the rules.
+
+    The fixture trees hold planted violations on purpose: auditing the repository must never
+    report one of them (checked first, so a leak is named as such, not as a failing package).
+    One audit of the whole tree serves both checks (it takes half a minute).
+    """
     assert (REPO_ROOT / "packages").is_dir(), REPO_ROOT
     code = main(["--root", str(REPO_ROOT)])
-    assert code == 0, capsys.readouterr().out
-
-
-def test_fixture_trees_are_not_part_of_the_real_tree() -> None:
-    """Auditing the repository never reports a planted violation from the fixture trees."""
-    findings, audited = run_audit(REPO_ROOT)
-    assert audited >= 3
-    assert not [f for f in findings if f.path.startswith("tools/import-audit/tests/fixtures/")]
+    out = capsys.readouterr().out
+    assert "tools/import-audit/tests/fixtures/" not in out, out
+    audited = re.search(r"in (\d+) package\(s\)", out)
+    assert audited is not None, out
+    assert int(audited.group(1)) >= 3, out  # all three wheels were audited, not a subset
+    assert code == 0, out
 
 
 def test_every_room_of_the_real_packages_exists() -> None:
