@@ -1,18 +1,21 @@
 """Schedules as code (`ql3 schedule apply FILE`) and the flags of `ql3 schedule add`.
 
 A schedule file is TOML (`[[schedule]]` tables) or JSON (a list of objects) with the keys
-`name`, `cron`, `tz`, `misfire`, `grace_ms`, and what its runs execute (DESIGN §10): `command`
-(run with /bin/sh -c; without it the schedule is a Python task run by name), `max_attempts`,
-`timeout_s`, `retry_backoff_ms`. `schedule_definition` and `task_execution` build the same
-models from `ql3 schedule add`'s flags, so a file and a command line are checked by one code path
-and their errors name the key a person wrote (`grace_ms`, `timeout_s`). Times are rendered in
-`_time_text`.
+`name`, `cron`, `tz`, `misfire`, `grace_ms`, a window `start_at` / `end_at` (ISO 8601 with an
+offset: nothing is due before the start or after the end), or instead of `cron` and the window a
+one-off `at` (a wall time in `tz`, see `one_off_definition`), and what its runs execute
+(DESIGN §10): `command` (run with /bin/sh -c; without it the schedule is a Python task run by
+name), `max_attempts`, `timeout_s`, `retry_backoff_ms`. `schedule_definition`,
+`one_off_definition` and `task_execution` build the same models from `ql3 schedule add`'s flags,
+so a file and a command line are checked by one code path and their errors name the key a person
+wrote (`grace_ms`, `timeout_s`); the window and the one-off are read by `_schedule_window`.
 """
 
 from __future__ import annotations
 
 import json
 import tomllib
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -31,9 +34,13 @@ from ql3_runtime_core import (
 )
 
 from ._config import ConfigurationError
+from ._schedule_window import one_off, schedule_window
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
     from pathlib import Path
+
+    from ql3_runtime_core import ZoneRules
 
 __all__ = [
     "SCHEDULE_KEYS",
@@ -41,6 +48,7 @@ __all__ = [
     "TIMEOUT_S_MAX",
     "TIMEOUT_S_MIN",
     "load_schedule_file",
+    "one_off_definition",
     "schedule_definition",
     "task_execution",
 ]
@@ -51,6 +59,9 @@ SCHEDULE_KEYS = (
     "tz",
     "misfire",
     "grace_ms",
+    "start_at",
+    "end_at",
+    "at",
     "command",
     "max_attempts",
     "timeout_s",
@@ -68,18 +79,49 @@ _EXECUTION_BOUNDS = {
 }
 
 
-def schedule_definition(
-    cron: str, tz: str = "UTC", misfire: str = "fire_once", grace_ms: int = 60_000
+def schedule_definition(  # noqa: PLR0917  # one argument per flag of `schedule add`
+    cron: str,
+    tz: str = "UTC",
+    misfire: str = "fire_once",
+    grace_ms: int = 60_000,
+    start_at_ms: int | None = None,
+    end_at_ms: int | None = None,
 ) -> ScheduleDefinition:
-    """Build and validate a definition; errors name the bad cron, zone or policy."""
+    """Build and validate a definition; errors name the bad cron, zone, policy or window."""
     try:
         policy = MisfirePolicy(misfire)
     except ValueError:
         choices = ", ".join(member.value for member in MisfirePolicy)
         raise ConfigurationError(f"misfire: {misfire!r} is not one of {choices}") from None
     return ScheduleDefinition(
-        cron=cron, timezone=tz, misfire_policy=policy, misfire_grace_ms=grace_ms
+        cron=cron,
+        timezone=tz,
+        misfire_policy=policy,
+        misfire_grace_ms=grace_ms,
+        start_at_ms=start_at_ms,
+        end_at_ms=end_at_ms,
     )
+
+
+def one_off_definition(
+    at: object,
+    tz: str = "UTC",
+    misfire: str = "fire_once",
+    grace_ms: int = 60_000,
+    *,
+    rules: ZoneRules | None = None,
+    field: str = "at",
+) -> ScheduleDefinition:
+    """Build the definition of a one-off run at the wall time `at` in `tz` (see `one_off`).
+
+    A cron expression matching that wall time yearly, with start_at = end_at = the instant the
+    cron engine gives for it with `rules`: the decision admits that occurrence once, under the
+    misfire policy like any other, and the schedule becomes `exhausted` after it.
+    """
+    # Zone, policy and grace are checked first, so their errors name them and not `at`.
+    schedule_definition("* * * * *", tz, misfire, grace_ms)
+    cron, instant = one_off(at, tz, rules, field)
+    return schedule_definition(cron, tz, misfire, grace_ms, instant, instant)
 
 
 def task_execution(
@@ -126,7 +168,27 @@ def _entry_execution(entry: dict[str, Any]) -> TaskExecution:
     return task_execution(entry.get("command"), **values)
 
 
-def _spec(index: int, entry: object) -> ScheduleSpec:
+_WINDOW_KEYS = ("start_at", "end_at")
+
+
+def _time_text(value: object) -> object:
+    """Turn a TOML date or date-time (an unquoted value) back into its ISO text, as JSON has it."""
+    return value.isoformat() if isinstance(value, date) else value
+
+
+def _entry_definition(
+    entry: dict[str, Any], grace: int, rules: ZoneRules | None
+) -> ScheduleDefinition:
+    """Read the timing keys of one entry: `cron` with an optional window, or a one-off `at`."""
+    tz = str(entry.get("tz", "UTC"))
+    misfire = str(entry.get("misfire", "fire_once"))
+    if "at" in entry:
+        return one_off_definition(_time_text(entry["at"]), tz, misfire, grace, rules=rules)
+    start, end = schedule_window(*(_time_text(entry.get(key)) for key in _WINDOW_KEYS))
+    return schedule_definition(entry["cron"], tz, misfire, grace, start, end)
+
+
+def _spec(index: int, entry: object, rules: ZoneRules | None = None) -> ScheduleSpec:
     where = f"schedule #{index + 1}"
     if not isinstance(entry, dict):
         raise ConfigurationError(f"{where}: expected a table/object, got {type(entry).__name__}")
@@ -135,21 +197,22 @@ def _spec(index: int, entry: object) -> ScheduleSpec:
         raise ConfigurationError(
             f"{where}: unknown key {unknown[0]!r} (allowed: {', '.join(SCHEDULE_KEYS)})"
         )
-    for key in ("name", "cron"):
+    one_off_entry = "at" in entry
+    for key in ("name",) if one_off_entry else ("name", "cron"):
         if not isinstance(entry.get(key), str) or not entry[key]:
             raise ConfigurationError(f"{where}: {key!r} is required and must be a string")
     # From here on errors name the schedule, which people find faster than its position.
     where = f"schedule {entry['name']!r}"
+    clash = [key for key in ("cron", *_WINDOW_KEYS) if key in entry]
+    if one_off_entry and clash:
+        raise ConfigurationError(
+            f"{where}: 'at' excludes {clash[0]!r}: a one-off is its own cron expression and window"
+        )
     grace = entry.get("grace_ms", 60_000)
     if not isinstance(grace, int) or isinstance(grace, bool):
         raise ConfigurationError(f"{where}: grace_ms={grace!r} is not an integer")
     try:
-        definition = schedule_definition(
-            entry["cron"],
-            str(entry.get("tz", "UTC")),
-            str(entry.get("misfire", "fire_once")),
-            grace,
-        )
+        definition = _entry_definition(entry, grace, rules)
         execution = _entry_execution(entry)
         # The name rules (printable, no padding, 1..200) live in the model, as for the API.
         return ScheduleSpec(name=entry["name"], definition=definition, execution=execution)
@@ -158,7 +221,13 @@ def _spec(index: int, entry: object) -> ScheduleSpec:
 
 
 # Model field -> the key a schedule file spells, so an error names what the file says.
-_FILE_KEYS = {"misfire_grace_ms": "grace_ms", "timezone": "tz", "misfire_policy": "misfire"}
+_FILE_KEYS = {
+    "misfire_grace_ms": "grace_ms",
+    "timezone": "tz",
+    "misfire_policy": "misfire",
+    "start_at_ms": "start_at",
+    "end_at_ms": "end_at",
+}
 
 
 def _first_error(exc: Exception) -> str:
@@ -174,8 +243,16 @@ def _first_error(exc: Exception) -> str:
     return f"{_FILE_KEYS.get(field, field)}: {detail}"
 
 
-def load_schedule_file(path: Path) -> list[ScheduleSpec]:
+def load_schedule_file(
+    path: Path, zone_rules: Callable[[Sequence[str]], ZoneRules] | None = None
+) -> list[ScheduleSpec]:
     """Read a TOML or JSON schedule file into specs.
+
+    A one-off's instant (`at`) is computed with the zone rules `zone_rules` returns for the
+    zones the one-offs name (the database's recorded ones, so the instant is the one the
+    replicas decide by); without it, with this node's tzdata wheel. The file is checked whole
+    with the wheel's rules first, so a bad entry is refused before `zone_rules` is asked (and
+    before any connection is made).
 
     Raises:
         ConfigurationError: unreadable file, bad syntax, unknown key, duplicate name, bad value.
@@ -206,6 +283,10 @@ def load_schedule_file(path: Path) -> list[ScheduleSpec]:
             )
         entries = document.get("schedule", [])
     specs = [_spec(index, entry) for index, entry in enumerate(entries)]
+    zones = sorted({str(e.get("tz", "UTC")) for e in entries if "at" in e})
+    if zones and zone_rules is not None:
+        rules = zone_rules(zones)
+        specs = [_spec(index, entry, rules) for index, entry in enumerate(entries)]
     # Refused here, before any database work: applying would otherwise keep whichever came last.
     seen: set[str] = set()
     for spec in specs:

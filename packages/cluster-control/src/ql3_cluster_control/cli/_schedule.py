@@ -17,6 +17,8 @@ from ql3_runtime_core import (
     PREVIEW_COUNT_MAX,
     RETRY_BACKOFF_MS_DEFAULT,
     RETRY_BACKOFF_MS_MAX,
+    InvalidArgumentError,
+    ScheduleDefinition,
     preview_occurrences,
     wheel_zone_rules,
 )
@@ -27,12 +29,14 @@ from ql3_cluster_control._schedule_file import (
     TIMEOUT_S_MAX,
     TIMEOUT_S_MIN,
     load_schedule_file,
+    one_off_definition,
     schedule_definition,
     task_execution,
 )
+from ql3_cluster_control._schedule_window import schedule_window
 
 from ._common import AsJson, Dsn, guarded, print_json, require_dsn
-from ._tables import execution_text, print_table, record_json, records_table
+from ._tables import execution_text, print_table, record_json, records_table, window_text
 from ._time_text import format_ms, parse_after
 
 __all__ = [
@@ -49,8 +53,33 @@ __all__ = [
 @guarded
 def schedule_add(
     name: Annotated[str, typer.Argument(help="Task and schedule name (unique).")],
-    cron: Annotated[str, typer.Option("--cron", help="5 fields, or 6 with seconds.")],
+    cron: Annotated[
+        str | None, typer.Option("--cron", help="5 fields, or 6 with seconds (or give --at).")
+    ] = None,
     tz: Annotated[str, typer.Option("--tz", help="IANA timezone.")] = "UTC",
+    start_at: Annotated[
+        str | None,
+        typer.Option(
+            "--start-at",
+            help="Nothing is due before this instant (ISO 8601 with an offset, inclusive).",
+        ),
+    ] = None,
+    end_at: Annotated[
+        str | None,
+        typer.Option(
+            "--end-at",
+            help="Nothing is due after this instant (ISO 8601 with an offset, inclusive);"
+            " the schedule is then exhausted.",
+        ),
+    ] = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            help="A one-off run at this wall time in --tz (ISO 8601 without offset), instead"
+            " of --cron; DST gaps and folds resolved as for cron.",
+        ),
+    ] = None,
     misfire: Annotated[str, typer.Option("--misfire", help="fire_once|skip|catch_up")] = (
         "fire_once"
     ),
@@ -101,18 +130,83 @@ def schedule_add(
     NAME is 1 to 200 printable characters without leading or trailing whitespace. `ql3 worker`
     runs its COMMAND with the environment variables QL3_RUN_ID, QL3_ATTEMPT,
     QL3_SCHEDULED_FOR_MS, QL3_SCHEDULE and QL3_TASK_PAYLOAD; exit 0 is success.
+
+    --start-at/--end-at bound when it may run; --at makes it a one-off, run once. A schedule
+    that would have nothing left to run after the database's now (a one-off in the past, a
+    window already ended) is refused and nothing is written.
     """
     # The same builders as a schedule file's entries: one set of checks and messages for both.
-    definition = schedule_definition(cron, tz, misfire, grace_ms)
+    definition = _add_definition(cron, tz, misfire, grace_ms, (start_at, end_at, at))
     execution = task_execution(command, max_attempts, timeout_s, retry_backoff_ms)
     # Checked before connecting: a bad name is a usage error, never a database one.
     spec = ScheduleSpec(name=name, definition=definition, execution=execution)
-    with ScheduleAdmin(require_dsn(dsn)) as admin:
-        record = admin.add_schedule(spec.name, spec.definition, execution=spec.execution)
+    dsn = require_dsn(dsn)
+    if at is not None:
+        # Again with the zone rules the database records: the instant the replicas decide by.
+        rules = load_recorded_zone_rules(dsn, [tz])
+        definition = one_off_definition(at, tz, misfire, grace_ms, rules=rules, field="--at")
+        spec = spec.model_copy(update={"definition": definition})
+    with ScheduleAdmin(dsn) as admin:
+        try:
+            record = admin.add_schedule(
+                spec.name, spec.definition, execution=spec.execution, require_occurrence=True
+            )
+        except InvalidArgumentError as exc:
+            if exc.argument != "end_at_ms":
+                raise
+            raise _nothing_left(definition, at, end_at) from exc
     typer.echo(
         f"added schedule {record.name!r} (id {record.schedule_id}),"
         f" next due {format_ms(record.next_due_at_ms, definition.timezone)};"
-        f" runs {execution_text(execution)}"
+        f"{_window_text(definition)} runs {execution_text(execution)}"
+    )
+
+
+def _add_definition(
+    cron: str | None,
+    tz: str,
+    misfire: str,
+    grace_ms: int,
+    when: tuple[str | None, str | None, str | None],
+) -> ScheduleDefinition:
+    """Build `schedule add`'s definition: a cron with its window, or a one-off (`--at`)."""
+    start_at, end_at, at = when
+    if at is not None:
+        given = [flag for flag, value in (("--cron", cron), ("--start-at", start_at),
+                 ("--end-at", end_at)) if value is not None]  # fmt: skip
+        if given:
+            msg = f"--at excludes {given[0]}: a one-off is its own cron expression and window"
+            raise ConfigurationError(msg)
+        # This node's rules first, so a bad --at is refused before connecting.
+        return one_off_definition(at, tz, misfire, grace_ms, field="--at")
+    if cron is None:
+        msg = "give --cron (a repeating schedule) or --at (a one-off run)"
+        raise ConfigurationError(msg)
+    start, end = schedule_window(start_at, end_at, start_field="--start-at", end_field="--end-at")
+    return schedule_definition(cron, tz, misfire, grace_ms, start, end)
+
+
+def _nothing_left(definition: ScheduleDefinition, at: str | None, end_at: str | None) -> Exception:
+    """Return the error for a schedule born exhausted, naming the flag that ended it."""
+    zone = definition.timezone
+    if at is not None:
+        when = format_ms(definition.start_at_ms, zone)
+        msg = f"--at: {at!r} in {zone} is {when}, not after the database time; nothing written"
+    else:
+        # Only a window can end a cron schedule: every expression the dialect accepts recurs.
+        msg = (
+            f"--end-at: {end_at!r} leaves no occurrence of {definition.cron!r} after the"
+            " database time (and --start-at); nothing written"
+        )
+    return ConfigurationError(msg)
+
+
+def _window_text(definition: ScheduleDefinition) -> str:
+    """Return the window part of `schedule add`'s reply (empty without one)."""
+    if definition.start_at_ms is None and definition.end_at_ms is None:
+        return ""
+    return (
+        f" window {window_text(definition.start_at_ms, definition.end_at_ms, definition.timezone)};"
     )
 
 
@@ -170,8 +264,17 @@ def schedule_apply(
     as_json: AsJson = False,
     dsn: Dsn = None,
 ) -> None:
-    """Apply schedules as code in one transaction: create, update, leave unchanged, prune."""
-    specs = load_schedule_file(file)
+    """Apply schedules as code in one transaction: create, update, leave unchanged, prune.
+
+    A one-off (`at`) already past when its schedule is first created is created `exhausted`
+    and never runs (reapplying the file must not fail once it has run); `ql3 schedule list`
+    shows it.
+    """
+    # One-offs are placed with the zone rules the database records, as the replicas decide;
+    # the file is checked whole before they are asked for (bad files never connect).
+    specs = load_schedule_file(
+        file, lambda zones: load_recorded_zone_rules(require_dsn(dsn), zones)
+    )
     with ScheduleAdmin(require_dsn(dsn)) as admin:
         report = admin.apply_schedules(specs, prune=prune)
     if as_json:

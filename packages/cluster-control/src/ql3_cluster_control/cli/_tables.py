@@ -29,7 +29,9 @@ __all__ = [
     "record_json",
     "records_table",
     "runs_table",
+    "state_reason",
     "status_text",
+    "window_text",
 ]
 
 # Wide enough for the longest row the database allows (name 200, cron 1 000, reason 2 000
@@ -77,20 +79,42 @@ def execution_text(execution: TaskExecution | None) -> str:
     )
 
 
+def window_text(start_at_ms: int | None, end_at_ms: int | None, tz: str = "UTC") -> str:
+    """Render a schedule's window as `start .. end` in `tz`; an open side shows '-'.
+
+    A one-off's window is one instant (start = end), shown once as `at <instant>`.
+    """
+    if start_at_ms is None and end_at_ms is None:
+        return "-"
+    if start_at_ms is not None and start_at_ms == end_at_ms:
+        return f"at {format_ms(start_at_ms, tz)}"
+    return f"{format_ms(start_at_ms, tz)} .. {format_ms(end_at_ms, tz)}"
+
+
+def state_reason(state: str, reason: str | None) -> str:
+    """Say why a schedule is in its state: the quarantine reason, or why it is exhausted."""
+    if reason:
+        return reason
+    if state == "exhausted":
+        return "no occurrence left in its window"
+    return "-"
+
+
 def records_table(
     records: list[ScheduleRecord], executions: Mapping[str, TaskExecution] | None = None
 ) -> Table:
     """Build the `ql3 schedule list` table; next due in each schedule's own zone.
 
     A quarantined schedule shows why in the `reason` column (a definition this node cannot read
-    shows that too); its times are in UTC when its own zone cannot be loaded. The last column
-    says what its runs execute.
+    shows that too), an exhausted one that its window has nothing left; its times are in UTC
+    when its own zone cannot be loaded. `window` is start .. end (`at` for a one-off). The last
+    column says what its runs execute.
     """
     runs = executions or {}
     table = Table(box=None, pad_edge=False)
     for column in (
-        "name", "state", "cron", "tz", "misfire", "grace_ms", "next due", "claimed by", "reason",
-        "runs",
+        "name", "state", "cron", "tz", "misfire", "grace_ms", "window", "next due", "claimed by",
+        "reason", "runs",
     ):  # fmt: skip
         table.add_column(column)
     for record in records:
@@ -104,9 +128,12 @@ def records_table(
             cell(record.timezone),
             "-" if definition is None else str(definition.misfire_policy),
             "-" if definition is None else str(definition.misfire_grace_ms),
+            "-"
+            if definition is None
+            else window_text(definition.start_at_ms, definition.end_at_ms, zone),
             format_ms(record.next_due_at_ms, zone),
             cell(record.claim_owner_id or "-"),
-            cell(record.invalid_reason or record.definition_error or "-"),
+            cell(state_reason(record.state, record.invalid_reason or record.definition_error)),
             cell(execution_text(runs.get(record.name))),
         )
     return table
@@ -133,21 +160,22 @@ def status_text(report: StatusReport) -> None:
         )
     table = Table(box=None, pad_edge=False)
     for column in (
-        "name", "state", "next due (UTC)", "due in", "claimed by", "claim expires in",
-        "runs", "last admitted (UTC)", "invalid reason",
+        "name", "state", "window (UTC)", "next due (UTC)", "due in", "claimed by",
+        "claim expires in", "runs", "last admitted (UTC)", "reason",
     ):  # fmt: skip
         table.add_column(column)
     for item in report.schedules:
         table.add_row(
             cell(item.name),
             f"{item.state} (overdue)" if item.overdue else str(item.state),
+            window_text(item.start_at_ms, item.end_at_ms),
             format_ms(item.next_due_at_ms),
             in_ms(item.next_due_in_ms),
             cell(item.claim_owner_id or "-"),
             in_ms(item.claim_expires_in_ms),
             str(item.runs_admitted),
             format_ms(item.last_admitted_at_ms),
-            cell(item.invalid_reason or "-"),
+            cell(state_reason(item.state, item.invalid_reason)),
         )
     console.print(table)
 

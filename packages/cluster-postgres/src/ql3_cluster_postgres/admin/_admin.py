@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ql3_runtime_core import (
     LEASE_MS_DEFAULT,
+    InvalidArgumentError,
     ScheduleDefinition,
     ScheduleState,
     TaskExecution,
@@ -94,6 +95,7 @@ class ScheduleAdmin(AdminSession):
         *,
         payload_template: Mapping[str, Any] | None = None,
         execution: TaskExecution | None = None,
+        require_occurrence: bool = False,
     ) -> ScheduleRecord:
         """Create task, cron trigger and schedule in one transaction.
 
@@ -101,6 +103,11 @@ class ScheduleAdmin(AdminSession):
         start_at_ms - 1). `execution` says what its runs execute (default: a Python task run by
         name, see `TaskExecution`). Raises `DuplicateScheduleError` when the name is taken and
         `InvalidArgumentError` when the payload is over `PAYLOAD_MAX_BYTES` (nothing written).
+
+        With `require_occurrence`, a schedule that would be born `exhausted` (no occurrence left
+        in its window after the database's now, say a one-off whose instant has passed) is
+        refused with an `InvalidArgumentError` naming `end_at_ms`, and nothing is written: the
+        check and the write are one transaction, so no clock read elsewhere can race it.
         """
         spec = validated(
             ScheduleSpec(name=name, definition=definition, execution=execution or TaskExecution())
@@ -115,9 +122,17 @@ class ScheduleAdmin(AdminSession):
         def add(conn: psycopg.Connection[Any]) -> ScheduleRecord:
             rules = self._zone_rules(conn, action)
             # A new row has no lock to wait for and no decided occurrence.
-            created = create_schedules(conn, [spec], placement_now(conn), [payload], rules)
+            now = placement_now(conn)
+            created = create_schedules(conn, [spec], now, [payload], rules)
             if not created:
                 raise DuplicateScheduleError(name)
+            if require_occurrence and created[0].state is ScheduleState.EXHAUSTED:
+                # Raised inside the transaction: it rolls back, nothing is written.
+                raise InvalidArgumentError(
+                    "end_at_ms",
+                    spec.definition.end_at_ms,
+                    f"must leave an occurrence after the database time {now} (epoch ms)",
+                )
             set_executions(conn, [(created[0].task_id, spec.execution)])
             fetch_rows(conn, "notify_schedule_changed", {"reason": "created"})
             return created[0]

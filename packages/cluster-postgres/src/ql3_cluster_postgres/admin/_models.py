@@ -116,6 +116,8 @@ class ScheduleStatus(BaseModel):
     `overdue` is True for an active schedule whose cursor lies more than the lease plus its
     misfire grace behind the database clock: no replica is deciding it. A quarantined schedule
     (state `invalid`) is never overdue (nothing may decide it); it carries its reason instead.
+    `start_at_ms` and `end_at_ms` are its window (None: unbounded on that side); an `exhausted`
+    schedule has no occurrence left in it.
     """
 
     model_config = _MODEL
@@ -133,6 +135,8 @@ class ScheduleStatus(BaseModel):
     invalid_reason: str | None = None
     invalidated_at_ms: int | None = None
     overdue: bool = False
+    start_at_ms: int | None = None
+    end_at_ms: int | None = None
 
 
 class StatusReport(BaseModel):

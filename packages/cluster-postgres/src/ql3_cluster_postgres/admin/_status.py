@@ -64,4 +64,6 @@ def schedule_status(row: _Row, now: int, lease_ms: int) -> ScheduleStatus:
         # A healthy replica may hold a due schedule for a whole lease, and the misfire grace is
         # lateness the schedule accepts: only beyond both is the cursor stuck.
         overdue=active and due is not None and now - due > lease_ms + row["misfire_grace_ms"],
+        start_at_ms=row["start_at_ms"],
+        end_at_ms=row["end_at_ms"],
     )
