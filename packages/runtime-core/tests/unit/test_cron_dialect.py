@@ -301,3 +301,25 @@ def test_a_step_of_five_digits_is_refused_naming_it() -> None:
     """Five digits are refused as text (never parsed into a number), naming the step."""
     with pytest.raises(InvalidCronError, match="step '00005' is not a number from 1 to 59"):
         validate_cron_expression("*/00005 * * * *")
+
+
+@pytest.mark.parametrize(
+    ("expression", "count", "field", "expected"),
+    [
+        # Day of week 0-7 (7 is Sunday again): */2 is 0, 2, 4, 6 = Sunday, Tuesday, Thursday,
+        # Saturday, and never Monday (which a step counted from -1 or 1 would give).
+        ("0 0 * * */2", 14, "%a", {"Sun", "Tue", "Thu", "Sat"}),
+        # Day of month 1-31: */10 is the 1st, 11th, 21st and 31st (not the 10th, 20th, 30th).
+        ("0 0 */10 * *", 12, "%d", {"01", "11", "21", "31"}),
+        # Month 1-12: */5 is January, June, November.
+        ("0 0 1 */5 *", 6, "%b", {"Jan", "Jun", "Nov"}),
+    ],
+)
+def test_a_star_step_counts_from_the_fields_lowest_value(
+    expression: str, count: int, field: str, expected: set[str]
+) -> None:
+    """`*/n` takes every n-th value from the field's own lowest one (Vixie cron's reading)."""
+    fired = {
+        datetime.fromtimestamp(t / 1000, UTC).strftime(field) for t in _fires(expression, count)
+    }
+    assert fired == expected
