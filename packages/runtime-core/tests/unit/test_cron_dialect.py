@@ -323,3 +323,23 @@ def test_a_star_step_counts_from_the_fields_lowest_value(
         datetime.fromtimestamp(t / 1000, UTC).strftime(field) for t in _fires(expression, count)
     }
     assert fired == expected
+
+
+def test_the_time_fields_read_as_their_values_before_any_search() -> None:
+    """`*` and `*/n` in seconds, minutes and hours are exactly the field's values from 0.
+
+    Read from the parsed fields, before any occurrence is searched for: a field that reached
+    outside its range (an hour -1, say) must fail here, not make a search run forever.
+    """
+    from ql3_runtime_core._cron_fields import parse_expression  # noqa: PLC0415
+
+    stars = parse_expression("* * * * * *", "* * * * * *")
+    assert (stars.seconds, stars.minutes, stars.hours) == (
+        tuple(range(60)), tuple(range(60)), tuple(range(24)),
+    )  # fmt: skip
+    steps = parse_expression("*/15 */20 */6 * * *", "*/15 */20 */6 * * *")
+    assert (steps.seconds, steps.minutes, steps.hours) == (
+        (0, 15, 30, 45),
+        (0, 20, 40),
+        (0, 6, 12, 18),
+    )
