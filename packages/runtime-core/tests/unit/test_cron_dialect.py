@@ -343,3 +343,10 @@ def test_the_time_fields_read_as_their_values_before_any_search() -> None:
         (0, 20, 40),
         (0, 6, 12, 18),
     )
+
+
+def test_thirty_days_of_the_month_are_not_every_day() -> None:
+    """`1-30` in the day-of-month field never fires on a 31st (it is not the whole field)."""
+    fired = [datetime.fromtimestamp(t / 1000, UTC) for t in _fires("0 0 1-30 * *", 62)]
+    assert all(moment.day != 31 for moment in fired)
+    assert len({moment.month for moment in fired}) == 3  # Jan, Feb, Mar reached
