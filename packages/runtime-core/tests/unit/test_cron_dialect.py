@@ -350,3 +350,16 @@ def test_thirty_days_of_the_month_are_not_every_day() -> None:
     fired = [datetime.fromtimestamp(t / 1000, UTC) for t in _fires("0 0 1-30 * *", 62)]
     assert all(moment.day != 31 for moment in fired)
     assert len({moment.month for moment in fired}) == 3  # Jan, Feb, Mar reached
+
+
+def test_no_occurrence_left_before_the_last_instant_is_refused_by_name() -> None:
+    """Past the last instant the engine computes in, the search ends in InvalidCronError.
+
+    A day that matches but whose first time lies beyond the last instant must not be returned
+    (nor fail as a date overflow): "no occurrence left" is the refusal callers handle.
+    """
+    from ql3_runtime_core import EPOCH_MS_MAX, InvalidCronError, next_occurrence_ms  # noqa: PLC0415
+
+    late = EPOCH_MS_MAX - 3_600_000  # an hour before the last instant
+    with pytest.raises(InvalidCronError):
+        next_occurrence_ms("0 0 1 1 *", "UTC", late)
