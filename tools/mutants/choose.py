@@ -182,7 +182,12 @@ def keep(
     order = {mutant: index for index, mutant in enumerate(latest)}
     merged = sorted([*kept, *rows], key=lambda row: order.get(row.id, len(order)))
     parts = "; ".join(f"{r['selection']} (against `{r['commit']}`)" for r in records)
-    sentence = f"{parts}; then {described}, whose {len(rows)} verdicts replace the earlier ones"
+    # A run that judged nothing (a report rewritten from the records alone) adds no part.
+    sentence = (
+        f"{parts}; then {described}, whose {len(rows)} verdicts replace the earlier ones"
+        if rows
+        else parts
+    )
     if gone:
         sentence += (
             f"; {len(gone)} earlier rows left out, their mutated line having changed since"
