@@ -176,5 +176,10 @@ $$;
 
 -- ql3_admin triggers through the function only: it still has no INSERT on any history table.
 -- It reads runs already (0002), so it can read a request back after a lost reply.
+-- ql3_runtime keeps INSERT on the columns its commit writes and no others: a manual Run is
+-- written by the function alone (a Coordinator login cannot forge one).
+REVOKE INSERT ON ql3.runs FROM ql3_runtime;
+GRANT INSERT (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token, created_at_ms)
+    ON ql3.runs TO ql3_runtime;
 REVOKE ALL ON FUNCTION ql3.admin_trigger_run_v1(text, text, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql3.admin_trigger_run_v1(text, text, jsonb) TO ql3_admin;
