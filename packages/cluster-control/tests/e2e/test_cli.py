@@ -161,6 +161,42 @@ def test_schedule_verbs_end_to_end(ql3_db: Ql3Database) -> None:
     )
 
 
+def test_schedule_trigger_end_to_end(ql3_db: Ql3Database) -> None:
+    """One Run per request id, printed; counted apart by runs list, status and verify."""
+    dsn = ql3_db.dsn("admin")
+    _ok("schedule", "add", "report", "--cron", "0 3 * * *", "--dsn", dsn)
+    first = _ok("schedule", "trigger", "report", "--request-id", "deploy-42", "--dsn", dsn)
+    assert "manual run" in first
+    assert "'deploy-42'" in first
+    again = _ok("schedule", "trigger", "report", "--request-id", "deploy-42", "--dsn", dsn)
+    assert "already admitted" in again
+    generated = json.loads(
+        _ok("schedule", "trigger", "report", "--payload", '{"why": "test"}', "--json", "--dsn", dsn)
+    )
+    assert generated["payload"] == {"why": "test"}
+    assert not generated["existed"]
+    assert str(uuid.UUID(generated["request_id"])) == generated["request_id"]
+    rows = sql_rows(ql3_db.superuser_dsn, "SELECT kind, request_id FROM ql3.runs ORDER BY id")
+    assert rows == [("manual", "deploy-42"), ("manual", generated["request_id"])]
+    listed = json.loads(_ok("runs", "list", "--kind", "manual", "--json", "--dsn", dsn))
+    assert [run["request_id"] for run in listed] == [generated["request_id"], "deploy-42"]
+    assert json.loads(_ok("runs", "list", "--kind", "cron", "--json", "--dsn", dsn)) == []
+    assert "manual (deploy-42)" in _ok("runs", "list", "--dsn", dsn)
+    status = json.loads(_ok("status", "--json", "--dsn", dsn))
+    ((report,),) = [[s for s in status["schedules"] if s["name"] == "report"]]
+    assert (report["runs_admitted"], report["manual_runs"]) == (0, 2)
+    verified = json.loads(_ok("verify", "--json", "--dsn", dsn))
+    assert (verified["ok"], verified["runs"], verified["manual_runs"]) == (True, 0, 2)
+    assert "2 manual runs" in _ok("verify", "--dsn", dsn)
+    assert "ghost" in _fails(1, "schedule", "trigger", "ghost", "--dsn", dsn)
+    assert "request_id" in _fails(
+        2, "schedule", "trigger", "report", "--request-id", "deploy-42", "--payload", "{}",
+        "--dsn", dsn,
+    )  # fmt: skip
+    _ok("schedule", "retire", "report", "--dsn", dsn)
+    assert "retired" in _fails(1, "schedule", "trigger", "report", "--dsn", dsn)
+
+
 def test_schedule_apply_is_idempotent_and_prunes(ql3_db: Ql3Database, tmp_path: Path) -> None:
     """Apply creates, leaves unchanged, updates and (with --prune) retires, from TOML and JSON."""
     dsn = ql3_db.dsn("admin")
