@@ -120,7 +120,7 @@ def send_trigger(
     except psycopg.errors.ObjectNotInPrerequisiteState as exc:
         state = exc.diag.message_detail or "unknown"
         raise ScheduleStateError(
-            name, state, "trigger", "it admits no Run until it is added or fixed again"
+            name, state, "trigger", "it admits no Run until apply or resume brings it back"
         ) from exc
     except psycopg.errors.UniqueViolation as exc:
         raise InvalidArgumentError(
