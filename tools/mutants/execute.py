@@ -20,8 +20,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from model import ROOT, Verdict
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 PACKAGES = ("runtime-core", "cluster-postgres", "cluster-control")
 PLUGIN_DIR = Path(__file__).with_name("plugin")
@@ -126,15 +130,27 @@ def pytest_command(suite: str, tests: list[str], timeout_s: int) -> list[str]:
 
 
 def run_pytest(
-    command: list[str], env_name: str, budget_s: float
+    command: list[str],
+    env_name: str,
+    budget_s: float,
+    bounds: Mapping[str, float] | None = None,
 ) -> tuple[dict[str, object] | None, str]:
-    """Run pytest with the plugin writing to a temp file; return its record and the output tail."""
+    """Run pytest with the plugin writing to a temp file; return its record and the output tail.
+
+    `bounds` (test id -> seconds) gives tests their own pytest-timeout bound (the plugin marks
+    them); the others keep the command's.
+    """
     with tempfile.TemporaryDirectory(prefix="ql3-mutants-run-") as folder:
         out = Path(folder) / "out"
         if env_name == "MUTANTS_QL3_MAP":
             out.mkdir()
+        extra = {}
+        if bounds:
+            (Path(folder) / "bounds.json").write_text(json.dumps(dict(bounds)))
+            extra["MUTANTS_QL3_BOUNDS"] = str(Path(folder) / "bounds.json")
         env = {
             **os.environ,
+            **extra,
             env_name: str(out),
             "PYTHONPATH": os.pathsep.join(
                 filter(None, (str(PLUGIN_DIR), os.environ.get("PYTHONPATH")))
@@ -157,8 +173,30 @@ def run_pytest(
         return json.loads(out.read_text()), tail
 
 
-def judge(tests: list[str], suites: tuple[str, ...], timeout_s: int, budget_s: float) -> Outcome:
-    """Run the selection folder by folder (fastest folder first); stop at the first kill."""
+def _after_hang(selected: list[str], found: list[dict[str, str]]) -> list[str]:
+    """Return the tests of `selected` after the one the watchdog ended the run in (else none).
+
+    The watchdog ends the whole process at a hung test, so the tests after it never ran; one of
+    them may still fail an assertion, which decides the verdict better than the hang does.
+    """
+    hung = [f["test"].split("[", 1)[0] for f in found if f.get("exception") == "Hung"]
+    if not hung or hung[-1] not in selected:
+        return []
+    return selected[selected.index(hung[-1]) + 1 :]
+
+
+def judge(
+    tests: list[str],
+    suites: tuple[str, ...],
+    timeout_s: int,
+    budget_s: float,
+    bounds: Mapping[str, float] | None = None,
+) -> Outcome:
+    """Run the selection folder by folder (fastest folder first); stop at the first kill.
+
+    A test the watchdog finds hung ends its pytest process; the tests after it in the selection
+    run in a new one, within the same budget, so a hang early in the order does not hide a kill.
+    """
     started = time.monotonic()
     groups: dict[str, list[str]] = {}
     for test in tests:
@@ -166,19 +204,28 @@ def judge(tests: list[str], suites: tuple[str, ...], timeout_s: int, budget_s: f
     findings: list[dict[str, str]] = []
     ran = 0
     for suite, selected in groups.items():
-        left = budget_s - (time.monotonic() - started)
-        record, tail = run_pytest(
-            pytest_command(suite, selected, timeout_s), "MUTANTS_QL3_VERDICT", left
-        )
-        if record is None:
-            verdict = Verdict.TIMEOUT if tail == "timeout" else Verdict.INVALID
-            reason = "the selection ran past its bound" if tail == "timeout" else _last_line(tail)
-            return Outcome(verdict, reason, time.monotonic() - started, ran, findings)
-        ran += int(str(record.get("ran", 0)))
-        found = record.get("findings", [])
-        findings += found if isinstance(found, list) else []
-        if any(f["category"] in ("assertion", "sql") for f in findings):
-            break
+        pending = selected
+        while pending:
+            left = budget_s - (time.monotonic() - started)
+            record, tail = run_pytest(
+                pytest_command(suite, pending, timeout_s), "MUTANTS_QL3_VERDICT", left, bounds
+            )
+            if record is None:
+                verdict = Verdict.TIMEOUT if tail == "timeout" else Verdict.INVALID
+                reason = (
+                    "the selection ran past its bound" if tail == "timeout" else _last_line(tail)
+                )
+                if findings and verdict is Verdict.TIMEOUT:
+                    # The hangs found so far say more than the budget running out.
+                    return _verdict(findings, time.monotonic() - started, ran)
+                return Outcome(verdict, reason, time.monotonic() - started, ran, findings)
+            ran += int(str(record.get("ran", 0)))
+            found = record.get("findings", [])
+            found = found if isinstance(found, list) else []
+            findings += found
+            if any(f["category"] in ("assertion", "sql") for f in findings):
+                return _verdict(findings, time.monotonic() - started, ran)
+            pending = _after_hang(pending, found)
         if len({f["test"].split("::")[0] for f in findings if f["category"] == "error"}) >= (
             ERRORS_ENOUGH
         ):

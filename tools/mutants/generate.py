@@ -34,6 +34,8 @@ class Config:
     goal_percent: int
     suites: tuple[str, ...]
     test_timeout_s: int
+    test_timeout_floor_s: float
+    test_timeout_factor: float
     mutant_timeout_s: int
     selection_floor_s: int
     selection_factor: float
@@ -61,6 +63,8 @@ def load_config(path: Path = CONFIG) -> Config:
         goal_percent=int(data["goal"]["percent"]),
         suites=tuple(data["suites"]["folders"]),
         test_timeout_s=int(data["run"]["test-timeout-s"]),
+        test_timeout_floor_s=float(data["run"]["test-timeout-floor-s"]),
+        test_timeout_factor=float(data["run"]["test-timeout-factor"]),
         mutant_timeout_s=int(data["run"]["mutant-timeout-s"]),
         selection_floor_s=int(data["run"]["selection-floor-s"]),
         selection_factor=float(data["run"]["selection-factor"]),

@@ -118,6 +118,19 @@ def control(tests: list[str], config: generate.Config, suites: tuple[str, ...]) 
     return not outcome.findings and outcome.tests_run > 0
 
 
+def test_bounds(
+    tests: list[str], test_map: selection.TestMap, config: generate.Config
+) -> dict[str, float]:
+    """Return each selected test's pytest-timeout bound: a multiple of its mapped duration."""
+    return {
+        test: min(
+            float(config.test_timeout_s),
+            config.test_timeout_floor_s + config.test_timeout_factor * test_map.duration(test),
+        )
+        for test in tests
+    }
+
+
 def selection_budget(
     tests: list[str], test_map: selection.TestMap, config: generate.Config
 ) -> float:
@@ -135,9 +148,17 @@ def selection_budget(
 
 
 def run_generated(
-    mutant: Mutant, tests: list[str], wheels: Wheels, config: generate.Config, budget_s: float
+    mutant: Mutant,
+    tests: list[str],
+    wheels: Wheels,
+    config: generate.Config,
+    budgets: tuple[float, dict[str, float]],
 ) -> tuple[Mutant, Outcome]:
-    """Realize, build, install and judge one generated mutant; restore its package."""
+    """Realize, build, install and judge one generated mutant; restore its package.
+
+    `budgets` is the selection's bound and each test's own (`test_bounds`).
+    """
+    budget_s, bounds = budgets
     mutant = generate.realize(mutant)
     if mutant.edit is None:
         return mutant, Outcome(Verdict.INVALID, "cosmic-ray made no change at this site")
@@ -149,7 +170,7 @@ def run_generated(
     except subprocess.CalledProcessError as exc:
         return mutant, Outcome(Verdict.INVALID, f"build failed: {str(exc.stderr)[-200:]}")
     try:
-        return mutant, judge(tests, config.suites, config.test_timeout_s, budget_s)
+        return mutant, judge(tests, config.suites, config.test_timeout_s, budget_s, bounds)
     finally:
         wheels.restore(mutant.package)
 
@@ -252,8 +273,8 @@ def run_chosen(
         if minutes and time.monotonic() - started > minutes * 60:
             return rows, f"; stopped by --minutes {minutes:g} after {number - 1} mutants"
         tests = selected[generated.id]
-        budget = selection_budget(tests, test_map, config)
-        mutant, outcome = run_generated(generated, tests, wheels, config, budget)
+        budgets = (selection_budget(tests, test_map, config), test_bounds(tests, test_map, config))
+        mutant, outcome = run_generated(generated, tests, wheels, config, budgets)
         if outcome.verdict is Verdict.CAUGHT and not passes_unmutated(
             outcome.reason, judges, config
         ):

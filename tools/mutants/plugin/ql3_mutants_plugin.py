@@ -13,12 +13,13 @@ unknown `QL3_*` variables, and they inherit the environment):
   test's `tests` folder is that expectation failing, while one raised in product code stays an
   error). pytest-timeout's failure is a `timeout`, not a kill; so is a test still running at
   twice that bound (a hypothesis test retries a hung example past pytest-timeout's one alarm):
-  a watchdog writes the findings and ends the process. A PostgreSQL syntax or undefined-object
-  error (SQLSTATE class 42 but 42501) anywhere in the chain means the mutated statement cannot
-  run at all: `sql`. Anything else (an error in setup, at collection, or a non-assertion
-  exception) is an `error`. The run
-  stops at the first kill or `sql` finding (`-x`, but only for findings that decide the verdict),
-  or at `error`s in a third test file.
+  a watchdog writes the findings and ends the process. With `MUTANTS_QL3_BOUNDS=<file.json>`
+  (test id -> seconds) each listed test gets that bound instead of the command line's. A
+  PostgreSQL syntax or undefined-object error (SQLSTATE class 42 but 42501) anywhere in the
+  chain means the mutated statement cannot run at all: `sql`. Anything else (an error in setup,
+  at collection, or a non-assertion exception) is an `error`. The run stops at the first kill
+  or `sql` finding (`-x`, but only for findings that decide the verdict), or at `error`s in a
+  third test file.
 - `MUTANTS_QL3_MAP=<folder>`: measure line coverage of the three product packages with one
   coverage context per test function (parametrizations folded), record which `sql/` statements
   each test looks up (`ql3_cluster_postgres._sql._lookup`, called each time a statement is sent)
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from _pytest.reports import CollectReport, TestReport
 
 VERDICT = os.environ.get("MUTANTS_QL3_VERDICT")
+# Test id (parametrizations folded) -> its own pytest-timeout bound in seconds, when judging.
+BOUNDS = os.environ.get("MUTANTS_QL3_BOUNDS")
 MAP = os.environ.get("MUTANTS_QL3_MAP")
 PRODUCT = ("ql3_runtime_core", "ql3_cluster_postgres", "ql3_cluster_control")
 _TIMEOUT_MARK = "from pytest-timeout"
@@ -178,6 +181,16 @@ if VERDICT:
             )
         )
 
+    def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+        """Give each test listed in MUTANTS_QL3_BOUNDS its own pytest-timeout bound."""
+        if not BOUNDS:
+            return
+        bounds: dict[str, float] = json.loads(Path(BOUNDS).read_text())
+        for item in items:
+            bound = bounds.get(_base(item.nodeid))
+            if bound is not None:
+                item.add_marker(pytest.mark.timeout(bound))
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(
         item: pytest.Item, nextitem: pytest.Item | None
@@ -196,7 +209,9 @@ if VERDICT:
     @contextlib.contextmanager
     def _watchdog(node: pytest.Item | pytest.Session) -> Iterator[None]:
         """Within the block, a timer at twice pytest-timeout's bound ends a hung process."""
-        bound_s = 2 * float(str(node.config.getini("timeout") or 0))
+        marker = node.get_closest_marker("timeout") if isinstance(node, pytest.Item) else None
+        own = marker.args[0] if marker is not None and marker.args else None
+        bound_s = 2 * float(str(own or node.config.getini("timeout") or 0))
         timer = threading.Timer(bound_s, _hung, (node, bound_s)) if bound_s else None
         if timer is not None:
             timer.daemon = True

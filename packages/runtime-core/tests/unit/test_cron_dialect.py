@@ -301,3 +301,52 @@ def test_a_step_of_five_digits_is_refused_naming_it() -> None:
     """Five digits are refused as text (never parsed into a number), naming the step."""
     with pytest.raises(InvalidCronError, match="step '00005' is not a number from 1 to 59"):
         validate_cron_expression("*/00005 * * * *")
+
+
+@pytest.mark.parametrize(
+    ("expression", "count", "field", "expected"),
+    [
+        # Day of week 0-7 (7 is Sunday again): */2 is 0, 2, 4, 6 = Sunday, Tuesday, Thursday,
+        # Saturday, and never Monday (which a step counted from -1 or 1 would give).
+        ("0 0 * * */2", 14, "%a", {"Sun", "Tue", "Thu", "Sat"}),
+        # Day of month 1-31: */10 is the 1st, 11th, 21st and 31st (not the 10th, 20th, 30th).
+        ("0 0 */10 * *", 12, "%d", {"01", "11", "21", "31"}),
+        # Month 1-12: */5 is January, June, November.
+        ("0 0 1 */5 *", 6, "%b", {"Jan", "Jun", "Nov"}),
+    ],
+)
+def test_a_star_step_counts_from_the_fields_lowest_value(
+    expression: str, count: int, field: str, expected: set[str]
+) -> None:
+    """`*/n` takes every n-th value from the field's own lowest one (Vixie cron's reading)."""
+    fired = {
+        datetime.fromtimestamp(t / 1000, UTC).strftime(field) for t in _fires(expression, count)
+    }
+    assert fired == expected
+
+
+def test_the_time_fields_read_as_their_values_before_any_search() -> None:
+    """`*` and `*/n` in seconds, minutes and hours are exactly the field's values from 0.
+
+    Read from the parsed fields, before any occurrence is searched for: a field that reached
+    outside its range (an hour -1, say) must fail here, not make a search run forever.
+    """
+    from ql3_runtime_core._cron_fields import parse_expression  # noqa: PLC0415
+
+    stars = parse_expression("* * * * * *", "* * * * * *")
+    assert (stars.seconds, stars.minutes, stars.hours) == (
+        tuple(range(60)), tuple(range(60)), tuple(range(24)),
+    )  # fmt: skip
+    steps = parse_expression("*/15 */20 */6 * * *", "*/15 */20 */6 * * *")
+    assert (steps.seconds, steps.minutes, steps.hours) == (
+        (0, 15, 30, 45),
+        (0, 20, 40),
+        (0, 6, 12, 18),
+    )
+
+
+def test_thirty_days_of_the_month_are_not_every_day() -> None:
+    """`1-30` in the day-of-month field never fires on a 31st (it is not the whole field)."""
+    fired = [datetime.fromtimestamp(t / 1000, UTC) for t in _fires("0 0 1-30 * *", 62)]
+    assert all(moment.day != 31 for moment in fired)
+    assert len({moment.month for moment in fired}) == 3  # Jan, Feb, Mar reached
