@@ -128,10 +128,16 @@ class History:
 
 
 def read_history(dsn: str, scope: list[int], want: set[tuple[int, int]]) -> History:
-    """Read the runs of `scope` and the row and claim counts of the whole database."""
+    """Read the cron runs of `scope` and the row and claim counts of the whole database.
+
+    Manual Runs ("trigger now") are no occurrences: they are left out of what is judged against
+    the expected occurrences, and counted with the rest of the rows (their attempts and events
+    are rows too).
+    """
     rows = fetch(
         dsn,
-        "SELECT schedule_id, scheduled_for_ms, created_at_ms, owner_id FROM ql3.runs ORDER BY id",
+        "SELECT schedule_id, scheduled_for_ms, created_at_ms, owner_id FROM ql3.runs"
+        " WHERE kind = 'cron' ORDER BY id",
     )
     runs = [row[:3] for row in rows if row[0] in scope]
     latest = None

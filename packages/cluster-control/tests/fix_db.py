@@ -82,6 +82,26 @@ def run_ql3(
     )
 
 
+def ql3_ok(*args: str) -> str:
+    """Run `ql3 ARGS`, require exit 0, and return its standard output."""
+    result = run_ql3(*args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def ql3_fails(code: int, *args: str, env: dict[str, str] | None = None) -> str:
+    """Run `ql3 ARGS`, require exit `code` and exactly one `ql3: error:` line; return that line.
+
+    `ql3 run` also logs to stderr; the error itself is exactly one line, never a traceback.
+    """
+    result = run_ql3(*args, env=env)
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("ql3: error: ")]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
 def json_records(log: str) -> list[dict[str, Any]]:
     """Return the JSON objects of a `--log-format json` log, one a line.
 

@@ -82,15 +82,19 @@ class History:
         return Counter(row[3] for row in self.runs)
 
 
-def read_history(superuser_dsn: str, schedule_ids: list[int]) -> History:
-    """Read runs (with attempt/event counts) and claims still recorded for the schedules."""
+def read_history(superuser_dsn: str, schedule_ids: list[int], kind: str = "cron") -> History:
+    """Read runs of `kind` (with attempt/event counts) and claims still held for the schedules.
+
+    Cron runs by default: the occurrences. Manual Runs (`ql3 schedule trigger`) are no
+    occurrences and are read only when asked for (`kind="manual"`).
+    """
     runs = sql_rows(
         superuser_dsn,
         "SELECT r.schedule_id, r.scheduled_for_ms, r.created_at_ms, r.owner_id,"
         " (SELECT count(*) FROM ql3.attempts a WHERE a.run_id = r.id),"
         " (SELECT count(*) FROM ql3.events e WHERE e.run_id = r.id)"
-        " FROM ql3.runs r WHERE r.schedule_id = ANY(%s) ORDER BY 1, 2",
-        [schedule_ids],
+        " FROM ql3.runs r WHERE r.schedule_id = ANY(%s) AND r.kind = %s ORDER BY 1, 2",
+        [schedule_ids, kind],
     )
     at_rest = sql_rows(
         superuser_dsn,

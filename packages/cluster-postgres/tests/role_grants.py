@@ -74,6 +74,12 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         "update:all": "UPDATE ql3.runs SET schedule_id = schedule_id, task_id = task_id,"
         " scheduled_for_ms = scheduled_for_ms, owner_id = owner_id, claim_token = claim_token,"
         " created_at_ms = created_at_ms WHERE id = %(run)s",
+        # A manual Run written directly: only through ql3.admin_trigger_run_v1 (migration 0008).
+        "insert:manual": "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id,"
+        " claim_token, created_at_ms, kind, request_id)"
+        " VALUES (%(schedule)s, %(task)s, 6, 'probe', gen_random_uuid(), 6, 'manual', 'probe')",
+        "execute:trigger": "SELECT * FROM ql3.admin_trigger_run_v1("
+        "(SELECT name FROM ql3.tasks WHERE id = %(task)s), 'probe-trigger', NULL)",
         "delete": "DELETE FROM ql3.runs WHERE id = %(run)s",
         "truncate": "TRUNCATE ql3.runs",
     },
@@ -193,7 +199,7 @@ PROBES: Final[dict[str, dict[str, str]]] = {
 }
 
 _READERS = frozenset({"owner", "admin", "runtime", "worker_ingress"})
-# The design (migrations 0002 to 0007): (table, probe) -> roles allowed.
+# The design (migrations 0002 to 0008): (table, probe) -> roles allowed.
 # Anything absent is allowed to the owner only. ql3_worker_ingress reads attempts and events but
 # writes them only through its functions (test_worker_fences.py probes those).
 ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
@@ -212,6 +218,8 @@ ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("trigger_schedules", "update:quarantine"): frozenset({"owner", "admin", "runtime"}),
     ("runs", "select"): _READERS,
     ("runs", "insert"): frozenset({"owner", "runtime"}),
+    # Trigger now: the admin through the SECURITY DEFINER function only, never a direct INSERT.
+    ("runs", "execute:trigger"): frozenset({"owner", "admin"}),
     ("attempts", "select"): _READERS,
     ("attempts", "insert"): frozenset({"owner", "runtime"}),
     ("attempts", "insert:lease"): frozenset({"owner", "runtime"}),

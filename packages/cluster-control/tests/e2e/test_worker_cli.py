@@ -13,19 +13,13 @@ import signal
 import urllib.request
 from typing import TYPE_CHECKING
 
-from fix_db import run_ql3, wait_for
+from fix_db import ql3_ok, wait_for
 from fix_workers import rows
 
 if TYPE_CHECKING:
     from fix_replicas import Replicas
     from fix_workers import Workers
     from ql3_testkit import Ql3Database
-
-
-def _ok(*args: str) -> str:
-    result = run_ql3(*args)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def _succeeded(db: Ql3Database, name: str) -> int:
@@ -51,12 +45,12 @@ def test_a_scheduled_command_runs_end_to_end(
 ) -> None:
     """Every second's occurrence is admitted by `ql3 run` and executed once by `ql3 worker`."""
     admin = ql3_db.dsn("admin")
-    added = _ok(
+    added = ql3_ok(
         "schedule", "add", "tick", "--cron", "* * * * * *", "--command", "echo tick $QL3_RUN_ID",
         "--max-attempts", "2", "--timeout-s", "30", "--retry-backoff-ms", "0", "--dsn", admin,
     )  # fmt: skip
     assert "runs echo tick $QL3_RUN_ID (attempts 2, timeout 30 s, backoff 0 ms)" in added
-    listed = json.loads(_ok("schedule", "list", "--json", "--dsn", admin))
+    listed = json.loads(ql3_ok("schedule", "list", "--json", "--dsn", admin))
     assert listed[0]["execution"] == {
         "command": "echo tick $QL3_RUN_ID",
         "max_attempts": 2,
@@ -75,7 +69,7 @@ def test_a_scheduled_command_runs_end_to_end(
     workers.signal("w1", signal.SIGTERM)
     assert workers.wait_exit("w1") == 0
     runs = json.loads(
-        _ok("runs", "list", "--schedule", "tick", "--json", "--limit", "100", "--dsn", admin)
+        ql3_ok("runs", "list", "--schedule", "tick", "--json", "--limit", "100", "--dsn", admin)
     )
     done = [run for run in runs if run["state"] == "succeeded"]
     assert len(done) == _succeeded(ql3_db, "tick") >= 3
@@ -83,13 +77,13 @@ def test_a_scheduled_command_runs_end_to_end(
         (attempt,) = run["attempts"]
         assert attempt["output_tail"] == f"tick {run['run_id']}\n"
         assert attempt["worker_id"] == "w1"
-    table = _ok("runs", "list", "--schedule", "tick", "--state", "succeeded", "--dsn", admin)
+    table = ql3_ok("runs", "list", "--schedule", "tick", "--state", "succeeded", "--dsn", admin)
     assert f"tick {done[0]['run_id']}" in table
-    status = json.loads(_ok("status", "--json", "--dsn", admin))
+    status = json.loads(ql3_ok("status", "--json", "--dsn", admin))
     assert status["attempts"]["succeeded"] == len(done)
     assert status["attempts"]["running"] == 0
-    assert re.search(r"attempts: \d+ queued .* \d+ succeeded", _ok("status", "--dsn", admin))
-    assert _ok("verify", "--dsn", admin).startswith("ok:")
+    assert re.search(r"attempts: \d+ queued .* \d+ succeeded", ql3_ok("status", "--dsn", admin))
+    assert ql3_ok("verify", "--dsn", admin).startswith("ok:")
 
 
 def test_the_worker_serves_metrics_and_health(ql3_db: Ql3Database, workers: Workers) -> None:

@@ -22,6 +22,7 @@ from ._history import AttemptCounts, AttemptRecord, HistoryReader, RunRecord, Ru
 from .admin import (
     SCHEDULE_NAME_MAX_LENGTH,
     ApplyReport,
+    ManualRun,
     ScheduleAdmin,
     ScheduleRecord,
     ScheduleSpec,
@@ -85,6 +86,7 @@ __all__ = [
     "DuplicateScheduleError",
     "HistoryReader",
     "InvalidConninfoError",
+    "ManualRun",
     "MigrationTamperedError",
     "NoWritableServerError",
     "PostgresScheduleRepository",

@@ -13,12 +13,12 @@ itself (DESIGN §15). Rows are read by column name into the models below, never 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import psycopg
 from psycopg.rows import class_row
 from pydantic import BaseModel, ConfigDict
-from ql3_runtime_core import AttemptState
+from ql3_runtime_core import AttemptState, InvalidArgumentError
 
 from ._bounds import check_limit
 from ._connect import ConnectionOptions, close_quietly, reuse_or_connect, wrap_error
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
 __all__ = ["AttemptCounts", "AttemptRecord", "HistoryReader", "RunRecord", "RunSummary"]
+
+# The kinds `recent_runs` filters on (runs.kind, migration 0008); None: every run.
+RUN_KINDS: Final = frozenset({None, "cron", "manual"})
 
 _T = TypeVar("_T")
 
@@ -109,6 +112,9 @@ class RunSummary(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     run_id: int
+    # `cron` (an occurrence of the schedule) or `manual` (a trigger; `request_id` is its key).
+    kind: str
+    request_id: str | None
     schedule_id: int
     schedule_name: str
     scheduled_for_ms: int
@@ -210,6 +216,7 @@ class HistoryReader(Closing):
         schedule: str | None = None,
         state: AttemptState | None = None,
         limit: int = 50,
+        kind: str | None = None,
     ) -> tuple[RunSummary, ...]:
         """Return the latest `limit` runs (newest first) with their attempts.
 
@@ -217,12 +224,16 @@ class HistoryReader(Closing):
             schedule: only runs of this schedule (by name).
             state: only runs whose latest attempt is in this state.
             limit: 1..`ROW_LIMIT_MAX` runs (an `InvalidArgumentError` otherwise, nothing sent).
+            kind: only `cron` runs (occurrences) or only `manual` ones (triggers); None: both.
 
         """
         check_limit(limit)
+        if kind not in RUN_KINDS:
+            raise InvalidArgumentError("kind", kind, "must be cron, manual or None")
         params = {
             "schedule": schedule,
             "state": None if state is None else state.value,
             "batch_limit": limit,
+            "kind": kind,
         }
         return tuple(self._rows("history_recent_runs", params, RunSummary))

@@ -234,3 +234,37 @@ def test_upgrade_with_another_recorded_version_refuses_until_adopt(
         assert repo.claim_round(command, 16).zone_rules.agrees
     report = verify_history(bare_db.dsn("admin"))
     assert report.ok, report.lines()
+
+
+def test_upgrade_to_manual_runs_keeps_one_run_per_occurrence(
+    bare_db: Ql3Database, source: Path
+) -> None:
+    """Runs of schema 7 become cron Runs; their occurrence key still refuses a second Run."""
+    (source / "0008_manual_runs.sql").unlink()
+    migrate(bare_db.dsn("owner"), source=source)
+    with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
+        conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', 1)")
+        conn.execute("INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (1, 1)")
+        conn.execute(
+            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, next_due_at_ms,"
+            " updated_at_ms, created_at_ms) VALUES (1, 1, '* * * * *', 120000, 1, 1)"
+        )
+        conn.execute(
+            "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,"
+            " created_at_ms) VALUES (1, 1, 60000, 'old', gen_random_uuid(), 60005)"
+        )
+    _migrate_as_ql3_migrate_does(bare_db)
+    assert fetch(bare_db.dsn("admin"), "SELECT kind, request_id, payload FROM ql3.runs") == [
+        ("cron", None, None)
+    ]
+    with (
+        psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn,
+        pytest.raises(psycopg.errors.UniqueViolation, match="runs_occurrence_unique"),
+    ):
+        conn.execute(
+            "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,"
+            " created_at_ms) VALUES (1, 1, 60000, 'again', gen_random_uuid(), 60006)"
+        )
+    with ScheduleAdmin(bare_db.dsn("admin")) as admin:
+        run = admin.trigger_run("old", "after-upgrade")
+    assert (run.schedule_id, run.existed) == (1, False)

@@ -5,7 +5,8 @@ status, runs, verify, demo.
 
 This module is the map of the command line: it builds the `app`, registers every verb in the
 order `ql3 --help` lists them, and turns anything that escapes a verb into one line (`main`).
-The verbs live by group: `_setup` (migrate, roles, zone-rules), `_schedule`,
+The verbs live by group: `_setup` (migrate, roles, zone-rules), `_schedule`, `_trigger`
+(schedule trigger),
 `_daemons` (run, worker), `_history` (status, runs, verify), `_demo`; what they share
 (exit codes, `--dsn`, one-line errors) is in `_common`, the tables in `_tables`.
 """
@@ -40,6 +41,7 @@ from ._schedule import (
     schedule_retire,
 )
 from ._setup import migrate_command, roles_provision, zone_rules_adopt, zone_rules_show
+from ._trigger import schedule_trigger
 
 __all__ = ["app", "main"]
 
@@ -115,6 +117,7 @@ schedule_app.command("list")(schedule_list)
 schedule_app.command("pause")(schedule_pause)
 schedule_app.command("resume")(schedule_resume)
 schedule_app.command("retire")(schedule_retire)
+schedule_app.command("trigger")(schedule_trigger)
 schedule_app.command("apply")(schedule_apply)
 schedule_app.command("preview")(schedule_preview)
 app.command("run")(run_command)

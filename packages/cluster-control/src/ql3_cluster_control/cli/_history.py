@@ -1,11 +1,12 @@
 """`ql3 status`, `ql3 runs list`, `ql3 verify`: reading what was admitted and run."""
 
 # typer builds options from parameters with defaults, boolean flags included.
-# ruff: noqa: FBT002
+# ruff: noqa: FBT002, PLR0917
 
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -18,7 +19,14 @@ from ._common import EXIT_FAILURE, AsJson, Dsn, guarded, print_json, require_dsn
 from ._tables import attempts_line, print_table, runs_table, status_text
 from ._time_text import format_ms
 
-__all__ = ["runs_list", "status_command", "verify_command"]
+__all__ = ["RunKind", "runs_list", "status_command", "verify_command"]
+
+
+class RunKind(StrEnum):
+    """The kinds of Run `ql3 runs list --kind` filters on (`runs.kind`)."""
+
+    CRON = "cron"
+    MANUAL = "manual"
 
 
 @guarded
@@ -63,6 +71,10 @@ def runs_list(
         typer.Option("--state", help="Only runs whose latest attempt is in this state."),
     ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000)] = 20,
+    kind: Annotated[
+        RunKind | None,
+        typer.Option("--kind", help="Only cron runs (occurrences) or only manual (triggered)."),
+    ] = None,
     as_json: AsJson = False,
     dsn: Dsn = None,
 ) -> None:
@@ -72,7 +84,12 @@ def runs_list(
     its attempts.
     """
     with HistoryReader(require_dsn(dsn)) as reader:
-        runs = reader.recent_runs(schedule=schedule, state=state, limit=limit)
+        runs = reader.recent_runs(
+            schedule=schedule,
+            state=state,
+            limit=limit,
+            kind=None if kind is None else kind.value,
+        )
     if as_json:
         print_json([run.model_dump(mode="json") for run in runs])
     else:
@@ -123,7 +140,10 @@ def verify_command(
       misfire_policy    a claim's missed span decided against its policy
       skip_record       a skip record whose contents or writing do not match its claim
       not_occurrence    a run that is not an occurrence of its schedule's revision
+      manual_run        a manual Run (trigger) not admitted at its instant or not announced
 
+    Manual Runs (`ql3 schedule trigger`) are no occurrences: the occurrence rules ignore them
+    and they are counted apart; shape and attempts judge them like any Run.
     Also printed: each schedule's admission lateness (p50, p99, max). A quarantined schedule
     (state invalid) is a violation: it admits nothing until an operator fixes, resumes or
     retires it.
@@ -139,7 +159,8 @@ def verify_command(
     else:
         if report.ok:
             typer.echo(
-                f"ok: {report.schedules} schedules, {report.runs} runs, no violation"
+                f"ok: {report.schedules} schedules, {report.runs} runs,"
+                f" {report.manual_runs} manual runs, no violation"
                 f" (checked at {format_ms(report.checked_at_ms)})"
             )
         else:

@@ -140,7 +140,10 @@ def records_table(
 
 
 def status_text(report: StatusReport) -> None:
-    """Print `ql3 status` for people: the database time, then one row per schedule."""
+    """Print `ql3 status` for people: the database time, then one row per schedule.
+
+    `runs` counts the cron series' runs, `manual` the Runs triggered by hand (never occurrences).
+    """
     console = _console()
     now = report.database_now_ms
     console.print(
@@ -161,7 +164,7 @@ def status_text(report: StatusReport) -> None:
     table = Table(box=None, pad_edge=False)
     for column in (
         "name", "state", "window (UTC)", "next due (UTC)", "due in", "claimed by",
-        "claim expires in", "runs", "last admitted (UTC)", "reason",
+        "claim expires in", "runs", "manual", "last admitted (UTC)", "reason",
     ):  # fmt: skip
         table.add_column(column)
     for item in report.schedules:
@@ -174,6 +177,7 @@ def status_text(report: StatusReport) -> None:
             cell(item.claim_owner_id or "-"),
             in_ms(item.claim_expires_in_ms),
             str(item.runs_admitted),
+            str(item.manual_runs),
             format_ms(item.last_admitted_at_ms),
             cell(state_reason(item.state, item.invalid_reason)),
         )
@@ -211,7 +215,7 @@ def runs_table(runs: Sequence[RunSummary]) -> Table:
     """Build the `ql3 runs list` table: one row per run, newest first, its latest attempt's end."""
     table = Table(box=None, pad_edge=False)
     for column in (
-        "run", "schedule", "scheduled for (UTC)", "state", "attempts", "worker", "exit",
+        "run", "kind", "schedule", "scheduled for (UTC)", "state", "attempts", "worker", "exit",
         "finished (UTC)", "last output",
     ):  # fmt: skip
         table.add_column(column)
@@ -220,6 +224,8 @@ def runs_table(runs: Sequence[RunSummary]) -> Table:
         latest = run.attempts[-1] if run.attempts else None
         table.add_row(
             str(run.run_id),
+            # A manual Run shows its request id: the key an operator triggered it with.
+            run.kind if run.request_id is None else f"manual ({cell(run.request_id)})",
             cell(run.schedule_name),
             format_ms(run.scheduled_for_ms),
             "-" if run.state is None else str(run.state),

@@ -24,10 +24,12 @@ from ._models import (
     ScheduleStatus,
     StatusReport,
 )
+from ._trigger import ManualRun
 
 __all__ = [
     "SCHEDULE_NAME_MAX_LENGTH",
     "ApplyReport",
+    "ManualRun",
     "ScheduleAdmin",
     "ScheduleRecord",
     "ScheduleSpec",

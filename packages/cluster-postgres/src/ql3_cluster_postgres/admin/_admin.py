@@ -61,6 +61,13 @@ from ._statements import (
     update_schedules,
 )
 from ._status import status_report
+from ._trigger import (
+    ManualRun,
+    check_request_id,
+    checked_payload,
+    find_manual_run,
+    send_trigger,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -229,6 +236,33 @@ class ScheduleAdmin(AdminSession):
             ScheduleState.INVALID,
         }
         return self._set_state(name, "retire", ScheduleState.RETIRED, allowed)
+
+    def trigger_run(
+        self, name: str, request_id: str, *, payload: Mapping[str, Any] | None = None
+    ) -> ManualRun:
+        """Admit one manual Run of schedule `name` now, once per `request_id` (DESIGN §7).
+
+        Executed by workers like any Run (a queued first attempt of the schedule's task) with
+        `payload`, or the task's template when None. The same `request_id` again returns the Run
+        already admitted (`existed`), as does settling a COMMIT whose reply was lost: the request
+        is read back after the durability barrier and sent again only if absent. Paused and
+        exhausted schedules are triggered; retired and quarantined ones are refused.
+
+        Raises:
+            InvalidArgumentError: a malformed `request_id`, a payload that is not a JSON object
+                or is over `PAYLOAD_MAX_BYTES`, or a `request_id` already used for another
+                schedule or payload (nothing written).
+            ScheduleNotFoundError: no schedule is named `name`.
+            ScheduleStateError: the schedule is retired or quarantined.
+
+        """
+        check_request_id(request_id)
+        given = checked_payload(payload)
+        return self._in_transaction(
+            f"admin: trigger schedule {name!r} (request {request_id!r})",
+            lambda conn: send_trigger(conn, name, request_id, given),
+            landed=lambda conn: find_manual_run(conn, request_id),
+        )
 
     def _set_state(
         self, name: str, action: str, target: ScheduleState, allowed: set[ScheduleState]

@@ -116,8 +116,9 @@ class ScheduleStatus(BaseModel):
     `overdue` is True for an active schedule whose cursor lies more than the lease plus its
     misfire grace behind the database clock: no replica is deciding it. A quarantined schedule
     (state `invalid`) is never overdue (nothing may decide it); it carries its reason instead.
-    `start_at_ms` and `end_at_ms` are its window (None: unbounded on that side); an `exhausted`
-    schedule has no occurrence left in it.
+    `runs_admitted` and `last_admitted_at_ms` are of its cron series; `manual_runs` counts the
+    Runs triggered by hand, apart. `start_at_ms` and `end_at_ms` are its window (None: unbounded
+    on that side); an `exhausted` schedule has no occurrence left in it.
     """
 
     model_config = _MODEL
@@ -132,6 +133,8 @@ class ScheduleStatus(BaseModel):
     version: int
     runs_admitted: int
     last_admitted_at_ms: int | None
+    # Manual Runs (`ql3 schedule trigger`): counted apart, never in `runs_admitted`.
+    manual_runs: int = 0
     invalid_reason: str | None = None
     invalidated_at_ms: int | None = None
     overdue: bool = False

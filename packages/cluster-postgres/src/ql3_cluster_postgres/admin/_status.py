@@ -58,6 +58,7 @@ def schedule_status(row: _Row, now: int, lease_ms: int) -> ScheduleStatus:
         claim_expires_in_ms=max(expires - now, 0) if expires is not None else None,
         version=row["version"],
         runs_admitted=row["runs"],
+        manual_runs=row["manual_runs"],
         last_admitted_at_ms=row["last_admitted_at_ms"],
         invalid_reason=row["invalid_reason"],
         invalidated_at_ms=row["invalidated_at_ms"],

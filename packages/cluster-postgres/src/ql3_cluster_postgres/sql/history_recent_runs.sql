@@ -1,8 +1,11 @@
 -- HistoryReader.recent_runs: the latest runs (highest id first), optionally of one schedule (its
 -- task's name) and in one state, each with all its attempts in number order. A run's state is
 -- its latest attempt's: a successor is queued in the statement that ends its predecessor, so a
--- final latest attempt (failed, timed_out, abandoned) means no attempt is left.
+-- final latest attempt (failed, timed_out, abandoned) means no attempt is left. Optionally of one
+-- kind: `cron` (an occurrence) or `manual` (a trigger, with its request id; migration 0008).
 SELECT r.id AS run_id,
+       r.kind,
+       r.request_id,
        r.schedule_id,
        k.name AS schedule_name,
        r.scheduled_for_ms,
@@ -36,5 +39,6 @@ LEFT JOIN LATERAL (
 ) AS latest ON true
 WHERE (%(schedule)s::text IS NULL OR k.name = %(schedule)s::text)
   AND (%(state)s::text IS NULL OR latest.state = %(state)s::text)
+  AND (%(kind)s::text IS NULL OR r.kind = %(kind)s::text)
 ORDER BY r.id DESC
 LIMIT %(batch_limit)s

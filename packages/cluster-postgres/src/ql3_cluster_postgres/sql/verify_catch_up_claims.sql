@@ -24,6 +24,7 @@ JOIN ranges AS g
  AND r.scheduled_for_ms >= g.low
  AND r.scheduled_for_ms < g.high
 WHERE r.scheduled_for_ms >= %(since_ms)s
+  AND r.kind = 'cron'
   AND g.misfire_policy = 'catch_up'
 GROUP BY r.schedule_id, g.revision, r.claim_token
 HAVING count(*) > 1

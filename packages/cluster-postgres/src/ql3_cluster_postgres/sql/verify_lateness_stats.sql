@@ -7,5 +7,6 @@ SELECT r.schedule_id,
        max(r.created_at_ms - r.scheduled_for_ms) AS max_ms
 FROM ql3.runs AS r
 WHERE r.scheduled_for_ms >= %(since_ms)s
+  AND r.kind = 'cron'
 GROUP BY r.schedule_id
 ORDER BY r.schedule_id

@@ -1,7 +1,8 @@
 -- verify_history: every schedule revision (migrations/0004), with the latest occurrence already
 -- decided (a run, or the end of a skip record) before its first cursor: what the admin had to
 -- place that cursor after (DESIGN §7). NULL first cursor: every decided occurrence counts. Each
--- revision names the zone rules version its occurrences are computed with.
+-- revision names the zone rules version its occurrences are computed with. Manual Runs decide no
+-- occurrence (migration 0008): only cron runs (request_id IS NULL) count.
 SELECT v.schedule_id,
        v.revision,
        v.reason,
@@ -23,6 +24,7 @@ SELECT v.schedule_id,
            (SELECT max(r.scheduled_for_ms)
             FROM ql3.runs AS r
             WHERE r.schedule_id = v.schedule_id
+              AND r.request_id IS NULL
               AND r.scheduled_for_ms < coalesce(v.first_cursor_ms, 9223372036854775807)),
            (SELECT max(k.last_skipped_ms)
             FROM ql3.skipped_occurrences AS k

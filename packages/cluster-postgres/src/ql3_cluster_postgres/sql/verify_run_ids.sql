@@ -3,4 +3,5 @@
 SELECT r.id
 FROM ql3.runs AS r
 WHERE r.schedule_id = %(schedule_id)s AND r.scheduled_for_ms = %(scheduled_for_ms)s
+  AND r.request_id IS NULL
 ORDER BY r.id

@@ -24,6 +24,7 @@ FROM (
            lead(r.id) OVER w IS NULL AS newest
     FROM ql3.runs AS r
     WHERE r.scheduled_for_ms >= %(since_ms)s
+      AND r.kind = 'cron'
     WINDOW w AS (PARTITION BY r.schedule_id ORDER BY r.id)
 ) AS x
 WHERE x.newest

@@ -40,6 +40,7 @@ JOIN ranges AS g
  AND r.scheduled_for_ms < g.high
 LEFT JOIN claims AS c ON c.schedule_id = r.schedule_id AND c.claim_token = r.claim_token
 WHERE r.scheduled_for_ms >= %(since_ms)s
+  AND r.kind = 'cron'
   AND g.misfire_policy IN ('fire_once', 'skip')
   AND r.created_at_ms - r.scheduled_for_ms > g.misfire_grace_ms
 ORDER BY r.schedule_id, r.claim_token, r.scheduled_for_ms, r.id

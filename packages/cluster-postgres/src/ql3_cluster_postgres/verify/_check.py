@@ -16,6 +16,7 @@ from ql3_cluster_postgres._errors import DatabaseError
 
 from ._accounting import Accounting, AccountingWalk, revision_from_row
 from ._attempts import check_attempt_timing, check_attempts
+from ._manual import check_manual_runs
 from ._records import RunCounts
 from ._revisions import check_revisions
 from ._rules import (
@@ -57,8 +58,8 @@ class Check:
         self.as_of_ms: int | None = None
         self.lateness: tuple[ScheduleLateness, ...] = ()
 
-    def run(self) -> tuple[list[ScheduleVerdict], int]:
-        """Check everything; return the verdict of each schedule and the runs in scope."""
+    def run(self) -> tuple[list[ScheduleVerdict], int, int]:
+        """Check everything; return each schedule's verdict, cron and manual runs in scope."""
         reader, findings = self.reader, self.findings
         # Before any cursor is declared: the setting applies to cursors planned after it.
         reader.execute("verify_plan_whole_results")
@@ -82,6 +83,11 @@ class Check:
         revisions = self._revisions(schedules, skipped)
         self._strays({row["id"] for row in schedule_rows}, skipped)
         self._shape()
+        check_manual_runs(
+            findings,
+            reader.stream("verify_manual_runs", dict_row, now_ms=self.now_ms),
+            now_ms=self.now_ms,
+        )
         check_attempts(findings, reader.stream("verify_attempts", dict_row))
         check_attempt_timing(findings, reader.stream("verify_attempt_timing", dict_row))
         if self.lease_ms is not None:
@@ -98,7 +104,8 @@ class Check:
             self._schedule(schedule, revisions.get(schedule.id, []), counts.get(schedule.id))
             for schedule in schedules
         ]
-        return verdicts, int(reader.rows("verify_run_count")[0]["runs"])
+        count = reader.rows("verify_run_count")[0]
+        return verdicts, int(count["runs"]), int(count["manual_runs"])
 
     def _revisions(
         self, schedules: Sequence[Schedule], skipped: set[int]

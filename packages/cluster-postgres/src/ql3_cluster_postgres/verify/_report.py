@@ -35,6 +35,7 @@ RULE_NAMES = (
     "future",
     "invalid_schedule",
     "late",
+    "manual_run",
     "misfire_policy",
     "missing",
     "not_occurrence",
@@ -125,6 +126,8 @@ class VerifyReport(BaseModel):
     violations_per_rule: int
     schedules: int
     runs: int
+    # Manual Runs ("trigger now") in scope: counted apart, never occurrences (migration 0008).
+    manual_runs: int = 0
     checked_at_ms: int
     since_ms: int | None
     stale_claim_grace_ms: int

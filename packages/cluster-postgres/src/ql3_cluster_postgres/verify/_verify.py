@@ -60,6 +60,12 @@ whole verdict is about one snapshot) and reports one `Violation` per finding (th
   definition or lies outside every revision's range (before the first cursor, after `end_at_ms`,
   in an occurrence range a later revision dropped). Runs older than schema 4 (before a
   'migrated' revision 1) are only checked to be occurrences of that revision.
+- `manual_run`: a manual Run ("trigger now", migration 0008) not as the trigger writes it: not
+  admitted at the instant it is for, admitted before its schedule existed or after the database
+  clock, or without a `run.admitted` event naming its request (`_manual`). Manual Runs are no
+  occurrences: every occurrence rule above (`duplicate`, `early`, `order`, `time_backwards`,
+  `missing`, `not_occurrence`, the time rules, lateness) reads cron runs only, and the report
+  counts them apart (`manual_runs`); `shape` and `attempts` judge them like any Run.
 
 `expected` per schedule is the occurrences of its ranges minus those inside skip records (each
 needs a run); `missing` counts the occurrences with neither. Cron math comes from
@@ -167,7 +173,7 @@ def verify_history(
             conn.read_only = True
             check = Check(SnapshotReader(conn, since_ms), findings, stale_claim_grace_ms)
             check.lease_ms, check.as_of_ms = lease_ms, as_of_ms
-            verdicts, runs = check.run()
+            verdicts, runs, manual_runs = check.run()
             conn.rollback()  # nothing to keep: a read-only transaction ends either way
     except psycopg.Error as exc:
         raise DatabaseError(f"verify_history: cannot read the QL3 history: {exc}") from exc
@@ -178,6 +184,7 @@ def verify_history(
         violations_per_rule=violations_per_rule,
         schedules=check.schedule_rows,
         runs=runs,
+        manual_runs=manual_runs,
         checked_at_ms=check.now_ms,
         since_ms=since_ms,
         stale_claim_grace_ms=stale_claim_grace_ms,
