@@ -15,43 +15,17 @@ from fix_db import db_now_ms, sql_rows, wait_for
 from history import add_schedules, assert_exact_history, read_history
 from ql3_cluster_control import Coordinator
 from ql3_cluster_postgres import PostgresScheduleRepository, ScheduleAdmin
-from ql3_testkit import Ql3Database, ThrowawayCluster, WireFaultProxy
+from ql3_testkit import Ql3Database, ThrowawayCluster, WireFaultProxy, plant_manual_run_at_cursor
 
 if TYPE_CHECKING:
     from ql3_runtime_core import AdmittedRun
 
 TRIGGERS = 5
 
-# A manual Run as ql3.admin_trigger_run_v1 writes it, at the schedule's cursor: the occurrence
-# the Coordinator admits next.
-_AT_THE_CURSOR = """
-WITH s AS (SELECT id, task_id, next_due_at_ms AS at FROM ql3.trigger_schedules WHERE id = %(id)s),
-run AS (
-    INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,
-                          created_at_ms, kind, request_id)
-    SELECT id, task_id, at, 'admin', gen_random_uuid(), at, 'manual', 'at-the-cursor' FROM s
-    RETURNING id, created_at_ms
-),
-attempt AS (
-    INSERT INTO ql3.attempts (run_id, attempt_number, state, created_at_ms, updated_at_ms)
-    SELECT id, 1, 'queued', created_at_ms, created_at_ms FROM run
-    RETURNING id, run_id, created_at_ms
-)
-INSERT INTO ql3.events (run_id, attempt_id, kind, payload, created_at_ms)
-SELECT run_id, id, 'run.admitted', '{"request_id": "at-the-cursor"}'::jsonb, created_at_ms
-FROM attempt
-UNION ALL
-SELECT run_id, id, 'attempt.queued', '{}'::jsonb, created_at_ms FROM attempt
-"""
-
 
 def _plant_at_the_cursor(db: Ql3Database, schedule_id: int) -> int:
-    sql_rows(db.dsn("owner"), _AT_THE_CURSOR, {"id": schedule_id})
-    ((at,),) = sql_rows(
-        db.superuser_dsn,
-        "SELECT scheduled_for_ms FROM ql3.runs WHERE request_id = 'at-the-cursor'",
-    )
-    return int(at)
+    """Plant a manual Run at the cursor: the occurrence the Coordinator admits next."""
+    return plant_manual_run_at_cursor(db.dsn("owner"), schedule_id, owner_id="admin")
 
 
 def test_the_coordinator_admits_every_occurrence_once_beside_triggers(

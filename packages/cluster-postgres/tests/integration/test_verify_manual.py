@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from planted import copy_of
 from ql3_cluster_postgres import PostgresScheduleRepository, ScheduleAdmin, verify_history
 from ql3_runtime_core import CommitStatus, TaskExecution
+from ql3_testkit import plant_manual_run_at_cursor
 from repo_helpers import (
     command,
     db_now_ms,
@@ -37,30 +38,6 @@ __all__ = ["copy_of"]  # the fixture, imported so that pytest finds it here
 SHELL = TaskExecution(command="true", max_attempts=2, timeout_ms=60_000, retry_backoff_ms=1_000)
 TRIGGERS = 6
 
-# A manual Run as ql3.admin_trigger_run_v1 writes it (run, first attempt, both admission events),
-# at the instant of the schedule's cursor: the occurrence the next commit admits.
-_AT_THE_CURSOR = """
-WITH s AS (SELECT id, task_id, next_due_at_ms AS at FROM ql3.trigger_schedules WHERE id = %(id)s),
-run AS (
-    INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,
-                          created_at_ms, kind, request_id)
-    SELECT id, task_id, at, 'ql3_admin_login', gen_random_uuid(), at, 'manual', 'at-the-cursor'
-    FROM s
-    RETURNING id, created_at_ms
-),
-attempt AS (
-    INSERT INTO ql3.attempts (run_id, attempt_number, state, created_at_ms, updated_at_ms)
-    SELECT id, 1, 'queued', created_at_ms, created_at_ms FROM run
-    RETURNING id, run_id, created_at_ms
-)
-INSERT INTO ql3.events (run_id, attempt_id, kind, payload, created_at_ms)
-SELECT run_id, id, 'run.admitted', '{"request_id": "at-the-cursor"}'::jsonb, created_at_ms
-FROM attempt
-UNION ALL
-SELECT run_id, id, 'attempt.queued', '{}'::jsonb, created_at_ms FROM attempt
-RETURNING (SELECT at FROM s)
-"""
-
 
 def _commit_due(db: Ql3Database) -> int:
     """Claim and commit the schedule once, as a Coordinator cycle does; the runs it admitted."""
@@ -74,9 +51,7 @@ def _commit_due(db: Ql3Database) -> int:
 def _history(db: Ql3Database) -> tuple[int, int]:
     """Write cron occurrences and manual Runs side by side; (schedule id, occurrence at trigger)."""
     (schedule_id,) = make_schedules(db, 1, prefix="mixed", execution=SHELL, shift_back_ms=3_000)
-    with owner_conn(db) as owner:
-        rows = owner.execute(_AT_THE_CURSOR.encode(), {"id": schedule_id}).fetchall()
-    same_ms = int(rows[0][0])
+    same_ms = plant_manual_run_at_cursor(db.dsn("owner"), schedule_id, owner_id="ql3_admin_login")
 
     def trigger() -> None:
         with ScheduleAdmin(db.dsn("admin")) as admin:

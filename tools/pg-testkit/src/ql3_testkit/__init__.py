@@ -26,6 +26,7 @@ from ._faketime import find_faketime_library
 from ._oracle import OracleFinding, OracleVerdict, oracle_verdict
 from ._patroni import PatroniCluster
 from ._patroni_setup import PatroniMember
+from ._planted import plant_manual_run_at_cursor
 from ._wire_fault_proxy import WireFaultProxy
 
 __version__ = _version("ql3-testkit")
@@ -47,6 +48,7 @@ __all__ = [
     "login_password",
     "login_user_name",
     "oracle_verdict",
+    "plant_manual_run_at_cursor",
     "prepare_ql3_database",
     "server_major_version",
     "testkit_bin_dir",
