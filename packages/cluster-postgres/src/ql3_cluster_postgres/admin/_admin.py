@@ -333,6 +333,8 @@ class ScheduleAdmin(AdminSession):
 
         """
         check_request_id(request_id)
+        if from_ms > to_ms:
+            raise InvalidArgumentError("--from", from_ms, f"must be at or before --to ({to_ms})")
         if not 1 <= batch_size <= BACKFILL_BATCH_MAX:
             raise InvalidArgumentError(
                 "--batch", batch_size, f"must be within 1..{BACKFILL_BATCH_MAX}"
