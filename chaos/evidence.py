@@ -42,6 +42,7 @@ ORDER = (
     "worker-lost-connection",
     "worker-transactional-sigkill",
     "zone-switch",
+    "backfill-crash",
 )
 
 
