@@ -292,9 +292,7 @@ def test_upgrade_to_backfill_keeps_the_kinds_and_the_occurrence_key(
             " created_at_ms) VALUES (1, 1, 60000, 'old', gen_random_uuid(), 60005)"
         )
     _migrate_as_ql3_migrate_does(bare_db)
-    assert fetch(bare_db.dsn("admin"), "SELECT kind, backfill_id FROM ql3.runs") == [
-        ("cron", None)
-    ]
+    assert fetch(bare_db.dsn("admin"), "SELECT kind, backfill_id FROM ql3.runs") == [("cron", None)]
     with (
         psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn,
         pytest.raises(psycopg.errors.UniqueViolation, match="runs_occurrence_unique"),
