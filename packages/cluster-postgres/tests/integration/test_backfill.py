@@ -31,6 +31,7 @@ from ql3_runtime_core import (
     CommitStatus,
     InvalidArgumentError,
     MisfirePolicy,
+    RepositoryUnavailableError,
     TaskExecution,
 )
 from ql3_testkit import oracle_verdict
@@ -41,6 +42,8 @@ from repo_helpers import (
     fetch,
     history_counts,
     make_schedules,
+    proxy_in_front_of,
+    through,
     wait_until,
 )
 
@@ -321,3 +324,55 @@ def test_the_database_refuses_an_occurrence_it_may_not_admit(ql3_db: Ql3Database
         ):
             conn.execute(statement, (name, instants[0] - 5_000, cursor, occurrences, skips))
     assert backfilled(ql3_db, schedule_id) == []
+
+
+def test_a_lost_batch_reply_is_sent_again_and_admits_nothing_twice(ql3_db: Ql3Database) -> None:
+    """The COMMIT of batch 2 lands, its reply is swallowed: the batch is sent again, harmlessly."""
+    name, schedule_id, instants = skipped_history(ql3_db)
+    admin_dsn = ql3_db.dsn("admin")
+    with proxy_in_front_of(admin_dsn) as proxy:
+
+        def arm_after_first(batch: BackfillBatch, _done: int, _total: int) -> None:
+            if batch.batches == 1:
+                proxy.drop_next_commit_reply()
+
+        with ScheduleAdmin(through(proxy, admin_dsn)) as admin:
+            report = admin.backfill(
+                name, instants[0], instants[-1], request_id="lossy", batch_size=3,
+                progress=arm_after_first,
+            )  # fmt: skip
+        assert proxy.commit_replies_dropped == 1
+    # Batch 2 landed before its reply was lost: sent again, it found its three Runs there.
+    assert (report.admitted, report.already_run) == (len(instants) - 3, 3)
+    assert [row[0] for row in backfilled(ql3_db, schedule_id)] == instants
+    ((admitted, state),) = fetch(ql3_db.dsn("owner"), "SELECT admitted, state FROM ql3.backfills")
+    assert (admitted, state) == (len(instants), "done")
+
+
+def test_a_connection_cut_between_batches_then_a_rerun_admits_every_occurrence_once(
+    ql3_db: Ql3Database,
+) -> None:
+    """The proxy resets its connections after batch 2 and goes away; the rerun admits the rest."""
+    name, schedule_id, instants = skipped_history(ql3_db)
+    admin_dsn = ql3_db.dsn("admin")
+    with proxy_in_front_of(admin_dsn) as proxy:
+
+        def cut_after_second(batch: BackfillBatch, _done: int, _total: int) -> None:
+            if batch.batches == 2:
+                proxy.reset_connections()
+                proxy.stop()  # no reconnecting either: the process is as good as gone
+
+        with (
+            ScheduleAdmin(through(proxy, admin_dsn)) as admin,
+            pytest.raises(RepositoryUnavailableError),
+        ):
+            admin.backfill(
+                name, instants[0], instants[-1], request_id="cut", batch_size=3,
+                progress=cut_after_second,
+            )  # fmt: skip
+        assert [row[0] for row in backfilled(ql3_db, schedule_id)] == instants[:6]
+    with ScheduleAdmin(admin_dsn) as admin:
+        report = admin.backfill(name, instants[0], instants[-1], request_id="cut", batch_size=3)
+    assert (report.admitted, report.already_run) == (len(instants) - 6, 6)
+    assert [row[0] for row in backfilled(ql3_db, schedule_id)] == instants
+    assert_clean(ql3_db)
