@@ -27,6 +27,7 @@ class RunKind(StrEnum):
 
     CRON = "cron"
     MANUAL = "manual"
+    BACKFILL = "backfill"
 
 
 @guarded
@@ -73,7 +74,10 @@ def runs_list(
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000)] = 20,
     kind: Annotated[
         RunKind | None,
-        typer.Option("--kind", help="Only cron runs (occurrences) or only manual (triggered)."),
+        typer.Option(
+            "--kind",
+            help="Only cron runs (occurrences), manual (triggered) or backfill (admitted late).",
+        ),
     ] = None,
     as_json: AsJson = False,
     dsn: Dsn = None,
