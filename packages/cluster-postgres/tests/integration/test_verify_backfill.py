@@ -79,6 +79,16 @@ def _planted(copy: Ql3Database, *statements: tuple[str, tuple[Any, ...]]) -> Any
     return verify_history(copy.dsn("admin"))
 
 
+def _oracle_kinds(
+    copy_of: Callable[[Ql3Database], Ql3Database], db: Ql3Database, run_id: int
+) -> set[str]:
+    """Plant the unlinked Run again in a fresh copy; what the test kit's oracle finds there."""
+    copy = copy_of(db)
+    with owner_conn(copy) as owner:
+        owner.execute("UPDATE ql3.runs SET supersedes_skip_id = NULL WHERE id = %s", (run_id,))
+    return set(oracle_verdict(copy.dsn("admin")).kinds())
+
+
 def test_planted_backfill_defects_are_reported(
     ql3_db: Ql3Database, copy_of: Callable[[Ql3Database], Ql3Database]
 ) -> None:
@@ -102,6 +112,7 @@ def test_planted_backfill_defects_are_reported(
     )
     assert set(unlinked.violation_counts) == {"backfill"}, unlinked.lines()
     assert "supersedes no skip record" in unlinked.violations[0].detail
+    assert _oracle_kinds(copy_of, ql3_db, linked) == {"backfill"}
 
     # Two Runs for one occurrence: a cron Run beside the backfilled one (the key dropped).
     doubled = _planted(
