@@ -296,6 +296,18 @@ def test_bad_input_is_refused_naming_the_flag_and_writes_nothing(ql3_db: Ql3Data
         admin.retire(name)
         with pytest.raises(ScheduleStateError, match="retired"):
             admin.backfill(name, instants[0], instants[-1], request_id="r5")
+        other, _, _ = skipped_history(ql3_db, prefix="bad")
+        with psycopg.connect(ql3_db.dsn("owner"), autocommit=True) as owner:
+            owner.execute(
+                "UPDATE ql3.trigger_schedules SET state = 'invalid', invalid_reason = 'planted',"
+                " invalidated_at_ms = updated_at_ms WHERE task_id ="
+                " (SELECT id FROM ql3.tasks WHERE name = %s)",
+                (other,),
+            )
+        counts = history_counts(ql3_db)
+        with pytest.raises(ScheduleStateError) as quarantined:
+            admin.backfill(other, instants[0], instants[-1], request_id="r6")
+        assert quarantined.value.state == "invalid"
     assert history_counts(ql3_db) == counts
     assert fetch(ql3_db.dsn("owner"), "SELECT count(*) FROM ql3.backfills") == [(0,)]
 
