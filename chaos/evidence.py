@@ -43,6 +43,7 @@ ORDER = (
     "worker-lost-connection",
     "worker-transactional-sigkill",
     "zone-switch",
+    "backfill-crash",
 )
 
 

@@ -80,6 +80,15 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         " VALUES (%(schedule)s, %(task)s, 6, 'probe', gen_random_uuid(), 6, 'manual', 'probe')",
         "execute:trigger": "SELECT * FROM ql3.admin_trigger_run_v1("
         "(SELECT name FROM ql3.tasks WHERE id = %(task)s), 'probe-trigger', NULL)",
+        # A backfilled Run written directly: only through ql3.admin_backfill_batch_v1 (0011).
+        "insert:backfill": "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms,"
+        " owner_id, claim_token, created_at_ms, kind, backfill_id, supersedes_skip_id)"
+        " VALUES (%(schedule)s, %(task)s, 7, 'probe', gen_random_uuid(), 7, 'backfill',"
+        " %(backfill)s, %(skip)s)",
+        # One empty batch: records a request (migration 0011), admits nothing.
+        "execute:backfill": "SELECT * FROM ql3.admin_backfill_batch_v1("
+        "(SELECT name FROM ql3.tasks WHERE id = %(task)s), 'probe-backfill', 0, 0, false,"
+        " '{}'::bigint[], '{}'::bigint[], true)",
         "delete": "DELETE FROM ql3.runs WHERE id = %(run)s",
         "truncate": "TRUNCATE ql3.runs",
     },
@@ -171,6 +180,17 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         "delete": "DELETE FROM ql3.skipped_occurrences WHERE id = %(skip)s",
         "truncate": "TRUNCATE ql3.skipped_occurrences",
     },
+    "backfills": {
+        "select": "SELECT * FROM ql3.backfills",
+        "insert": "INSERT INTO ql3.backfills (request_id, schedule_id, from_ms, to_ms,"
+        " include_before_creation, requested_by, requested_at_ms, updated_at_ms)"
+        " VALUES ('probe', %(schedule)s, 0, 0, false, 'probe', 0, 0)",
+        "update:all": "UPDATE ql3.backfills SET admitted = admitted, already_run = already_run,"
+        " batches = batches, state = state, updated_at_ms = updated_at_ms"
+        " WHERE id = %(backfill)s",
+        "delete": "DELETE FROM ql3.backfills WHERE id = %(backfill)s",
+        "truncate": "TRUNCATE ql3.backfills",
+    },
     "schedule_revisions": {
         "select": "SELECT * FROM ql3.schedule_revisions",
         "insert": "INSERT INTO ql3.schedule_revisions (schedule_id, revision, reason, cron,"
@@ -199,7 +219,7 @@ PROBES: Final[dict[str, dict[str, str]]] = {
 }
 
 _READERS = frozenset({"owner", "admin", "runtime", "worker_ingress"})
-# The design (migrations 0002 to 0008): (table, probe) -> roles allowed.
+# The design (migrations 0002 to 0011): (table, probe) -> roles allowed.
 # Anything absent is allowed to the owner only. ql3_worker_ingress reads attempts and events but
 # writes them only through its functions (test_worker_fences.py probes those).
 ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
@@ -220,6 +240,9 @@ ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("runs", "insert"): frozenset({"owner", "runtime"}),
     # Trigger now: the admin through the SECURITY DEFINER function only, never a direct INSERT.
     ("runs", "execute:trigger"): frozenset({"owner", "admin"}),
+    # Backfill: the admin through the SECURITY DEFINER function only (migration 0011).
+    ("runs", "execute:backfill"): frozenset({"owner", "admin"}),
+    ("backfills", "select"): frozenset({"owner", "admin"}),
     ("attempts", "select"): _READERS,
     ("attempts", "insert"): frozenset({"owner", "runtime"}),
     ("attempts", "insert:lease"): frozenset({"owner", "runtime"}),

@@ -20,8 +20,14 @@ from ._errors import (
 )
 from ._history import AttemptCounts, AttemptRecord, HistoryReader, RunRecord, RunSummary
 from .admin import (
+    BACKFILL_BATCH_DEFAULT,
+    BACKFILL_BATCH_MAX,
+    MAX_BACKFILL_OCCURRENCES,
     SCHEDULE_NAME_MAX_LENGTH,
     ApplyReport,
+    BackfillBatch,
+    BackfillPlan,
+    BackfillReport,
     ManualRun,
     ScheduleAdmin,
     ScheduleRecord,
@@ -71,8 +77,11 @@ from .zones import (
 __version__ = _version("ql3-cluster-postgres")
 
 __all__ = [
+    "BACKFILL_BATCH_DEFAULT",
+    "BACKFILL_BATCH_MAX",
     "DRIVER_LOGGER",
     "GROUP_ROLES",
+    "MAX_BACKFILL_OCCURRENCES",
     "ROLE_NAMES",
     "SCHEDULE_NAME_MAX_LENGTH",
     "SCHEMA_VERSION",
@@ -83,6 +92,9 @@ __all__ = [
     "ApplyReport",
     "AttemptCounts",
     "AttemptRecord",
+    "BackfillBatch",
+    "BackfillPlan",
+    "BackfillReport",
     "ConnectionSettings",
     "DatabaseError",
     "DuplicateScheduleError",

@@ -240,7 +240,9 @@ def test_upgrade_to_manual_runs_keeps_one_run_per_occurrence(
     bare_db: Ql3Database, source: Path
 ) -> None:
     """Runs of schema 7 become cron Runs; their occurrence key still refuses a second Run."""
-    (source / "0008_manual_runs.sql").unlink()
+    for path in source.glob("*.sql"):
+        if int(path.name[:4]) >= 8:  # schema 7: what follows needs 0008
+            path.unlink()
     migrate(bare_db.dsn("owner"), source=source)
     with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
         conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', 1)")
@@ -268,3 +270,35 @@ def test_upgrade_to_manual_runs_keeps_one_run_per_occurrence(
     with ScheduleAdmin(bare_db.dsn("admin")) as admin:
         run = admin.trigger_run("old", "after-upgrade")
     assert (run.schedule_id, run.existed) == (1, False)
+
+
+def test_upgrade_to_backfill_keeps_the_kinds_and_the_occurrence_key(
+    bare_db: Ql3Database, source: Path
+) -> None:
+    """Cron and manual Runs of schema 8 keep their kind; a backfilled Run meets the same key."""
+    for name in ("0009", "0010", "0011"):
+        for path in source.glob(f"{name}_*.sql"):
+            path.unlink()
+    migrate(bare_db.dsn("owner"), source=source)
+    with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
+        conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', 1)")
+        conn.execute("INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (1, 1)")
+        conn.execute(
+            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, next_due_at_ms,"
+            " updated_at_ms, created_at_ms) VALUES (1, 1, '* * * * *', 120000, 1, 1)"
+        )
+        conn.execute(
+            "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,"
+            " created_at_ms) VALUES (1, 1, 60000, 'old', gen_random_uuid(), 60005)"
+        )
+    _migrate_as_ql3_migrate_does(bare_db)
+    assert fetch(bare_db.dsn("admin"), "SELECT kind, backfill_id FROM ql3.runs") == [("cron", None)]
+    with (
+        psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn,
+        pytest.raises(psycopg.errors.UniqueViolation, match="runs_occurrence_unique"),
+    ):
+        conn.execute(
+            "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,"
+            " created_at_ms, kind, backfill_id) VALUES (1, 1, 60000, 'again',"
+            " gen_random_uuid(), 60006, 'backfill', 1)"
+        )

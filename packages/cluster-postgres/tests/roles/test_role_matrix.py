@@ -84,6 +84,12 @@ def _seed(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         " gen_random_uuid(), 1) RETURNING id",
         ids,
     )
+    ids["backfill"] = one(
+        "INSERT INTO ql3.backfills (request_id, schedule_id, from_ms, to_ms,"
+        " include_before_creation, requested_by, requested_at_ms, updated_at_ms)"
+        " VALUES ('seed', %(schedule)s, 0, 0, false, 'seed', 0, 0) RETURNING id",
+        ids,
+    )
     conn.execute(
         "INSERT INTO ql3.zone_rule_data (version, zone, tzif) SELECT 'seed', zone, tzif"
         " FROM ql3.zone_rule_data WHERE zone = 'UTC' LIMIT 1"
@@ -183,6 +189,7 @@ def test_matrix_covers_every_table_and_role() -> None:
         "attempts",
         "events",
         "skipped_occurrences",
+        "backfills",
         "schedule_revisions",
         "schema_migrations",
         "zone_rules",

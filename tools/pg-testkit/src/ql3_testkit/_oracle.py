@@ -89,6 +89,7 @@ def oracle_verdict(
             runs = cur.execute(statement("oracle_runs"), params).fetchall()
             skips = cur.execute(statement("oracle_skips"), params).fetchall()
             orphans = cur.execute(statement("oracle_orphans")).fetchall()
+            backfilled = cur.execute(statement("oracle_backfill_runs"), params).fetchall()
             zones = _Zones(cur)
             judged = _judge(
                 schedules,
@@ -106,6 +107,14 @@ def oracle_verdict(
     findings += [
         Finding("shape", None, f"{row['kind']} {row['id']} points at missing run {row['run_id']}")
         for row in orphans
+    ]
+    findings += [
+        Finding(
+            "backfill",
+            row["schedule_id"],
+            f"backfilled run {row['id']} at {row['scheduled_for_ms']} {row['problem']}",
+        )
+        for row in backfilled
     ]
     return OracleVerdict(
         findings=tuple(findings),

@@ -6,7 +6,7 @@ status, runs, verify, demo.
 This module is the map of the command line: it builds the `app`, registers every verb in the
 order `ql3 --help` lists them, and turns anything that escapes a verb into one line (`main`).
 The verbs live by group: `_setup` (migrate, roles, zone-rules), `_schedule`, `_trigger`
-(schedule trigger),
+(schedule trigger), `_backfill` (schedule backfill),
 `_daemons` (run, worker), `_history` (status, runs, verify), `_demo`; what they share
 (exit codes, `--dsn`, one-line errors) is in `_common`, the tables in `_tables`.
 """
@@ -26,6 +26,7 @@ from ql3_runtime_core import log_event, zone_rules_version
 
 from ql3_cluster_control._config import check_environment
 
+from ._backfill import schedule_backfill
 from ._common import EXIT_FAILURE, fail, guarded
 from ._daemons import run_command, worker_command
 from ._demo import demo_command
@@ -118,6 +119,7 @@ schedule_app.command("pause")(schedule_pause)
 schedule_app.command("resume")(schedule_resume)
 schedule_app.command("retire")(schedule_retire)
 schedule_app.command("trigger")(schedule_trigger)
+schedule_app.command("backfill")(schedule_backfill)
 schedule_app.command("apply")(schedule_apply)
 schedule_app.command("preview")(schedule_preview)
 app.command("run")(run_command)

@@ -27,6 +27,7 @@ class RunKind(StrEnum):
 
     CRON = "cron"
     MANUAL = "manual"
+    BACKFILL = "backfill"
 
 
 @guarded
@@ -73,7 +74,10 @@ def runs_list(
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000)] = 20,
     kind: Annotated[
         RunKind | None,
-        typer.Option("--kind", help="Only cron runs (occurrences) or only manual (triggered)."),
+        typer.Option(
+            "--kind",
+            help="Only cron runs (occurrences), manual (triggered) or backfill (admitted late).",
+        ),
     ] = None,
     as_json: AsJson = False,
     dsn: Dsn = None,
@@ -141,9 +145,12 @@ def verify_command(
       skip_record       a skip record whose contents or writing do not match its claim
       not_occurrence    a run that is not an occurrence of its schedule's revision
       manual_run        a manual Run (trigger) not admitted at its instant or not announced
+      backfill          a backfilled Run no skip record (or before-creation request) justifies
 
     Manual Runs (`ql3 schedule trigger`) are no occurrences: the occurrence rules ignore them
-    and they are counted apart; shape and attempts judge them like any Run.
+    and they are counted apart; shape and attempts judge them like any Run. A backfilled Run
+    (`ql3 schedule backfill`) fills its occurrence late, on purpose: its skip record still
+    accounts for it and the rule backfill judges the Run.
     Also printed: each schedule's admission lateness (p50, p99, max). A quarantined schedule
     (state invalid) is a violation: it admits nothing until an operator fixes, resumes or
     retires it.

@@ -16,6 +16,14 @@ private to the room (import-linter's `private_modules`).
 from __future__ import annotations
 
 from ._admin import ScheduleAdmin
+from ._backfill import (
+    BACKFILL_BATCH_DEFAULT,
+    BACKFILL_BATCH_MAX,
+    MAX_BACKFILL_OCCURRENCES,
+    BackfillBatch,
+    BackfillPlan,
+    BackfillReport,
+)
 from ._models import (
     SCHEDULE_NAME_MAX_LENGTH,
     ApplyReport,
@@ -27,8 +35,14 @@ from ._models import (
 from ._trigger import ManualRun, check_request_id, checked_payload
 
 __all__ = [
+    "BACKFILL_BATCH_DEFAULT",
+    "BACKFILL_BATCH_MAX",
+    "MAX_BACKFILL_OCCURRENCES",
     "SCHEDULE_NAME_MAX_LENGTH",
     "ApplyReport",
+    "BackfillBatch",
+    "BackfillPlan",
+    "BackfillReport",
     "ManualRun",
     "ScheduleAdmin",
     "ScheduleRecord",

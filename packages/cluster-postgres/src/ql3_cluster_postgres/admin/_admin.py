@@ -38,6 +38,15 @@ from ql3_cluster_postgres._errors import (
 )
 from ql3_cluster_postgres._replication import read_replication_state
 
+from ._backfill import (
+    BACKFILL_BATCH_DEFAULT,
+    BACKFILL_BATCH_MAX,
+    BackfillBatch,
+    BackfillPlan,
+    BackfillReport,
+    plan_backfill,
+    send_batch,
+)
 from ._models import (
     ApplyReport,
     ScheduleRecord,
@@ -70,9 +79,10 @@ from ._trigger import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     import psycopg
+    from ql3_runtime_core import ZoneRules
 
 __all__ = ["ScheduleAdmin"]
 
@@ -262,6 +272,116 @@ class ScheduleAdmin(AdminSession):
             f"admin: trigger schedule {name!r} (request {request_id!r})",
             lambda conn: send_trigger(conn, name, request_id, given),
             landed=lambda conn: find_manual_run(conn, request_id),
+        )
+
+    def plan_backfill(
+        self, name: str, from_ms: int, to_ms: int, *, include_before_creation: bool = False
+    ) -> BackfillPlan:
+        """Compute what a backfill of `name` over `[from_ms, to_ms]` admits; writes nothing.
+
+        Occurrences are computed with each revision's definition and the zone rules version it
+        was computed with, as the database stores them (see `plan_backfill` in `_backfill`).
+        """
+
+        def plan(conn: psycopg.Connection[Any]) -> BackfillPlan:
+            recorded = self._zone_rules(conn, f"admin: backfill schedule {name!r}")
+
+            def rules_of(version: str | None) -> ZoneRules:
+                if version is None or version == recorded.version:
+                    return recorded
+                return self._stored_rules(conn, version, f"admin: backfill schedule {name!r}")
+
+            return plan_backfill(
+                conn,
+                name,
+                from_ms,
+                to_ms,
+                include_before_creation=include_before_creation,
+                rules_of=rules_of,
+            )
+
+        return self._in_transaction(f"admin: plan backfill of schedule {name!r}", plan)
+
+    def backfill(  # one request: its plan, then its batches
+        self,
+        name: str,
+        from_ms: int,
+        to_ms: int,
+        *,
+        request_id: str,
+        include_before_creation: bool = False,
+        batch_size: int = BACKFILL_BATCH_DEFAULT,
+        dry_run: bool = False,
+        progress: Callable[[BackfillBatch, int, int], None] | None = None,
+    ) -> BackfillReport:
+        """Admit, once each, the occurrences of `[from_ms, to_ms]` of `name` that have no Run.
+
+        Those a skip record covers (any reason), and with `include_before_creation` those before
+        the schedule's first cursor; never one after its cursor (`to_ms` is clipped, the plan
+        says so), outside its window or after the database clock. Each batch of `batch_size` is
+        one transaction; `progress(batch, done, total)` is called after each commits. The same
+        `request_id` again resumes: what has a Run is left alone, the rest is admitted. A batch
+        whose COMMIT reply was lost is sent again: it admits only what is still missing.
+        `dry_run` plans and writes nothing.
+
+        Raises:
+            InvalidArgumentError: a malformed `request_id`, `batch_size` outside
+                1..`BACKFILL_BATCH_MAX`, `from_ms` after `to_ms`, a span over
+                `MAX_BACKFILL_OCCURRENCES`, or a `request_id` used for another request.
+            ScheduleNotFoundError: no schedule is named `name`.
+            ScheduleStateError: the schedule is retired or quarantined.
+
+        """
+        check_request_id(request_id)
+        if from_ms > to_ms:
+            raise InvalidArgumentError("--from", from_ms, f"must be at or before --to ({to_ms})")
+        if not 1 <= batch_size <= BACKFILL_BATCH_MAX:
+            raise InvalidArgumentError(
+                "--batch", batch_size, f"must be within 1..{BACKFILL_BATCH_MAX}"
+            )
+        plan = self.plan_backfill(
+            name, from_ms, to_ms, include_before_creation=include_before_creation
+        )
+        pending = plan.occurrences
+        if dry_run:
+            return BackfillReport(
+                request_id=request_id,
+                plan=plan,
+                dry_run=True,
+                admitted=0,
+                already_run=plan.already_run,
+                before_creation_left=plan.before_creation_left,
+                batches=0,
+                backfill_id=None,
+                state=None,
+            )
+        admitted, raced, done = 0, 0, 0
+        chunks = [pending[i : i + batch_size] for i in range(0, len(pending), batch_size)] or [()]
+        batch: BackfillBatch | None = None
+        for number, chunk in enumerate(chunks, start=1):
+            last = number == len(chunks)
+            batch = self._in_transaction(
+                f"admin: backfill schedule {name!r} (request {request_id!r}, batch {number})",
+                lambda conn, chunk=chunk, last=last: send_batch(  # type: ignore[misc]
+                    conn, plan, request_id, chunk, last=last
+                ),
+            )
+            admitted += batch.admitted
+            raced += batch.already_run
+            done += len(chunk)
+            if progress is not None:
+                progress(batch, done, len(pending))
+        assert batch is not None  # noqa: S101  # at least one (maybe empty) batch is sent
+        return BackfillReport(
+            request_id=request_id,
+            plan=plan,
+            dry_run=False,
+            admitted=admitted,
+            already_run=plan.already_run + raced,
+            before_creation_left=plan.before_creation_left,
+            batches=len(chunks),
+            backfill_id=batch.backfill_id,
+            state=batch.state,
         )
 
     def _set_state(

@@ -189,6 +189,20 @@ class AdminSession(Closing):
             rules = self._rules[version] = connection_zone_rules(self._current_conn, version)
         return rules
 
+    def _stored_rules(self, conn: psycopg.Connection[Any], version: str, action: str) -> ZoneRules:
+        """Return the stored rules of `version` (one a revision was computed with).
+
+        Raises:
+            ZoneRulesUnavailableError: the database stores no rule data for `version`.
+
+        """
+        rules = self._rules.get(version)
+        if rules is None:
+            if stored_zone_count(conn, version) == 0:
+                raise ZoneRulesUnavailableError(version, zone_rules_version(), action)
+            rules = self._rules[version] = connection_zone_rules(self._current_conn, version)
+        return rules
+
     def _current_conn(self) -> psycopg.Connection[Any]:
         # Zones are read inside the transaction that computes with them (the lock is held).
         if self._conn is None:  # pragma: no cover - only called inside a transaction

@@ -16,6 +16,7 @@ from ql3_cluster_postgres._errors import DatabaseError
 
 from ._accounting import Accounting, AccountingWalk, revision_from_row
 from ._attempts import check_attempt_timing, check_attempts
+from ._backfill import check_backfill_runs
 from ._manual import check_manual_runs
 from ._records import RunCounts
 from ._revisions import check_revisions
@@ -57,6 +58,8 @@ class Check:
         self.lease_ms: int | None = None
         self.as_of_ms: int | None = None
         self.lateness: tuple[ScheduleLateness, ...] = ()
+        # Each schedule's backfilled occurrences: judged by `backfill`, not by the walk.
+        self.backfilled: dict[int, frozenset[int]] = {}
 
     def run(self) -> tuple[list[ScheduleVerdict], int, int]:
         """Check everything; return each schedule's verdict, cron and manual runs in scope."""
@@ -87,6 +90,12 @@ class Check:
             findings,
             reader.stream("verify_manual_runs", dict_row, now_ms=self.now_ms),
             now_ms=self.now_ms,
+        )
+        self.backfilled = check_backfill_runs(
+            findings,
+            reader.stream("verify_backfill_runs", dict_row),
+            revisions,
+            {schedule.id for schedule in schedules},
         )
         check_attempts(findings, reader.stream("verify_attempts", dict_row))
         check_attempt_timing(findings, reader.stream("verify_attempt_timing", dict_row))
@@ -198,7 +207,13 @@ class Check:
                 switches=zones.switches,
             )
         ScheduleStream(
-            self.reader, findings, schedule, counts=counts, walk=walk, run_id=run_id
+            self.reader,
+            findings,
+            schedule,
+            counts=counts,
+            walk=walk,
+            run_id=run_id,
+            backfilled=self.backfilled.get(schedule.id, frozenset()),
         ).run()
         # The cursor was placed with the live revision's rules.
         live = revisions[-1].rules if revisions else None

@@ -29,6 +29,7 @@ __all__ = [
 # rule is refused, so a report's rules are a closed set a script can switch on.
 RULE_NAMES = (
     "attempts",
+    "backfill",
     "cursor",
     "duplicate",
     "early",

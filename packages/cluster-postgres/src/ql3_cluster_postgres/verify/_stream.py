@@ -65,6 +65,7 @@ class ScheduleStream:
         counts: RunCounts,
         walk: AccountingWalk | None,
         run_id: RunIds,
+        backfilled: frozenset[int] = frozenset(),
     ) -> None:
         self.reader = reader
         self.findings = findings
@@ -72,6 +73,9 @@ class ScheduleStream:
         self.counts = counts
         self.walk = walk
         self.run_id = run_id
+        # Occurrences filled by a backfilled Run: the skip record (or the request, before the
+        # first cursor) accounts for them, the `backfill` rule judges the Run (`_backfill`).
+        self.backfilled = backfilled
 
     def run(self) -> None:
         reader, walk, counts = self.reader, self.walk, self.counts
@@ -81,9 +85,15 @@ class ScheduleStream:
         next_skip_ms = pending.first_skipped_ms if pending is not None else _NO_MORE_MS
         walk_run = walk.run if walk is not None else _ignore
         previous, nth, admitted = None, 0, 0
+        backfilled, passed = self.backfilled, None
         for batch in reader.batches("verify_occurrences", scalar_row, schedule_id=schedule_id):
             counts.runs += len(batch)
             for at_ms in batch:
+                if backfilled and at_ms in backfilled and at_ms != passed:
+                    # Its one Run is the backfilled one; any other Run there is judged as usual.
+                    passed = at_ms
+                    counts.runs -= 1
+                    continue
                 if at_ms != previous:
                     previous, nth = at_ms, 0
                     admitted += 1
