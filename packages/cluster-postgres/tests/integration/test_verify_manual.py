@@ -51,6 +51,10 @@ def _commit_due(db: Ql3Database) -> int:
 def _history(db: Ql3Database) -> tuple[int, int]:
     """Write cron occurrences and manual Runs side by side; (schedule id, occurrence at trigger)."""
     (schedule_id,) = make_schedules(db, 1, prefix="mixed", execution=SHELL, shift_back_ms=3_000)
+    # Admit what is due first, so the cursor is an occurrence after the schedule's creation: a
+    # first cursor on a second boundary may lie a few ms before created_at_ms (placed from the
+    # admin's first clock read), and a trigger can never be admitted before its schedule existed.
+    admitted = _commit_due(db)
     same_ms = plant_manual_run_at_cursor(db.dsn("owner"), schedule_id, owner_id="ql3_admin_login")
 
     def trigger() -> None:
@@ -60,7 +64,6 @@ def _history(db: Ql3Database) -> tuple[int, int]:
 
     triggering = threading.Thread(target=trigger)
     triggering.start()
-    admitted = 0
     while triggering.is_alive() or admitted < 4:
         admitted += _commit_due(db)
     triggering.join()
