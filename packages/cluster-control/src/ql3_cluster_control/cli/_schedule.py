@@ -1,4 +1,4 @@
-"""`ql3 schedule add|list|pause|resume|retire|apply|preview` (as ql3_admin)."""
+"""`ql3 schedule add|list|retire|apply|preview` (as ql3_admin; pause and resume: `_pause`)."""
 
 # typer builds options from parameters with defaults, boolean flags included.
 # ruff: noqa: FBT002, PLR0917
@@ -43,9 +43,7 @@ __all__ = [
     "schedule_add",
     "schedule_apply",
     "schedule_list",
-    "schedule_pause",
     "schedule_preview",
-    "schedule_resume",
     "schedule_retire",
 ]
 
@@ -237,18 +235,6 @@ def _change(action: str, name: str, dsn: str | None) -> None:
     with ScheduleAdmin(require_dsn(dsn)) as admin:
         record = getattr(admin, action)(name)
     typer.echo(f"schedule {record.name!r} is {record.state}")
-
-
-@guarded
-def schedule_pause(name: str, dsn: Dsn = None) -> None:
-    """Pause a schedule: kept with its cursor, never claimed until resumed."""
-    _change("pause", name, dsn)
-
-
-@guarded
-def schedule_resume(name: str, dsn: Dsn = None) -> None:
-    """Resume a paused schedule, or a quarantined (invalid) one whose definition reads again."""
-    _change("resume", name, dsn)
 
 
 @guarded

@@ -24,12 +24,14 @@ from ._models import (
     ScheduleStatus,
     StatusReport,
 )
+from ._pauses import PauseSpan
 from ._trigger import ManualRun
 
 __all__ = [
     "SCHEDULE_NAME_MAX_LENGTH",
     "ApplyReport",
     "ManualRun",
+    "PauseSpan",
     "ScheduleAdmin",
     "ScheduleRecord",
     "ScheduleSpec",

@@ -36,6 +36,7 @@ from ql3_cluster_postgres._errors import (
     ScheduleNotFoundError,
     ScheduleStateError,
 )
+from ql3_cluster_postgres._pause_span import Replay, replay_of
 from ql3_cluster_postgres._replication import read_replication_state
 
 from ._models import (
@@ -44,6 +45,7 @@ from ._models import (
     ScheduleSpec,
     StatusReport,
 )
+from ._pauses import PauseSpan, read_pauses, send_pause, send_resume
 from ._plan import (
     Update,
     reconcile,
@@ -210,22 +212,56 @@ class ScheduleAdmin(AdminSession):
 
         return self._in_transaction("admin: apply schedules", apply)
 
-    def pause(self, name: str) -> ScheduleRecord:
-        """Stop claiming `name` (its cursor is kept); pausing a paused schedule changes nothing."""
-        return self._set_state(name, "pause", ScheduleState.PAUSED, {ScheduleState.ACTIVE})
+    def pause(
+        self,
+        name: str,
+        *,
+        reason: str | None = None,
+        until_ms: int | None = None,
+        until_after_ms: int | None = None,
+    ) -> ScheduleRecord:
+        """Stop claiming `name` (its cursor is kept) and record the paused span (DESIGN §7).
 
-    def resume(self, name: str) -> ScheduleRecord:
-        """Make a paused or quarantined schedule claimable again from its kept cursor.
-
-        The misfire policy decides what the time spent paused admits. A quarantined schedule
-        (state `invalid`) comes back only if its stored definition reads now (say, after
-        `ql3 zone-rules adopt` brought rules that know its zone); otherwise apply a corrected
-        definition with `apply_schedules`. Bringing it back opens a schedule revision; a cursor
-        that is missing, not after the latest run or skip record, or not an occurrence of the
-        stored definition is placed anew after them (see `admin/_plan.resumed`).
+        Who and when are the database's (session_user, its clock). `until_ms` (an instant) or
+        `until_after_ms` (a duration added to the database clock's now) makes the running
+        Coordinators resume it by themselves once the database clock reaches it, replaying
+        nothing. Pausing a paused schedule changes nothing (its open span stays as it is).
         """
+        action = f"admin: pause schedule {name!r}"
+
+        def change(conn: psycopg.Connection[Any]) -> ScheduleRecord:
+            send_pause(conn, name, reason, until_ms, until_after_ms)
+            (changed,) = fetch_records(conn, "read_schedules", {"names": [name]})
+            return changed
+
+        return self._in_transaction(action, change)
+
+    def resume(self, name: str, *, replay: str = Replay.SKIP.value) -> ScheduleRecord:
+        """Make a paused or quarantined schedule claimable again.
+
+        A paused one closes its recorded span at the database time: the span's occurrences
+        become one skip record of reason `paused`, except those `replay` hands back to the
+        Coordinators (`skip` none, the default; `fire_once` the latest; `catch_up` all, which
+        are then decided by the misfire policy like any late occurrence; see `_pause_span`).
+        A quarantined schedule (state `invalid`) comes back only if its stored definition reads
+        now (say, after `ql3 zone-rules adopt` brought rules that know its zone); otherwise apply
+        a corrected definition with `apply_schedules`. Bringing it back opens a schedule
+        revision; a cursor that is missing, not after the latest run or skip record, or not an
+        occurrence of the stored definition is placed anew after them (see `admin/_plan.resumed`).
+        """
+        chosen = replay_of(replay)
         allowed = {ScheduleState.PAUSED, ScheduleState.INVALID}
-        return self._set_state(name, "resume", ScheduleState.ACTIVE, allowed)
+        return self._set_state(name, "resume", ScheduleState.ACTIVE, allowed, replay=chosen)
+
+    def pauses(self, name: str | None = None) -> list[PauseSpan]:
+        """Return the recorded paused spans of `name` (every schedule's when None), oldest first."""
+        found = self._in_transaction(
+            "admin: read paused spans",
+            lambda conn: read_pauses(conn, None if name is None else [name]),
+        )
+        if name is not None and not found:
+            self.get_schedule(name)  # raises ScheduleNotFoundError for an unknown name
+        return found
 
     def retire(self, name: str) -> ScheduleRecord:
         """Retire `name` for good: never claimed again, its history kept."""
@@ -265,7 +301,13 @@ class ScheduleAdmin(AdminSession):
         )
 
     def _set_state(
-        self, name: str, action: str, target: ScheduleState, allowed: set[ScheduleState]
+        self,
+        name: str,
+        action: str,
+        target: ScheduleState,
+        allowed: set[ScheduleState],
+        *,
+        replay: Replay = Replay.SKIP,
     ) -> ScheduleRecord:
         def change(conn: psycopg.Connection[Any]) -> ScheduleRecord:
             # Resuming may place a cursor: the rules are held before the row (an adopt's order).
@@ -281,6 +323,13 @@ class ScheduleAdmin(AdminSession):
                 return record
             if record.state not in allowed:
                 raise ScheduleStateError(name, record.state.value, action)
+            if rules is not None and record.state is ScheduleState.PAUSED:
+                # The recorded span ends now; its occurrences are accounted (DESIGN §7).
+                self._step("locked")
+                send_resume(conn, record, replay, rules)
+                fetch_rows(conn, "notify_schedule_changed", {"reason": action})
+                (resumed_record,) = fetch_records(conn, "read_schedules", {"names": [name]})
+                return resumed_record
             if rules is not None:
                 if record.definition is None:
                     detail = (
