@@ -19,6 +19,7 @@ from ._admin import ScheduleAdmin
 from ._models import (
     SCHEDULE_NAME_MAX_LENGTH,
     ApplyReport,
+    PauseRequest,
     ScheduleRecord,
     ScheduleSpec,
     ScheduleStatus,
@@ -31,6 +32,7 @@ __all__ = [
     "SCHEDULE_NAME_MAX_LENGTH",
     "ApplyReport",
     "ManualRun",
+    "PauseRequest",
     "PauseSpan",
     "ScheduleAdmin",
     "ScheduleRecord",

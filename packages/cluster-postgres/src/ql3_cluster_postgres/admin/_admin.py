@@ -45,7 +45,14 @@ from ._models import (
     ScheduleSpec,
     StatusReport,
 )
-from ._pauses import PauseSpan, read_pauses, send_pause, send_resume
+from ._pauses import (
+    PauseSpan,
+    apply_pause_settings,
+    read_pauses,
+    send_pause,
+    send_resume,
+    set_pause_after_failures,
+)
 from ._plan import (
     Update,
     reconcile,
@@ -105,6 +112,7 @@ class ScheduleAdmin(AdminSession):
         payload_template: Mapping[str, Any] | None = None,
         execution: TaskExecution | None = None,
         require_occurrence: bool = False,
+        pause_after_failures: int | None = None,
     ) -> ScheduleRecord:
         """Create task, cron trigger and schedule in one transaction.
 
@@ -119,7 +127,12 @@ class ScheduleAdmin(AdminSession):
         check and the write are one transaction, so no clock read elsewhere can race it.
         """
         spec = validated(
-            ScheduleSpec(name=name, definition=definition, execution=execution or TaskExecution())
+            ScheduleSpec(
+                name=name,
+                definition=definition,
+                execution=execution or TaskExecution(),
+                pause_after_failures=pause_after_failures,
+            )
         )
         payload = dict(payload_template or {})
         # Refused here, before anything is written: a payload a command cannot receive would
@@ -143,6 +156,7 @@ class ScheduleAdmin(AdminSession):
                     f"must leave an occurrence after the database time {now} (epoch ms)",
                 )
             set_executions(conn, [(created[0].task_id, spec.execution)])
+            set_pause_after_failures(conn, {created[0].schedule_id: spec.pause_after_failures})
             fetch_rows(conn, "notify_schedule_changed", {"reason": "created"})
             return created[0]
 
@@ -206,6 +220,9 @@ class ScheduleAdmin(AdminSession):
             set_executions(
                 conn, [(task_ids[name], execution) for name, execution in plan.executions]
             )
+            ids = {r.name: r.schedule_id for r in stored.values()}
+            ids.update((record.name, record.schedule_id) for record in created)
+            apply_pause_settings(conn, checked, ids, now)
             if plan.creates or plan.updates or plan.executions:
                 fetch_rows(conn, "notify_schedule_changed", {"reason": "applied"})
             return plan.report

@@ -20,21 +20,23 @@ from ql3_cluster_postgres._errors import ScheduleNotFoundError, ScheduleStateErr
 from ql3_cluster_postgres._pause_span import Replay, plan_span
 
 from ._session import placement_now
-from ._statements import fetch_rows
+from ._statements import fetch_rows, row_count
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from ql3_runtime_core import ZoneRules
 
-    from ._models import ScheduleRecord
+    from ._models import ScheduleRecord, ScheduleSpec
 
 __all__ = [
     "PAUSE_REASON_MAX",
     "PauseSpan",
+    "apply_pause_settings",
     "read_pauses",
     "send_pause",
     "send_resume",
+    "set_pause_after_failures",
 ]
 
 # The CHECK schedule_pauses_reason_length of migration 0010.
@@ -161,3 +163,35 @@ def send_resume(
         },
     )
     return bool(rows[0]["resumed"])
+
+
+def set_pause_after_failures(
+    conn: psycopg.Connection[Any], thresholds: Mapping[int, int | None]
+) -> None:
+    """Write each schedule's failure threshold (by schedule id; None: never pause)."""
+    if thresholds:
+        row_count(
+            conn,
+            "set_pause_after_failures",
+            {"schedule_ids": list(thresholds), "thresholds": list(thresholds.values())},
+        )
+
+
+def apply_pause_settings(
+    conn: psycopg.Connection[Any],
+    specs: Sequence[ScheduleSpec],
+    ids: Mapping[str, int],
+    now: int,
+) -> None:
+    """Write the specs' failure thresholds and pause the specs declared paused (apply).
+
+    A declared pause applies to an active schedule only (a paused one keeps its open span), and
+    an until at or before `now` (the database time the apply read after its locks) declares
+    nothing any more, so applying the same file again after the pause ended does not pause anew.
+    """
+    set_pause_after_failures(conn, {ids[spec.name]: spec.pause_after_failures for spec in specs})
+    for spec in specs:
+        request = spec.paused
+        if request is None or (request.until_ms is not None and request.until_ms <= now):
+            continue
+        send_pause(conn, spec.name, request.reason, request.until_ms, None)
