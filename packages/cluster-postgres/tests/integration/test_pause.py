@@ -11,15 +11,25 @@ from __future__ import annotations
 
 import threading
 from typing import TYPE_CHECKING, Any
+from uuid import uuid4
 
 import pytest
-from ingress_helpers import admit_due
+from ingress_helpers import admit_due, take
 from ql3_cluster_postgres import (
     PostgresScheduleRepository,
     ScheduleAdmin,
+    ScheduleSpec,
     ScheduleStateError,
+    WorkerIngress,
 )
-from ql3_runtime_core import InvalidArgumentError, MisfirePolicy
+from ql3_runtime_core import (
+    AttemptOutcome,
+    AttemptResult,
+    InvalidArgumentError,
+    MisfirePolicy,
+    ScheduleDefinition,
+    TaskExecution,
+)
 from repo_helpers import command, decide, fetch, make_schedules
 
 if TYPE_CHECKING:
@@ -216,3 +226,45 @@ def test_a_pause_racing_a_commit_never_records_an_admitted_occurrence(
     assert len(admitted) == len(runs) == 1
     assert spans[-1].first_held_ms == runs[-1] + 1000
     assert all(not first <= run <= last for run in runs)
+
+
+def test_consecutive_failed_runs_pause_the_schedule_by_the_database(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """Two failed Runs in a row (attempts exhausted) pause it; a success between resets it."""
+    once = TaskExecution(command="false", max_attempts=1, timeout_ms=60_000)
+    spec = ScheduleSpec(
+        name=NAME,
+        definition=ScheduleDefinition(cron="* * * * * *"),
+        execution=once,
+        pause_after_failures=2,
+    )
+    with ScheduleAdmin(faketime_db.dsn("admin")) as admin:
+        admin.apply_schedules([spec])
+    faketime_cluster.set_clock_offset_ms(6_000)
+
+    def run_one(outcome: AttemptOutcome) -> int:
+        (run_id,) = admit_due(faketime_db)
+        token = uuid4()
+        with WorkerIngress(faketime_db.dsn("worker_ingress")) as ingress:
+            (attempt,) = take(ingress, token)
+            assert attempt.run_id == run_id
+            result = AttemptResult(
+                outcome=outcome, exit_code=0 if outcome is AttemptOutcome.SUCCEEDED else 1
+            )
+            assert ingress.finish_attempt(attempt.attempt_id, token, result).recorded
+        return run_id
+
+    run_one(AttemptOutcome.FAILED)
+    run_one(AttemptOutcome.SUCCEEDED)
+    run_one(AttemptOutcome.FAILED)
+    assert _cursor(faketime_db)[0] == "active"
+    last = run_one(AttemptOutcome.FAILED)
+    assert _cursor(faketime_db)[0] == "paused"
+    with ScheduleAdmin(faketime_db.dsn("admin")) as admin:
+        (span,) = admin.pauses(NAME)
+    assert (span.cause, span.failure_threshold, span.last_failed_run_id) == ("failures", 2, last)
+    assert span.reason == f"2 consecutive failed runs, last run {last}"
+    assert span.open
+    # Paused: nothing more is admitted, though occurrences keep falling due.
+    assert admit_due(faketime_db) == []

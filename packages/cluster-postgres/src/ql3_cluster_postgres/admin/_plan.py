@@ -344,4 +344,4 @@ def validated(spec: ScheduleSpec) -> ScheduleSpec:
         )
     except InvalidCronError as exc:
         raise InvalidCronError(exc.expression, f"schedule {spec.name!r}: {exc.reason}") from exc
-    return ScheduleSpec(name=spec.name, definition=checked, execution=spec.execution)
+    return spec.model_copy(update={"definition": checked})
