@@ -31,6 +31,7 @@ from ql3_runtime_core import (
     TaskExecution,
 )
 from repo_helpers import command, decide, fetch, make_schedules
+from verify_compare import checked_verify
 
 if TYPE_CHECKING:
     from ql3_testkit import Ql3Database, ThrowawayCluster
@@ -109,6 +110,8 @@ def test_resume_records_the_span_and_its_occurrences_by_replay(
     runs = _cron_runs(faketime_db)
     assert len(admitted) == len(runs) == (0 if replay == "skip" else 1)
     assert runs == ([] if replay == "skip" else [cursor])
+    report = checked_verify(faketime_db.dsn("admin"))
+    assert report.ok, report.lines()
 
 
 def test_an_until_ends_the_span_by_itself_replaying_nothing(

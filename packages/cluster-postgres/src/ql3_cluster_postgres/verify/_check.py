@@ -17,6 +17,7 @@ from ql3_cluster_postgres._errors import DatabaseError
 from ._accounting import Accounting, AccountingWalk, revision_from_row
 from ._attempts import check_attempt_timing, check_attempts
 from ._manual import check_manual_runs
+from ._paused import check_paused_skips, check_pauses
 from ._records import RunCounts
 from ._revisions import check_revisions
 from ._rules import (
@@ -88,6 +89,8 @@ class Check:
             reader.stream("verify_manual_runs", dict_row, now_ms=self.now_ms),
             now_ms=self.now_ms,
         )
+        check_pauses(findings, reader.rows("verify_pauses", now_ms=self.now_ms))
+        check_paused_skips(findings, reader.rows("verify_paused_skips"))
         check_attempts(findings, reader.stream("verify_attempts", dict_row))
         check_attempt_timing(findings, reader.stream("verify_attempt_timing", dict_row))
         if self.lease_ms is not None:

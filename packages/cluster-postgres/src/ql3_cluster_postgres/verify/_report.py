@@ -40,6 +40,7 @@ RULE_NAMES = (
     "missing",
     "not_occurrence",
     "order",
+    "paused",
     "revision",
     "shape",
     "skip_record",
