@@ -124,7 +124,7 @@ def test_an_until_ends_the_span_by_itself_replaying_nothing(
         (span,) = admin.pauses(NAME)
     assert span.until_ms == span.paused_at_ms + 3_000
     with PostgresScheduleRepository(faketime_db.dsn("runtime")) as repo:
-        repo.claim_due_schedules(command(), 1)  # loads the recorded zone rules
+        repo.read_cluster_state()  # loads the recorded zone rules, as a replica connecting
         assert repo.resume_expired_pauses() == 0
         assert _cursor(faketime_db)[0] == "paused"
         faketime_cluster.set_clock_offset_ms(8_000)
@@ -152,7 +152,7 @@ def test_replicas_racing_one_expired_span_write_one_resume(
     faketime_cluster.set_clock_offset_ms(5_000)
     repos = [PostgresScheduleRepository(faketime_db.dsn("runtime")) for _ in range(4)]
     for repo in repos:
-        repo.claim_due_schedules(command(), 1)  # nothing claimable, rules loaded
+        repo.read_cluster_state()  # loads the recorded zone rules
     barrier = threading.Barrier(len(repos))
     counts: list[int] = []
 
