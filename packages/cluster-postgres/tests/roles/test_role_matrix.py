@@ -84,6 +84,12 @@ def _seed(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         " gen_random_uuid(), 1) RETURNING id",
         ids,
     )
+    ids["pause"] = one(
+        "INSERT INTO ql3.schedule_pauses (schedule_id, paused_at_ms, paused_by, resumed_at_ms,"
+        " resumed_by, replay, automatic, end_ms, skipped_count)"
+        " VALUES (%(schedule)s, 0, 'seed', 1, 'seed', 'skip', false, 0, 0) RETURNING id",
+        ids,
+    )
     conn.execute(
         "INSERT INTO ql3.zone_rule_data (version, zone, tzif) SELECT 'seed', zone, tzif"
         " FROM ql3.zone_rule_data WHERE zone = 'UTC' LIMIT 1"
@@ -183,6 +189,7 @@ def test_matrix_covers_every_table_and_role() -> None:
         "attempts",
         "events",
         "skipped_occurrences",
+        "schedule_pauses",
         "schedule_revisions",
         "schema_migrations",
         "zone_rules",
