@@ -13,53 +13,19 @@ milliseconds and turned into an instant inside the pausing statement.
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime, timedelta
-from typing import Annotated, Final
+from typing import Annotated
 
 import typer
 from ql3_cluster_postgres import ScheduleAdmin
 from rich.table import Table
 
-from ql3_cluster_control._config import ConfigurationError
+from ql3_cluster_control._pause_keys import parse_until
 
 from ._common import AsJson, Dsn, guarded, print_json, require_dsn
 from ._tables import cell, print_table
 from ._time_text import format_ms
 
-__all__ = ["parse_until", "schedule_pause", "schedule_pauses", "schedule_resume"]
-
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-_DURATION: Final = re.compile(r"([1-9][0-9]{0,8})(s|m|h|d)")
-_UNIT_MS: Final = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-# A pause longer than ten years is a typo, not a plan.
-_DURATION_MAX_MS: Final = 3650 * 86_400_000
-
-
-def parse_until(text: str) -> tuple[int | None, int | None]:
-    """Parse `--until` into (instant ms, None) or (None, duration ms); nothing reads a clock.
-
-    Raises:
-        ConfigurationError: neither an ISO 8601 instant with an offset nor a duration such as
-            `90s`, `15m`, `2h` or `1d` (the message names `--until` and the value).
-
-    """
-    duration = _DURATION.fullmatch(text.strip())
-    if duration is not None:
-        ms = int(duration.group(1)) * _UNIT_MS[duration.group(2)]
-        if ms > _DURATION_MAX_MS:
-            raise ConfigurationError(f"--until: {text!r} is longer than 3650 days")
-        return None, ms
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        parsed = None
-    if parsed is None or parsed.tzinfo is None:
-        raise ConfigurationError(
-            f"--until: {text!r} is neither an ISO 8601 instant with an offset"
-            " (e.g. 2026-03-08T09:00:00+01:00) nor a duration such as 90s, 15m, 2h or 1d"
-        )
-    return (parsed - _EPOCH) // timedelta(milliseconds=1), None
+__all__ = ["schedule_pause", "schedule_pauses", "schedule_resume"]
 
 
 @guarded

@@ -24,6 +24,7 @@ from ql3_runtime_core import (
 )
 
 from ql3_cluster_control._config import ConfigurationError
+from ql3_cluster_control._pause_keys import PAUSE_AFTER_FAILURES_MAX
 from ql3_cluster_control._schedule_file import (
     TIMEOUT_S_DEFAULT,
     TIMEOUT_S_MAX,
@@ -121,6 +122,16 @@ def schedule_add(
             help="Database time from a failed attempt to the next one's earliest start.",
         ),
     ] = RETRY_BACKOFF_MS_DEFAULT,
+    pause_after_failures: Annotated[
+        int | None,
+        typer.Option(
+            "--pause-after-failures",
+            min=1,
+            max=PAUSE_AFTER_FAILURES_MAX,
+            help="Pause it (by the database, reason recorded) after this many consecutive"
+            " failed runs.",
+        ),
+    ] = None,
     dsn: Dsn = None,
 ) -> None:
     """Create the task NAME, its cron trigger and its schedule.
@@ -147,7 +158,11 @@ def schedule_add(
     with ScheduleAdmin(dsn) as admin:
         try:
             record = admin.add_schedule(
-                spec.name, spec.definition, execution=spec.execution, require_occurrence=True
+                spec.name,
+                spec.definition,
+                execution=spec.execution,
+                require_occurrence=True,
+                pause_after_failures=pause_after_failures,
             )
         except InvalidArgumentError as exc:
             if exc.argument != "end_at_ms":
@@ -214,6 +229,8 @@ def schedule_list(as_json: AsJson = False, dsn: Dsn = None) -> None:
     with ScheduleAdmin(require_dsn(dsn)) as admin:
         records = admin.list_schedules()
         executions = admin.task_executions()
+        # The open span of each paused schedule: its reason and until (DESIGN §7).
+        pauses = {span.name: span for span in admin.pauses() if span.open}
     if as_json:
         print_json(
             [
@@ -222,12 +239,13 @@ def schedule_list(as_json: AsJson = False, dsn: Dsn = None) -> None:
                     "execution": record_json(executions[record.name])
                     if record.name in executions
                     else None,
+                    "pause": pauses[record.name].model_dump() if record.name in pauses else None,
                 }
                 for record in records
             ]
         )
     else:
-        print_table(records_table(records, executions))
+        print_table(records_table(records, executions, pauses))
 
 
 def _change(action: str, name: str, dsn: str | None) -> None:
