@@ -302,9 +302,16 @@ BEGIN
     IF v_schedule_id IS NULL OR NEW.attempt_number < v_max THEN
         RETURN NULL;
     END IF;
-    SELECT s.pause_after_failures, s.state INTO v_threshold, v_state
+    SELECT s.pause_after_failures INTO v_threshold
         FROM ql3.trigger_schedules AS s WHERE s.id = v_schedule_id;
-    IF v_threshold IS NULL OR v_state <> 'active' THEN
+    IF v_threshold IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- Locked before its state is read: two Runs failing at once pause it once, the second
+    -- finding it paused already.
+    SELECT s.state INTO v_state
+        FROM ql3.trigger_schedules AS s WHERE s.id = v_schedule_id FOR UPDATE;
+    IF v_state <> 'active' THEN
         RETURN NULL;
     END IF;
     SELECT count(*) FILTER (WHERE o.state <> 'succeeded') INTO v_failed
@@ -324,7 +331,6 @@ BEGIN
     IF v_failed IS DISTINCT FROM v_threshold::bigint THEN
         RETURN NULL;
     END IF;
-    PERFORM 1 FROM ql3.trigger_schedules AS s WHERE s.id = v_schedule_id FOR UPDATE;
     v_now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
     UPDATE ql3.schedule_pauses AS p
         SET resumed_at_ms = greatest(p.paused_at_ms, v_now_ms), resumed_by = session_user,
