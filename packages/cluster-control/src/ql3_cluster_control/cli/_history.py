@@ -141,6 +141,7 @@ def verify_command(
       skip_record       a skip record whose contents or writing do not match its claim
       not_occurrence    a run that is not an occurrence of its schedule's revision
       manual_run        a manual Run (trigger) not admitted at its instant or not announced
+      paused            a paused span broken: a record outside it, a run its replay refuses
 
     Manual Runs (`ql3 schedule trigger`) are no occurrences: the occurrence rules ignore them
     and they are counted apart; shape and attempts judge them like any Run.
