@@ -16,6 +16,7 @@ from uuid import uuid4
 import pytest
 from ingress_helpers import admit_due, take
 from ql3_cluster_postgres import (
+    PauseRequest,
     PostgresScheduleRepository,
     ScheduleAdmin,
     ScheduleSpec,
@@ -271,3 +272,27 @@ def test_consecutive_failed_runs_pause_the_schedule_by_the_database(
     assert span.open
     # Paused: nothing more is admitted, though occurrences keep falling due.
     assert admit_due(faketime_db) == []
+
+
+def test_a_declared_pause_is_applied_once_and_an_ended_one_not(ql3_db: Ql3Database) -> None:
+    """Apply pauses an active schedule once; applied again, nothing more; an until passed: none."""
+    with ScheduleAdmin(ql3_db.dsn("admin")) as admin:
+        now = admin.database_now_ms()
+        later = PauseRequest(reason="declared", until_ms=now + 3_600_000)
+        specs = [
+            ScheduleSpec(
+                name="held", definition=ScheduleDefinition(cron="0 3 * * *"), paused=later
+            ),
+            ScheduleSpec(
+                name="over",
+                definition=ScheduleDefinition(cron="0 3 * * *"),
+                paused=PauseRequest(reason="ended", until_ms=now - 1),
+            ),
+        ]
+        admin.apply_schedules(specs)
+        admin.apply_schedules(specs)
+        (span,) = admin.pauses("held")
+        assert (span.reason, span.until_ms, span.open) == ("declared", now + 3_600_000, True)
+        assert admin.pauses("over") == []
+        states = {record.name: record.state.value for record in admin.list_schedules()}
+    assert states == {"held": "paused", "over": "active"}
