@@ -159,7 +159,7 @@ def _plant(db: Ql3Database, defect: str) -> None:
         }
         for statement, names in PLANTS[defect]:
             params = tuple(ids[name] for name in names)
-            conn.execute(statement, params)  # type: ignore[arg-type]  # fixed test SQL
+            conn.execute(statement, params)
 
 
 def test_the_paused_rule_on_a_real_history_and_planted_copies(
