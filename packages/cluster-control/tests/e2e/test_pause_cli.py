@@ -28,6 +28,8 @@ def test_pause_resume_and_the_recorded_span_from_the_cli(ql3_db: Ql3Database) ->
         "schedule", "pause", "tick", "--reason", "deploy freeze", "--until", "1h", "--dsn", dsn
     )
     assert "paused until" in paused
+    status = json.loads(ql3_ok("status", "--json", "--dsn", dsn))
+    assert [span["reason"] for span in status["paused"]] == ["deploy freeze"]
     (listed,) = json.loads(ql3_ok("schedule", "list", "--json", "--dsn", dsn))
     assert listed["pause"]["reason"] == "deploy freeze"
     assert listed["pause"]["until_ms"] == listed["pause"]["paused_at_ms"] + 3_600_000
