@@ -296,3 +296,22 @@ def test_a_declared_pause_is_applied_once_and_an_ended_one_not(ql3_db: Ql3Databa
         assert admin.pauses("over") == []
         states = {record.name: record.state.value for record in admin.list_schedules()}
     assert states == {"held": "paused", "over": "active"}
+
+
+def test_retiring_a_paused_schedule_closes_its_span(ql3_db: Ql3Database) -> None:
+    """Retired while paused: the span ends, recording nothing; brought back, verify is clean."""
+    spec = ScheduleSpec(name=NAME, definition=ScheduleDefinition(cron="* * * * * *"))
+    with ScheduleAdmin(ql3_db.dsn("admin")) as admin:
+        admin.apply_schedules([spec])
+        admin.pause(NAME, reason="going away")
+        admin.retire(NAME)
+        (span,) = admin.pauses(NAME)
+        assert (span.open, span.skipped_count, span.replay) == (False, 0, "skip")
+        admin.apply_schedules([spec])
+        assert admin.get_schedule(NAME).state.value == "active"
+    records = fetch(
+        ql3_db.dsn("owner"), "SELECT count(*) FROM ql3.skipped_occurrences WHERE reason = 'paused'"
+    )
+    assert records == [(0,)]
+    report = checked_verify(ql3_db.dsn("admin"))
+    assert report.ok, report.lines()

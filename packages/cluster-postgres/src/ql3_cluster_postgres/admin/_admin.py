@@ -48,6 +48,7 @@ from ._models import (
 from ._pauses import (
     PauseSpan,
     apply_pause_settings,
+    close_span,
     read_pauses,
     send_pause,
     send_resume,
@@ -361,7 +362,8 @@ class ScheduleAdmin(AdminSession):
                 decided_ms = decided.get(record.schedule_id)
                 update = resumed(record, record.definition, now, decided_ms, rules)
             else:
-                # Pause and retire keep the definition (None) and the cursor as they are.
+                close_span(conn, record)  # retired while paused: the span ends now
+                # Retire keeps the definition (None) and the cursor as they are.
                 update = Update(record.schedule_id, None, record.next_due_at_ms, target)
             update_schedules(conn, [update], {record.schedule_id: record.next_due_at_ms})
             fetch_rows(conn, "notify_schedule_changed", {"reason": action})

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 from pydantic import BaseModel, ConfigDict
-from ql3_runtime_core import InvalidArgumentError
+from ql3_runtime_core import InvalidArgumentError, ScheduleState, next_occurrence_ms
 
 from ql3_cluster_postgres._errors import ScheduleNotFoundError, ScheduleStateError
 from ql3_cluster_postgres._pause_span import Replay, plan_span
 
 from ._session import placement_now
-from ._statements import fetch_rows, row_count
+from ._statements import fetch_records, fetch_rows, latest_decided, row_count
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -33,6 +33,7 @@ __all__ = [
     "PAUSE_REASON_MAX",
     "PauseSpan",
     "apply_pause_settings",
+    "close_span",
     "read_pauses",
     "send_pause",
     "send_resume",
@@ -130,12 +131,13 @@ def send_resume(
     record: ScheduleRecord,
     replay: Replay,
     rules: ZoneRules,
-) -> bool:
+) -> None:
     """Resume the paused `record` (its row locked by the caller) with `replay`.
 
     The span ends at the database time read now, after the lock (DESIGN §7): a Coordinator
     cannot have decided an occurrence of it (a paused row is never claimed, and a claim held
-    across the pause was raced by its version bump). False when no span was open to close.
+    across the pause was raced by its version bump). Raises `ScheduleStateError` when no span
+    was open to close (nothing is written).
     """
     definition = record.definition
     cursor = record.next_due_at_ms
@@ -144,7 +146,13 @@ def send_resume(
             record.name, record.state.value, "resume", f"{record.definition_error}"
         )
     now = placement_now(conn)
-    plan = plan_span(definition, cursor, now, replay, rules)
+    decided = latest_decided(conn, [record.schedule_id]).get(record.schedule_id)
+    # The span holds what nobody decided: a cursor at or before a decided occurrence (a row
+    # written past the admin) starts it after that occurrence instead (DESIGN §7).
+    start = cursor
+    if decided is not None and cursor <= decided:
+        start = next_occurrence_ms(definition.cron, definition.timezone, decided, rules=rules)
+    plan = plan_span(definition, start, now, replay, rules)
     rows = fetch_rows(
         conn,
         "resume_pause",
@@ -162,7 +170,10 @@ def send_resume(
             "zone_rules_version": rules.version,
         },
     )
-    return bool(rows[0]["resumed"])
+    if not rows[0]["resumed"]:
+        raise ScheduleStateError(
+            record.name, record.state.value, "resume", "it has no open paused span to close"
+        )
 
 
 def set_pause_after_failures(
@@ -185,13 +196,55 @@ def apply_pause_settings(
 ) -> None:
     """Write the specs' failure thresholds and pause the specs declared paused (apply).
 
-    A declared pause applies to an active schedule only (a paused one keeps its open span), and
+    A declared pause applies to an active schedule only (a paused one keeps its open span, an
+    exhausted or retired one has nothing to hold back), and
     an until at or before `now` (the database time the apply read after its locks) declares
     nothing any more, so applying the same file again after the pause ended does not pause anew.
     """
     set_pause_after_failures(conn, {ids[spec.name]: spec.pause_after_failures for spec in specs})
-    for spec in specs:
-        request = spec.paused
-        if request is None or (request.until_ms is not None and request.until_ms <= now):
-            continue
-        send_pause(conn, spec.name, request.reason, request.until_ms, None)
+    declared = {
+        spec.name: spec.paused
+        for spec in specs
+        if spec.paused is not None and (spec.paused.until_ms is None or spec.paused.until_ms > now)
+    }
+    if not declared:
+        return
+    # Only an active schedule is paused (an exhausted or retired one has nothing to hold back).
+    active = {
+        record.name
+        for record in fetch_records(conn, "read_schedules", {"names": sorted(declared)})
+        if record.state is ScheduleState.ACTIVE
+    }
+    for name, request in sorted(declared.items()):
+        if name in active:
+            send_pause(conn, name, request.reason, request.until_ms, None)
+
+
+def close_span(conn: psycopg.Connection[Any], record: ScheduleRecord) -> None:
+    """Close the open span of `record` (row locked) before it is retired, if it is paused.
+
+    A retired schedule owes no occurrence after its cursor, so the span records none; closed
+    here, it never reads as a span still open when the schedule comes back by `apply`.
+    """
+    if record.state is not ScheduleState.PAUSED:
+        return
+    rows = fetch_rows(conn, "share_zone_rules", {})
+    version = rows[0]["version"] if rows else None
+    now = placement_now(conn)
+    fetch_rows(
+        conn,
+        "resume_pause",
+        {
+            "schedule_id": record.schedule_id,
+            "cursor_seen": record.next_due_at_ms,
+            "end_ms": now,
+            "first_ms": None,
+            "last_ms": None,
+            "count": 0,
+            "next_cursor_ms": record.next_due_at_ms,
+            "state": "active" if record.next_due_at_ms is not None else "exhausted",
+            "replay": Replay.SKIP.value,
+            "automatic": False,
+            "zone_rules_version": version,
+        },
+    )

@@ -246,14 +246,13 @@ BEGIN
         -- A span left open by a schedule retired (or redefined) while paused: it ends at its
         -- until, having recorded nothing, and is never probed again.
         UPDATE ql3.schedule_pauses AS p
-            SET resumed_at_ms = v_now_ms, resumed_by = session_user, replay = 'skip',
-                automatic = true, end_ms = p_end_ms, skipped_count = 0
+            SET resumed_at_ms = greatest(v_now_ms, p.paused_at_ms), resumed_by = session_user,
+                replay = 'skip', automatic = true, end_ms = p_end_ms, skipped_count = 0
             WHERE p.id = v_pause.id;
         RETURN false;
     END IF;
     IF v_pause.id IS NULL OR v_state IS DISTINCT FROM 'paused'
        OR v_cursor IS DISTINCT FROM p_cursor_seen OR p_end_ms > v_now_ms
-       OR p_end_ms < v_pause.paused_at_ms
        OR (p_automatic AND (v_pause.until_ms IS NULL OR p_end_ms <> v_pause.until_ms)) THEN
         RETURN false;
     END IF;
@@ -264,9 +263,12 @@ BEGIN
         )
         VALUES (p_schedule_id, p_first_ms, p_last_ms, p_count, 'paused', v_pause.id, v_now_ms);
     END IF;
+    -- Never a time before the pause's own (the database clock may have stepped back since): the
+    -- span then ends where it began, and holds what the caller found due up to its clock.
     UPDATE ql3.schedule_pauses AS p
-        SET resumed_at_ms = v_now_ms, resumed_by = session_user, replay = p_replay,
-            automatic = p_automatic, end_ms = p_end_ms, skipped_count = p_count
+        SET resumed_at_ms = greatest(v_now_ms, p.paused_at_ms), resumed_by = session_user,
+            replay = p_replay, automatic = p_automatic,
+            end_ms = greatest(p_end_ms, p.paused_at_ms), skipped_count = p_count
         WHERE p.id = v_pause.id;
     UPDATE ql3.trigger_schedules AS s
         SET state = p_state, next_due_at_ms = p_next_cursor_ms, version = s.version + 1,
