@@ -26,7 +26,7 @@ from ._models import (
     StatusReport,
 )
 from ._pauses import PauseSpan
-from ._trigger import ManualRun
+from ._trigger import ManualRun, check_request_id, checked_payload
 
 __all__ = [
     "SCHEDULE_NAME_MAX_LENGTH",
@@ -39,4 +39,6 @@ __all__ = [
     "ScheduleSpec",
     "ScheduleStatus",
     "StatusReport",
+    "check_request_id",
+    "checked_payload",
 ]
