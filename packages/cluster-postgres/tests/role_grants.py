@@ -63,6 +63,8 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         " invalidated_at_ms = invalidated_at_ms WHERE id = %(schedule)s",
         "update:identity": "UPDATE ql3.trigger_schedules SET trigger_id = trigger_id,"
         " task_id = task_id, created_at_ms = created_at_ms WHERE id = %(schedule)s",
+        "update:pause_after_failures": "UPDATE ql3.trigger_schedules"
+        " SET pause_after_failures = 3 WHERE id = %(schedule)s",
         "delete": "DELETE FROM ql3.trigger_schedules WHERE id = %(schedule)s",
         "truncate": "TRUNCATE ql3.trigger_schedules",
     },
@@ -162,6 +164,20 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         "delete": "DELETE FROM ql3.zone_rule_versions WHERE seq = %(zone_version)s",
         "truncate": "TRUNCATE ql3.zone_rule_versions",
     },
+    # Paused spans (migration 0010): written only through the SECURITY DEFINER functions.
+    "schedule_pauses": {
+        "select": "SELECT * FROM ql3.schedule_pauses",
+        "insert": "INSERT INTO ql3.schedule_pauses (schedule_id, paused_at_ms, paused_by)"
+        " VALUES (%(schedule)s, 7, 'probe')",
+        "update:all": "UPDATE ql3.schedule_pauses SET reason = reason, until_ms = until_ms,"
+        " paused_at_ms = paused_at_ms, paused_by = paused_by WHERE id = %(pause)s",
+        "execute:pause": "SELECT * FROM ql3.admin_pause_v1("
+        "(SELECT name FROM ql3.tasks WHERE id = %(task)s), 'probe', NULL, NULL)",
+        "execute:resume": "SELECT ql3.resume_pause_v1(%(schedule)s, 0, 0, NULL, NULL, 0, NULL,"
+        " 'exhausted', 'skip', false, 'probe')",
+        "delete": "DELETE FROM ql3.schedule_pauses WHERE id = %(pause)s",
+        "truncate": "TRUNCATE ql3.schedule_pauses",
+    },
     "skipped_occurrences": {
         "select": "SELECT * FROM ql3.skipped_occurrences",
         "insert": "INSERT INTO ql3.skipped_occurrences (schedule_id, first_skipped_ms,"
@@ -252,6 +268,12 @@ ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("skipped_occurrences", "insert"): frozenset({"owner", "runtime"}),
     # An adopt's records of what the old zone rules had due; the runtime may not name versions.
     ("skipped_occurrences", "insert:zone_rules"): frozenset({"owner", "admin"}),
+    # Spans are written by the pause and resume functions alone (migration 0010): the admin
+    # pauses and resumes; the runtime resumes spans whose until has come.
+    ("schedule_pauses", "select"): frozenset({"owner", "admin", "runtime"}),
+    ("schedule_pauses", "execute:pause"): frozenset({"owner", "admin"}),
+    ("schedule_pauses", "execute:resume"): frozenset({"owner", "admin", "runtime"}),
+    ("trigger_schedules", "update:pause_after_failures"): frozenset({"owner", "admin"}),
     ("schedule_revisions", "select"): frozenset({"owner", "admin"}),
     ("schedule_revisions", "insert"): frozenset({"owner", "admin"}),
     ("schedule_revisions", "update:end"): frozenset({"owner", "admin"}),

@@ -5,7 +5,8 @@ A schedule file is TOML (`[[schedule]]` tables) or JSON (a list of objects) with
 offset: nothing is due before the start or after the end), or instead of `cron` and the window a
 one-off `at` (a wall time in `tz`, see `one_off_definition`), and what its runs execute
 (DESIGN §10): `command` (run with /bin/sh -c; without it the schedule is a Python task run by
-name), `max_attempts`, `timeout_s`, `retry_backoff_ms`. `schedule_definition`,
+name), `max_attempts`, `timeout_s`, `retry_backoff_ms`; and `pause_after_failures`, `paused` (true,
+or `{reason, until}`: see `_pause_keys`). `schedule_definition`,
 `one_off_definition` and `task_execution` build the same models from `ql3 schedule add`'s flags,
 so a file and a command line are checked by one code path and their errors name the key a person
 wrote (`grace_ms`, `timeout_s`); the window and the one-off are read by `_schedule_window`.
@@ -33,6 +34,7 @@ from ql3_runtime_core import (
 
 from ._config import ConfigurationError
 from ._file_tables import read_file_tables
+from ._pause_keys import entry_pause
 from ._schedule_window import one_off, schedule_window
 
 if TYPE_CHECKING:
@@ -65,6 +67,8 @@ SCHEDULE_KEYS = (
     "max_attempts",
     "timeout_s",
     "retry_backoff_ms",
+    "pause_after_failures",
+    "paused",
 )
 # People give a timeout in seconds; the task stores milliseconds (TaskExecution's bounds).
 TIMEOUT_S_MIN = TIMEOUT_MS_MIN // 1000
@@ -213,8 +217,9 @@ def _spec(index: int, entry: object, rules: ZoneRules | None = None) -> Schedule
     try:
         definition = _entry_definition(entry, grace, rules)
         execution = _entry_execution(entry)
+        pause = entry_pause(entry, where)
         # The name rules (printable, no padding, 1..200) live in the model, as for the API.
-        return ScheduleSpec(name=entry["name"], definition=definition, execution=execution)
+        return ScheduleSpec(name=entry["name"], definition=definition, execution=execution, **pause)
     except (ValidationError, ValueError) as exc:
         raise ConfigurationError(f"{where}: {_first_error(exc)}") from exc
 

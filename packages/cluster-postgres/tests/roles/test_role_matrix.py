@@ -84,6 +84,12 @@ def _seed(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         " gen_random_uuid(), 1) RETURNING id",
         ids,
     )
+    ids["pause"] = one(
+        "INSERT INTO ql3.schedule_pauses (schedule_id, paused_at_ms, paused_by, resumed_at_ms,"
+        " resumed_by, replay, automatic, end_ms, skipped_count)"
+        " VALUES (%(schedule)s, 0, 'seed', 1, 'seed', 'skip', false, 0, 0) RETURNING id",
+        ids,
+    )
     ids["backfill"] = one(
         "INSERT INTO ql3.backfills (request_id, schedule_id, from_ms, to_ms,"
         " include_before_creation, requested_by, requested_at_ms, updated_at_ms)"
@@ -190,6 +196,7 @@ def test_matrix_covers_every_table_and_role() -> None:
         "events",
         "skipped_occurrences",
         "backfills",
+        "schedule_pauses",
         "schedule_revisions",
         "schema_migrations",
         "zone_rules",

@@ -31,14 +31,13 @@ from ._common import EXIT_FAILURE, fail, guarded
 from ._daemons import run_command, worker_command
 from ._demo import demo_command
 from ._history import runs_list, status_command, verify_command
+from ._pause import schedule_pause, schedule_pauses, schedule_resume
 from ._roles import roles_login
 from ._schedule import (
     schedule_add,
     schedule_apply,
     schedule_list,
-    schedule_pause,
     schedule_preview,
-    schedule_resume,
     schedule_retire,
 )
 from ._setup import migrate_command, roles_provision, zone_rules_adopt, zone_rules_show
@@ -117,6 +116,7 @@ schedule_app.command("add")(schedule_add)
 schedule_app.command("list")(schedule_list)
 schedule_app.command("pause")(schedule_pause)
 schedule_app.command("resume")(schedule_resume)
+schedule_app.command("pauses")(schedule_pauses)
 schedule_app.command("retire")(schedule_retire)
 schedule_app.command("trigger")(schedule_trigger)
 schedule_app.command("backfill")(schedule_backfill)

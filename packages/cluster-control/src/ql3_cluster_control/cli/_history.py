@@ -16,7 +16,7 @@ from ql3_runtime_core import LEASE_MS_DEFAULT, LEASE_MS_MAX, LEASE_MS_MIN, Attem
 from ql3_cluster_control._config import ConfigurationError
 
 from ._common import EXIT_FAILURE, AsJson, Dsn, guarded, print_json, require_dsn
-from ._tables import attempts_line, print_table, runs_table, status_text
+from ._tables import attempts_line, pause_text, print_table, runs_table, status_text
 from ._time_text import format_ms
 
 __all__ = ["RunKind", "runs_list", "status_command", "verify_command"]
@@ -53,13 +53,23 @@ def status_command(
     target = require_dsn(dsn)
     with ScheduleAdmin(target) as admin:
         report = admin.status(lease_ms=lease_ms)
+        # Each paused schedule's open span: why, and until when (DESIGN §7).
+        paused = [span for span in admin.pauses() if span.open]
     with HistoryReader(target) as reader:
         counts = reader.attempt_counts()
     if as_json:
-        print_json({**report.model_dump(mode="json"), "attempts": counts.model_dump(mode="json")})
+        print_json(
+            {
+                **report.model_dump(mode="json"),
+                "attempts": counts.model_dump(mode="json"),
+                "paused": [span.model_dump() for span in paused],
+            }
+        )
     else:
         status_text(report)
         typer.echo(attempts_line(counts))
+        for span in paused:
+            typer.echo(f"{span.name}: {pause_text(span)}")
 
 
 @guarded
@@ -146,6 +156,7 @@ def verify_command(
       not_occurrence    a run that is not an occurrence of its schedule's revision
       manual_run        a manual Run (trigger) not admitted at its instant or not announced
       backfill          a backfilled Run no skip record (or before-creation request) justifies
+      paused            a paused span broken: a record outside it, a run its replay refuses
 
     Manual Runs (`ql3 schedule trigger`) are no occurrences: the occurrence rules ignore them
     and they are counted apart; shape and attempts judge them like any Run. A backfilled Run

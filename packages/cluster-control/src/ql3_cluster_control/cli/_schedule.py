@@ -1,4 +1,4 @@
-"""`ql3 schedule add|list|pause|resume|retire|apply|preview` (as ql3_admin)."""
+"""`ql3 schedule add|list|retire|apply|preview` (as ql3_admin; pause and resume: `_pause`)."""
 
 # typer builds options from parameters with defaults, boolean flags included.
 # ruff: noqa: FBT002, PLR0917
@@ -24,6 +24,7 @@ from ql3_runtime_core import (
 )
 
 from ql3_cluster_control._config import ConfigurationError
+from ql3_cluster_control._pause_keys import PAUSE_AFTER_FAILURES_MAX
 from ql3_cluster_control._schedule_file import (
     TIMEOUT_S_DEFAULT,
     TIMEOUT_S_MAX,
@@ -45,9 +46,7 @@ __all__ = [
     "schedule_add",
     "schedule_apply",
     "schedule_list",
-    "schedule_pause",
     "schedule_preview",
-    "schedule_resume",
     "schedule_retire",
 ]
 
@@ -125,6 +124,16 @@ def schedule_add(
             help="Database time from a failed attempt to the next one's earliest start.",
         ),
     ] = RETRY_BACKOFF_MS_DEFAULT,
+    pause_after_failures: Annotated[
+        int | None,
+        typer.Option(
+            "--pause-after-failures",
+            min=1,
+            max=PAUSE_AFTER_FAILURES_MAX,
+            help="Pause it (by the database, reason recorded) after this many consecutive"
+            " failed runs.",
+        ),
+    ] = None,
     dsn: Dsn = None,
 ) -> None:
     """Create the task NAME, its cron trigger and its schedule.
@@ -151,7 +160,11 @@ def schedule_add(
     with ScheduleAdmin(dsn) as admin:
         try:
             record = admin.add_schedule(
-                spec.name, spec.definition, execution=spec.execution, require_occurrence=True
+                spec.name,
+                spec.definition,
+                execution=spec.execution,
+                require_occurrence=True,
+                pause_after_failures=pause_after_failures,
             )
         except InvalidArgumentError as exc:
             if exc.argument != "end_at_ms":
@@ -218,6 +231,8 @@ def schedule_list(as_json: AsJson = False, dsn: Dsn = None) -> None:
     with ScheduleAdmin(require_dsn(dsn)) as admin:
         records = admin.list_schedules()
         executions = admin.task_executions()
+        # The open span of each paused schedule: its reason and until (DESIGN §7).
+        pauses = {span.name: span for span in admin.pauses() if span.open}
     if as_json:
         print_json(
             [
@@ -226,12 +241,13 @@ def schedule_list(as_json: AsJson = False, dsn: Dsn = None) -> None:
                     "execution": record_json(executions[record.name])
                     if record.name in executions
                     else None,
+                    "pause": pauses[record.name].model_dump() if record.name in pauses else None,
                 }
                 for record in records
             ]
         )
     else:
-        print_table(records_table(records, executions))
+        print_table(records_table(records, executions, pauses))
 
 
 def _change(action: str, name: str, dsn: str | None) -> None:
@@ -239,18 +255,6 @@ def _change(action: str, name: str, dsn: str | None) -> None:
     with ScheduleAdmin(require_dsn(dsn)) as admin:
         record = getattr(admin, action)(name)
     typer.echo(f"schedule {record.name!r} is {record.state}")
-
-
-@guarded
-def schedule_pause(name: str, dsn: Dsn = None) -> None:
-    """Pause a schedule: kept with its cursor, never claimed until resumed."""
-    _change("pause", name, dsn)
-
-
-@guarded
-def schedule_resume(name: str, dsn: Dsn = None) -> None:
-    """Resume a paused schedule, or a quarantined (invalid) one whose definition reads again."""
-    _change("resume", name, dsn)
 
 
 @guarded

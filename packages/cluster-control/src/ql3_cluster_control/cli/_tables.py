@@ -17,7 +17,13 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from pydantic import BaseModel
-    from ql3_cluster_postgres import AttemptCounts, RunSummary, ScheduleRecord, StatusReport
+    from ql3_cluster_postgres import (
+        AttemptCounts,
+        PauseSpan,
+        RunSummary,
+        ScheduleRecord,
+        StatusReport,
+    )
     from ql3_runtime_core import TaskExecution
 
 __all__ = [
@@ -100,8 +106,20 @@ def state_reason(state: str, reason: str | None) -> str:
     return "-"
 
 
+def pause_text(span: PauseSpan | None) -> str | None:
+    """Say why and until when a schedule is paused (its open span), or None."""
+    if span is None:
+        return None
+    text = f"paused by {span.paused_by}: {span.reason or 'no reason given'}"
+    if span.until_ms is not None:
+        text += f"; resumes by itself at {format_ms(span.until_ms)}"
+    return text
+
+
 def records_table(
-    records: list[ScheduleRecord], executions: Mapping[str, TaskExecution] | None = None
+    records: list[ScheduleRecord],
+    executions: Mapping[str, TaskExecution] | None = None,
+    pauses: Mapping[str, PauseSpan] | None = None,
 ) -> Table:
     """Build the `ql3 schedule list` table; next due in each schedule's own zone.
 
@@ -133,7 +151,14 @@ def records_table(
             else window_text(definition.start_at_ms, definition.end_at_ms, zone),
             format_ms(record.next_due_at_ms, zone),
             cell(record.claim_owner_id or "-"),
-            cell(state_reason(record.state, record.invalid_reason or record.definition_error)),
+            cell(
+                state_reason(
+                    record.state,
+                    record.invalid_reason
+                    or record.definition_error
+                    or pause_text((pauses or {}).get(record.name)),
+                )
+            ),
             cell(execution_text(runs.get(record.name))),
         )
     return table

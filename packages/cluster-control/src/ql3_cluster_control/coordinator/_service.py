@@ -43,6 +43,7 @@ from ql3_cluster_control._backoff import Backoff, ReconnectPolicy
 from ql3_cluster_control._metrics import CoordinatorMetrics, HealthState, MetricsServer
 from ql3_cluster_control._stop_signals import install_stop_signals
 
+from ._auto_resume import AutoResume
 from ._coordinator import Coordinator
 from ._guard import NodeFields, ReplicationGuard, node_fields
 
@@ -115,6 +116,7 @@ class CoordinatorService:
         self._cluster_state_read_at: float | None = None
         self._overdue_read_at: float | None = None
         self.guard = ReplicationGuard(self.metrics, self.health)
+        self.auto_resume = AutoResume()
 
     def request_stop(self) -> None:
         """Ask the loop to finish its cycle, release its claims and return; safe from a signal."""
@@ -166,7 +168,10 @@ class CoordinatorService:
         result = coordinator.run_cycle()
         if result.zone_rules is not None:
             self._observe_zone_rules(result.zone_rules)
-        if result.work_remaining or self.stop_event.is_set():
+        # Spans whose until has come are resumed by the database's verdict (DESIGN §7); a
+        # resumed schedule may be due at once, so claim again before sleeping.
+        resumed = self.auto_resume.step(self._repository_or_raise())
+        if result.work_remaining or resumed or self.stop_event.is_set():
             return
         self._idle(self._repository_or_raise())
 

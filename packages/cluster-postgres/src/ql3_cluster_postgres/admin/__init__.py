@@ -27,11 +27,13 @@ from ._backfill import (
 from ._models import (
     SCHEDULE_NAME_MAX_LENGTH,
     ApplyReport,
+    PauseRequest,
     ScheduleRecord,
     ScheduleSpec,
     ScheduleStatus,
     StatusReport,
 )
+from ._pauses import PauseSpan
 from ._trigger import ManualRun, check_request_id, checked_payload
 
 __all__ = [
@@ -44,6 +46,8 @@ __all__ = [
     "BackfillPlan",
     "BackfillReport",
     "ManualRun",
+    "PauseRequest",
+    "PauseSpan",
     "ScheduleAdmin",
     "ScheduleRecord",
     "ScheduleSpec",

@@ -36,6 +36,7 @@ from ql3_cluster_postgres._errors import (
     ScheduleNotFoundError,
     ScheduleStateError,
 )
+from ql3_cluster_postgres._pause_span import Replay, replay_of
 from ql3_cluster_postgres._replication import read_replication_state
 
 from ._backfill import (
@@ -52,6 +53,15 @@ from ._models import (
     ScheduleRecord,
     ScheduleSpec,
     StatusReport,
+)
+from ._pauses import (
+    PauseSpan,
+    apply_pause_settings,
+    close_span,
+    read_pauses,
+    send_pause,
+    send_resume,
+    set_pause_after_failures,
 )
 from ._plan import (
     Update,
@@ -113,6 +123,7 @@ class ScheduleAdmin(AdminSession):
         payload_template: Mapping[str, Any] | None = None,
         execution: TaskExecution | None = None,
         require_occurrence: bool = False,
+        pause_after_failures: int | None = None,
     ) -> ScheduleRecord:
         """Create task, cron trigger and schedule in one transaction.
 
@@ -127,7 +138,12 @@ class ScheduleAdmin(AdminSession):
         check and the write are one transaction, so no clock read elsewhere can race it.
         """
         spec = validated(
-            ScheduleSpec(name=name, definition=definition, execution=execution or TaskExecution())
+            ScheduleSpec(
+                name=name,
+                definition=definition,
+                execution=execution or TaskExecution(),
+                pause_after_failures=pause_after_failures,
+            )
         )
         payload = dict(payload_template or {})
         # Refused here, before anything is written: a payload a command cannot receive would
@@ -151,6 +167,7 @@ class ScheduleAdmin(AdminSession):
                     f"must leave an occurrence after the database time {now} (epoch ms)",
                 )
             set_executions(conn, [(created[0].task_id, spec.execution)])
+            set_pause_after_failures(conn, {created[0].schedule_id: spec.pause_after_failures})
             fetch_rows(conn, "notify_schedule_changed", {"reason": "created"})
             return created[0]
 
@@ -214,28 +231,65 @@ class ScheduleAdmin(AdminSession):
             set_executions(
                 conn, [(task_ids[name], execution) for name, execution in plan.executions]
             )
+            ids = {r.name: r.schedule_id for r in stored.values()}
+            ids.update((record.name, record.schedule_id) for record in created)
+            apply_pause_settings(conn, checked, ids, now)
             if plan.creates or plan.updates or plan.executions:
                 fetch_rows(conn, "notify_schedule_changed", {"reason": "applied"})
             return plan.report
 
         return self._in_transaction("admin: apply schedules", apply)
 
-    def pause(self, name: str) -> ScheduleRecord:
-        """Stop claiming `name` (its cursor is kept); pausing a paused schedule changes nothing."""
-        return self._set_state(name, "pause", ScheduleState.PAUSED, {ScheduleState.ACTIVE})
+    def pause(
+        self,
+        name: str,
+        *,
+        reason: str | None = None,
+        until_ms: int | None = None,
+        until_after_ms: int | None = None,
+    ) -> ScheduleRecord:
+        """Stop claiming `name` (its cursor is kept) and record the paused span (DESIGN §7).
 
-    def resume(self, name: str) -> ScheduleRecord:
-        """Make a paused or quarantined schedule claimable again from its kept cursor.
-
-        The misfire policy decides what the time spent paused admits. A quarantined schedule
-        (state `invalid`) comes back only if its stored definition reads now (say, after
-        `ql3 zone-rules adopt` brought rules that know its zone); otherwise apply a corrected
-        definition with `apply_schedules`. Bringing it back opens a schedule revision; a cursor
-        that is missing, not after the latest run or skip record, or not an occurrence of the
-        stored definition is placed anew after them (see `admin/_plan.resumed`).
+        Who and when are the database's (session_user, its clock). `until_ms` (an instant) or
+        `until_after_ms` (a duration added to the database clock's now) makes the running
+        Coordinators resume it by themselves once the database clock reaches it, replaying
+        nothing. Pausing a paused schedule changes nothing (its open span stays as it is).
         """
+        action = f"admin: pause schedule {name!r}"
+
+        def change(conn: psycopg.Connection[Any]) -> ScheduleRecord:
+            send_pause(conn, name, reason, until_ms, until_after_ms)
+            (changed,) = fetch_records(conn, "read_schedules", {"names": [name]})
+            return changed
+
+        return self._in_transaction(action, change)
+
+    def resume(self, name: str, *, replay: str = Replay.SKIP.value) -> ScheduleRecord:
+        """Make a paused or quarantined schedule claimable again.
+
+        A paused one closes its recorded span at the database time: the span's occurrences
+        become one skip record of reason `paused`, except those `replay` hands back to the
+        Coordinators (`skip` none, the default; `fire_once` the latest; `catch_up` all, which
+        are then decided by the misfire policy like any late occurrence; see `_pause_span`).
+        A quarantined schedule (state `invalid`) comes back only if its stored definition reads
+        now (say, after `ql3 zone-rules adopt` brought rules that know its zone); otherwise apply
+        a corrected definition with `apply_schedules`. Bringing it back opens a schedule
+        revision; a cursor that is missing, not after the latest run or skip record, or not an
+        occurrence of the stored definition is placed anew after them (see `admin/_plan.resumed`).
+        """
+        chosen = replay_of(replay)
         allowed = {ScheduleState.PAUSED, ScheduleState.INVALID}
-        return self._set_state(name, "resume", ScheduleState.ACTIVE, allowed)
+        return self._set_state(name, "resume", ScheduleState.ACTIVE, allowed, replay=chosen)
+
+    def pauses(self, name: str | None = None) -> list[PauseSpan]:
+        """Return the recorded paused spans of `name` (every schedule's when None), oldest first."""
+        found = self._in_transaction(
+            "admin: read paused spans",
+            lambda conn: read_pauses(conn, None if name is None else [name]),
+        )
+        if name is not None and not found:
+            self.get_schedule(name)  # raises ScheduleNotFoundError for an unknown name
+        return found
 
     def retire(self, name: str) -> ScheduleRecord:
         """Retire `name` for good: never claimed again, its history kept."""
@@ -385,7 +439,13 @@ class ScheduleAdmin(AdminSession):
         )
 
     def _set_state(
-        self, name: str, action: str, target: ScheduleState, allowed: set[ScheduleState]
+        self,
+        name: str,
+        action: str,
+        target: ScheduleState,
+        allowed: set[ScheduleState],
+        *,
+        replay: Replay = Replay.SKIP,
     ) -> ScheduleRecord:
         def change(conn: psycopg.Connection[Any]) -> ScheduleRecord:
             # Resuming may place a cursor: the rules are held before the row (an adopt's order).
@@ -401,6 +461,13 @@ class ScheduleAdmin(AdminSession):
                 return record
             if record.state not in allowed:
                 raise ScheduleStateError(name, record.state.value, action)
+            if rules is not None and record.state is ScheduleState.PAUSED:
+                # The recorded span ends now; its occurrences are accounted (DESIGN §7).
+                self._step("locked")
+                send_resume(conn, record, replay, rules)
+                fetch_rows(conn, "notify_schedule_changed", {"reason": action})
+                (resumed_record,) = fetch_records(conn, "read_schedules", {"names": [name]})
+                return resumed_record
             if rules is not None:
                 if record.definition is None:
                     detail = (
@@ -415,7 +482,8 @@ class ScheduleAdmin(AdminSession):
                 decided_ms = decided.get(record.schedule_id)
                 update = resumed(record, record.definition, now, decided_ms, rules)
             else:
-                # Pause and retire keep the definition (None) and the cursor as they are.
+                close_span(conn, record)  # retired while paused: the span ends now
+                # Retire keeps the definition (None) and the cursor as they are.
                 update = Update(record.schedule_id, None, record.next_due_at_ms, target)
             update_schedules(conn, [update], {record.schedule_id: record.next_due_at_ms})
             fetch_rows(conn, "notify_schedule_changed", {"reason": action})

@@ -57,6 +57,18 @@ ScheduleName = Annotated[
 ]
 
 
+class PauseRequest(BaseModel):
+    """A pause declared in a schedule file: why, and until which instant (epoch ms, or None).
+
+    An until the database clock has passed declares nothing any more: `apply` does not pause.
+    """
+
+    model_config = _MODEL
+
+    reason: str | None = Field(default=None, max_length=500)
+    until_ms: int | None = None
+
+
 class ScheduleSpec(BaseModel):
     """The desired state of one named schedule, as `apply_schedules` reconciles it.
 
@@ -69,6 +81,10 @@ class ScheduleSpec(BaseModel):
     name: ScheduleName
     definition: ScheduleDefinition
     execution: TaskExecution = TaskExecution()
+    # After this many consecutive failed Runs the database pauses the schedule (None: never).
+    pause_after_failures: int | None = Field(default=None, ge=1, le=1000)
+    # Declared paused (`apply`): an active schedule is paused with this reason and until.
+    paused: PauseRequest | None = None
 
 
 class ScheduleRecord(BaseModel):

@@ -344,4 +344,11 @@ def validated(spec: ScheduleSpec) -> ScheduleSpec:
         )
     except InvalidCronError as exc:
         raise InvalidCronError(exc.expression, f"schedule {spec.name!r}: {exc.reason}") from exc
-    return ScheduleSpec(name=spec.name, definition=checked, execution=spec.execution)
+    # Built anew, so every field (the name too) is validated even for an unvalidated spec.
+    return ScheduleSpec(
+        name=spec.name,
+        definition=checked,
+        execution=spec.execution,
+        pause_after_failures=spec.pause_after_failures,
+        paused=spec.paused,
+    )

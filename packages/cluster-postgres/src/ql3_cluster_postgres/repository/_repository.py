@@ -41,6 +41,7 @@ from ql3_cluster_postgres.schema import check_schema_version
 
 from ._claims import ClaimStatements
 from ._commits import CommitStatements
+from ._pauses import PauseStatements
 
 if TYPE_CHECKING:
     from ql3_runtime_core import ReplicationState
@@ -53,7 +54,7 @@ _DUE_IN = named_row(DueInRow)
 _OVERDUE = named_row(OverdueRow)
 
 
-class PostgresScheduleRepository(ClaimStatements, CommitStatements):
+class PostgresScheduleRepository(ClaimStatements, CommitStatements, PauseStatements):
     """The `ql3_runtime_core.ServiceRepository` on PostgreSQL, used as role `ql3_runtime`.
 
     It satisfies `ScheduleRepository` (one Coordinator cycle) and the service loop's extras.

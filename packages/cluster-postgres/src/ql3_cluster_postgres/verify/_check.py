@@ -18,6 +18,7 @@ from ._accounting import Accounting, AccountingWalk, revision_from_row
 from ._attempts import check_attempt_timing, check_attempts
 from ._backfill import check_backfill_runs
 from ._manual import check_manual_runs
+from ._paused import check_paused_skips, check_pauses
 from ._records import RunCounts
 from ._revisions import check_revisions
 from ._rules import (
@@ -91,6 +92,8 @@ class Check:
             reader.stream("verify_manual_runs", dict_row, now_ms=self.now_ms),
             now_ms=self.now_ms,
         )
+        check_pauses(findings, reader.rows("verify_pauses", now_ms=self.now_ms))
+        check_paused_skips(findings, reader.rows("verify_paused_skips"))
         self.backfilled = check_backfill_runs(
             findings,
             reader.stream("verify_backfill_runs", dict_row),

@@ -41,6 +41,7 @@ RULE_NAMES = (
     "missing",
     "not_occurrence",
     "order",
+    "paused",
     "revision",
     "shape",
     "skip_record",

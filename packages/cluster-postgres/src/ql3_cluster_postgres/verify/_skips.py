@@ -3,7 +3,8 @@
 A misfire record must hold exactly the missed occurrences its policy had to skip (its count,
 its ends on occurrences, its policy, none on time at its claim, under skip nothing missed left
 after it, under fire_once the occurrence after it admitted); a `zone_rules_changed` one is judged
-by `_zones`. Split from `_accounting`, which calls it for each record in order.
+by `_zones`; a `paused` one only by its shape here (its span: the `paused` rule, `_paused`).
+Split from `_accounting`, which calls it for each record in order.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ if TYPE_CHECKING:
     from ._records import Schedule, Skip, Window
     from ._report import Findings
 
-__all__ = ["SkipJudge", "check_skip"]
+__all__ = ["PAUSED", "SkipJudge", "check_skip"]
+
+# The reason of the records a resume writes for a paused span (migration 0010).
+PAUSED = "paused"
 
 
 class SkipJudge(Protocol):
@@ -59,7 +63,33 @@ def check_skip(owner: SkipJudge, window: Window, skip: Skip) -> None:
         ):
             owner.findings.add("skip_record", owner.schedule.id, f"{what} {problem}")
         return
+    if skip.reason == PAUSED:
+        _check_paused_skip(owner, window, skip)
+        return
     _check_misfire_skip(owner, window, skip)
+
+
+def _check_paused_skip(owner: SkipJudge, window: Window, skip: Skip) -> None:
+    """Check a `paused` record's shape; the `paused` rule judges it against its span.
+
+    A resume passed these occurrences, not a claim or a policy: no policy or lateness applies,
+    only that the range begins and ends on occurrences, counts them exactly and stays inside its
+    revision's range.
+    """
+    definition, rules = window.definition, window.rules
+    first, last = skip.first_skipped_ms, skip.last_skipped_ms
+    problems: list[str] = []
+    if not (_is_occurrence(definition, first, rules) and _is_occurrence(definition, last, rules)):
+        problems.append("does not begin and end on occurrences")
+    else:
+        exact = count_occurrences_ms(definition.cron, definition.timezone, first, last, rules=rules)
+        if exact != skip.skipped_count:
+            problems.append(f"counts {skip.skipped_count} occurrences, its range holds {exact}")
+    if last >= window.high:
+        problems.append(f"reaches past the end of its revision's range ({window.high})")
+    what = owner.describe(first, last, None, skip)
+    for problem in problems:
+        owner.findings.add("skip_record", owner.schedule.id, f"{what} {problem}")
 
 
 def _check_misfire_skip(owner: SkipJudge, window: Window, skip: Skip) -> None:

@@ -66,6 +66,11 @@ whole verdict is about one snapshot) and reports one `Violation` per finding (th
   occurrences: every occurrence rule above (`duplicate`, `early`, `order`, `time_backwards`,
   `missing`, `not_occurrence`, the time rules, lateness) reads cron runs only, and the report
   counts them apart (`manual_runs`); `shape` and `attempts` judge them like any Run.
+- `paused`: a recorded paused span (migration 0010) broken: a `paused` skip record outside the
+  span it names, a cron Run admitted inside a span that its resume's replay does not admit (skip:
+  none; fire_once: only the latest), an automatic resume that did not end at its until or
+  replayed something, spans of one schedule overlapping, or a pause after failures not preceded
+  by that many consecutive failed Runs (`_paused`). Its records are accounted like any other.
 
 `expected` per schedule is the occurrences of its ranges minus those inside skip records (each
 needs a run); `missing` counts the occurrences with neither. Cron math comes from
