@@ -141,6 +141,8 @@ def verify_command(
       skip_record       a skip record whose contents or writing do not match its claim
       not_occurrence    a run that is not an occurrence of its schedule's revision
       manual_run        a manual Run (trigger) not admitted at its instant or not announced
+      overlap           an overlap skip without its never-executed Run (or the reverse), or
+                        more Runs of a skip/replace schedule executing at once than its cap
 
     Manual Runs (`ql3 schedule trigger`) are no occurrences: the occurrence rules ignore them
     and they are counted apart; shape and attempts judge them like any Run.
@@ -160,7 +162,8 @@ def verify_command(
         if report.ok:
             typer.echo(
                 f"ok: {report.schedules} schedules, {report.runs} runs,"
-                f" {report.manual_runs} manual runs, no violation"
+                f" {report.manual_runs} manual runs, {report.overlap_skipped} skipped for"
+                " overlap, no violation"
                 f" (checked at {format_ms(report.checked_at_ms)})"
             )
         else:

@@ -17,6 +17,7 @@ from ql3_cluster_postgres._errors import DatabaseError
 from ._accounting import Accounting, AccountingWalk, revision_from_row
 from ._attempts import check_attempt_timing, check_attempts
 from ._manual import check_manual_runs
+from ._overlap import check_overlap
 from ._records import RunCounts
 from ._revisions import check_revisions
 from ._rules import (
@@ -57,6 +58,7 @@ class Check:
         self.lease_ms: int | None = None
         self.as_of_ms: int | None = None
         self.lateness: tuple[ScheduleLateness, ...] = ()
+        self.overlap_skipped = 0
 
     def run(self) -> tuple[list[ScheduleVerdict], int, int]:
         """Check everything; return each schedule's verdict, cron and manual runs in scope."""
@@ -90,6 +92,8 @@ class Check:
         )
         check_attempts(findings, reader.stream("verify_attempts", dict_row))
         check_attempt_timing(findings, reader.stream("verify_attempt_timing", dict_row))
+        check_overlap(findings, reader.stream("verify_overlap", dict_row, now_ms=self.now_ms))
+        self.overlap_skipped = int(reader.rows("verify_overlap_skips")[0]["skips"])
         if self.lease_ms is not None:
             self.lateness = check_timing(
                 reader,
