@@ -25,6 +25,7 @@ from ql3_runtime_core import (
     TaskExecution,
 )
 from repo_helpers import command, decide, make_schedules, owner_conn, wait_until
+from verify_compare import checked_verify
 
 if TYPE_CHECKING:
     from ql3_testkit import Ql3Database
@@ -136,6 +137,9 @@ def test_skip_two_racing_takes_execute_one_and_record_the_other(ql3_db: Ql3Datab
     # A skipped Run is final: nothing is left to take, and no successor was queued.
     with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
         assert take(ingress) == []
+    report = checked_verify(ql3_db.dsn("admin"))
+    assert report.ok, report.lines()
+    assert report.overlap_skipped == 1
 
 
 def test_replace_cancels_the_oldest_running_attempt(ql3_db: Ql3Database) -> None:
@@ -163,6 +167,9 @@ def test_replace_cancels_the_oldest_running_attempt(ql3_db: Ql3Database) -> None
     assert [e["kind"] for e in events] == ["attempt.queued", "attempt.running", "attempt.cancelled"]
     assert events[-1]["payload"]["replaced_by_run_id"] == newer
     assert _overlap_skips(ql3_db) == []
+    # The cancelled attempt ended at the very instant its replacement started: never two at once.
+    report = checked_verify(ql3_db.dsn("admin"))
+    assert report.ok, report.lines()
 
 
 def test_allow_with_a_cap_leaves_the_second_queued_until_the_first_ends(
