@@ -44,15 +44,17 @@ def with_overlap(
         msg = f"{overlap_field}: {overlap!r} is not one of {choices}"
         raise ConfigurationError(msg)
     # bool is an int in Python, but `max_running = true` in a file is a mistake, not a 1.
-    not_int = isinstance(max_running, bool) or not isinstance(max_running, int)
-    if max_running is not None and not_int:
-        msg = f"{cap_field}: {max_running!r} is not an integer"
-        raise ConfigurationError(msg)
-    if max_running is not None and not 1 <= max_running <= MAX_RUNNING_MAX:
-        msg = f"{cap_field}: must be within 1..{MAX_RUNNING_MAX}, got {max_running}"
-        raise ConfigurationError(msg)
+    cap: int | None = None
+    if max_running is not None:
+        if isinstance(max_running, bool) or not isinstance(max_running, int):
+            msg = f"{cap_field}: {max_running!r} is not an integer"
+            raise ConfigurationError(msg)
+        if not 1 <= max_running <= MAX_RUNNING_MAX:
+            msg = f"{cap_field}: must be within 1..{MAX_RUNNING_MAX}, got {max_running}"
+            raise ConfigurationError(msg)
+        cap = max_running
     return TaskExecution.model_validate(
-        {**execution.model_dump(), "overlap": policy, "max_running": max_running}
+        {**execution.model_dump(), "overlap": policy, "max_running": cap}
     )
 
 
