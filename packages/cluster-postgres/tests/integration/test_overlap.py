@@ -15,7 +15,12 @@ from uuid import uuid4
 
 import psycopg
 from ingress_helpers import LEASE_MS, attempts_of, events_of, rows, take
-from ql3_cluster_postgres import PostgresScheduleRepository, ScheduleAdmin, WorkerIngress
+from ql3_cluster_postgres import (
+    HistoryReader,
+    PostgresScheduleRepository,
+    ScheduleAdmin,
+    WorkerIngress,
+)
 from ql3_runtime_core import (
     AttemptOutcome,
     AttemptResult,
@@ -140,6 +145,11 @@ def test_skip_two_racing_takes_execute_one_and_record_the_other(ql3_db: Ql3Datab
     report = checked_verify(ql3_db.dsn("admin"))
     assert report.ok, report.lines()
     assert report.overlap_skipped == 1
+    with HistoryReader(ql3_db.dsn("admin")) as reader:
+        counts = reader.attempt_counts()
+        (newest, _) = reader.recent_runs()
+    assert (counts.running, counts.skipped, counts.cancelled) == (1, 1, 0)
+    assert (newest.run_id, newest.state) == (newer, AttemptState.SKIPPED)
 
 
 def test_replace_cancels_the_oldest_running_attempt(ql3_db: Ql3Database) -> None:
@@ -170,6 +180,9 @@ def test_replace_cancels_the_oldest_running_attempt(ql3_db: Ql3Database) -> None
     # The cancelled attempt ended at the very instant its replacement started: never two at once.
     report = checked_verify(ql3_db.dsn("admin"))
     assert report.ok, report.lines()
+    with HistoryReader(ql3_db.dsn("admin")) as reader:
+        counts = reader.attempt_counts()
+    assert (counts.running, counts.skipped, counts.cancelled) == (1, 0, 1)
 
 
 def test_allow_with_a_cap_leaves_the_second_queued_until_the_first_ends(

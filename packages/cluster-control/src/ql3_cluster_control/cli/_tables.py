@@ -204,7 +204,8 @@ def attempts_line(counts: AttemptCounts) -> str:
         f" {oldest}; {counts.queued_waiting} waiting out a retry backoff), {counts.running}"
         f" running ({counts.running_lease_expired} with an expired lease), {counts.succeeded}"
         f" succeeded, {counts.failed} failed, {counts.timed_out} timed out,"
-        f" {counts.abandoned} abandoned"
+        f" {counts.abandoned} abandoned, {counts.skipped} skipped and {counts.cancelled}"
+        " cancelled for overlap"
     )
 
 
