@@ -130,6 +130,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_now_ms bigint := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+    v_full bigint[];
     v_plain bigint[];
     v_policy bigint[];
     v_take bigint[] := '{}';
@@ -146,6 +147,19 @@ DECLARE
 BEGIN
     PERFORM ql3.worker_check_lease_v1(p_lease_token, p_lease_ms);
     PERFORM ql3.worker_check_limit_v1(p_batch_limit);
+    -- Capped schedules already at their cap by running attempts (unlocked, a hint for the pick:
+    -- the decision below counts again under the lock). Running attempts are few (the workers'
+    -- slots), read through attempts_running_lease.
+    SELECT coalesce(array_agg(f.schedule_id), '{}') INTO v_full
+        FROM (
+            SELECT xr.schedule_id
+            FROM ql3.attempts AS x
+            JOIN ql3.runs AS xr ON xr.id = x.run_id
+            JOIN ql3.tasks AS xk ON xk.id = xr.task_id
+            WHERE x.state = 'running' AND xk.max_running IS NOT NULL
+            GROUP BY xr.schedule_id, xk.max_running
+            HAVING count(*) >= xk.max_running
+        ) AS f;
     WITH picked AS (
         SELECT a.id, k.overlap = 'allow' AND k.max_running IS NULL AS plain
         FROM ql3.attempts AS a
@@ -157,15 +171,8 @@ BEGIN
               WHEN k.command IS NULL THEN k.name = ANY (coalesce(p_python_tasks, '{}'))
               ELSE coalesce(p_commands, false)
           END
-          AND CASE
-              WHEN k.max_running IS NULL THEN true
-              WHEN k.overlap <> 'allow' AND a.attempt_number = 1 THEN true
-              ELSE (SELECT count(*)
-                    FROM ql3.attempts AS x
-                    JOIN ql3.runs AS xr ON xr.id = x.run_id
-                    WHERE x.state = 'running' AND xr.schedule_id = r.schedule_id)
-                   < k.max_running
-          END
+          AND NOT (r.schedule_id = ANY (v_full)
+                   AND (k.overlap = 'allow' OR a.attempt_number > 1))
         ORDER BY coalesce(a.not_before_ms, a.created_at_ms), a.id
         LIMIT p_batch_limit
         FOR UPDATE OF a SKIP LOCKED
@@ -175,6 +182,8 @@ BEGIN
         INTO v_plain, v_policy
         FROM picked AS p;
 
+    -- The default policy's path ends here: no policy candidate, no lock, no extra statement.
+    IF cardinality(v_policy) > 0 THEN
     FOR v_c IN
         SELECT a.id, a.run_id, a.attempt_number, coalesce(a.not_before_ms, a.created_at_ms) AS eligible,
                r.schedule_id, r.kind, r.scheduled_for_ms, k.overlap, k.max_running
@@ -276,6 +285,7 @@ BEGIN
     JOIN ql3.runs AS r ON r.id = s.run_id
     WHERE r.kind = 'cron'
     ORDER BY s.id;
+    END IF;
 
     RETURN QUERY
     WITH taken AS (
