@@ -202,6 +202,8 @@ def test_allow_with_a_cap_leaves_the_second_queued_until_the_first_ends(
         )
         assert [a.run_id for a in take(ingress, uuid4(), worker_id="worker-b")] == [newer]
     assert _overlap_skips(ql3_db) == []
+    report = checked_verify(ql3_db.dsn("admin"))
+    assert report.ok, report.lines()
 
 
 def test_a_running_manual_run_counts_as_live(ql3_db: Ql3Database) -> None:

@@ -142,7 +142,7 @@ def verify_command(
       not_occurrence    a run that is not an occurrence of its schedule's revision
       manual_run        a manual Run (trigger) not admitted at its instant or not announced
       overlap           an overlap skip without its never-executed Run (or the reverse), or
-                        more Runs of a skip/replace schedule executing at once than its cap
+                        more Runs of a schedule executing at once than its cap
 
     Manual Runs (`ql3 schedule trigger`) are no occurrences: the occurrence rules ignore them
     and they are counted apart; shape and attempts judge them like any Run.

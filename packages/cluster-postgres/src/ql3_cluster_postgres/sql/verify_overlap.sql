@@ -5,7 +5,8 @@
 -- - record_run_executed: an overlap skip record whose Run was started by a worker;
 -- - record_run_not_skipped: an overlap skip record whose Run has no attempt that ended skipped;
 -- - skipped_without_record: a cron Run whose attempt ended skipped with no overlap record;
--- - too_many_live: under skip or replace (the task's policy), more attempts of the schedule in
+-- - too_many_live: under a cap (skip, replace, or allow with max_running: the task's current
+--   policy), more attempts of the schedule in
 --   [started_at_ms, finished_at_ms) at one instant than its max_running (a running attempt counts
 --   until the snapshot's now, a cancelled one until its cancellation). One row per schedule: the
 --   first start that crowded it, with how many were live then.
@@ -60,7 +61,7 @@ spans AS (
     FROM ql3.attempts AS a
     JOIN ql3.runs AS r ON r.id = a.run_id
     JOIN ql3.tasks AS k ON k.id = r.task_id
-    WHERE k.overlap IN ('skip', 'replace')
+    WHERE k.max_running IS NOT NULL
       AND a.started_at_ms IS NOT NULL
       AND coalesce(a.finished_at_ms, %(now_ms)s::bigint) >= %(since_ms)s::bigint
 ),

@@ -7,8 +7,9 @@ together, and the attempts' database times must show that the policy held:
   of it was started) and whose attempt ended `skipped`; and every cron Run whose attempt ended
   `skipped` has that record. Such an occurrence is accounted for once: by its Run (the record is
   kept out of the accounting walk) and counted apart in the report (`overlap_skipped`).
-- under `skip` or `replace` (the task's policy), at no instant were more attempts of the
-  schedule executing than its `max_running`, judged from [started_at_ms, finished_at_ms) (a
+- under a cap (`skip`, `replace`, or `allow` with `max_running`: the task's policy), at no
+  instant were more attempts of the schedule executing than its `max_running`, judged from
+  [started_at_ms, finished_at_ms) (a
   running attempt until the snapshot's now, a cancelled one until its cancellation, an
   abandoned one until it was abandoned: a killed worker's attempt stays live until then). The
   task's current policy and cap are the ones judged with: after an operator loosens either,

@@ -68,9 +68,10 @@ whole verdict is about one snapshot) and reports one `Violation` per finding (th
   counts them apart (`manual_runs`); `shape` and `attempts` judge them like any Run.
 - `overlap`: what the overlap policy decided (`_overlap`, migration 0009): an overlap skip record
   without its cron Run, whose Run executed or did not end skipped; a cron Run ended skipped
-  without its record; under skip or replace, more attempts of a schedule executing at once
-  (from their database start and end times) than its `max_running`. An overlap-skipped
-  occurrence is accounted for once, by its Run, and counted apart (`overlap_skipped`).
+  without its record; under a cap (skip, replace, allow with one), more attempts of a schedule
+  executing at once (from their database start and end times) than its `max_running`. An
+  overlap-skipped occurrence is accounted for once, by its Run, and counted apart
+  (`overlap_skipped`).
 
 `expected` per schedule is the occurrences of its ranges minus those inside skip records (each
 needs a run); `missing` counts the occurrences with neither. Cron math comes from
