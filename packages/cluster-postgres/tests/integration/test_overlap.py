@@ -265,3 +265,57 @@ def test_the_worker_role_can_no_longer_take_through_v1(ql3_db: Ql3Database) -> N
             return
     msg = "worker_take_attempts_v1 is still executable by ql3_worker_ingress"
     raise AssertionError(msg)
+
+
+def test_replace_within_one_take_cancels_the_older_before_it_starts(ql3_db: Ql3Database) -> None:
+    """One take holding both due Runs of a replace schedule starts the newer only."""
+    _, (older, newer) = _two_due_runs(ql3_db, _execution(OverlapPolicy.REPLACE))
+    with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+        assert [a.run_id for a in take(ingress)] == [newer]
+    (cancelled,) = attempts_of(ql3_db, older)
+    assert (cancelled["state"], cancelled["started_at_ms"]) == ("cancelled", None)
+    assert [e["kind"] for e in events_of(ql3_db, older)] == ["attempt.queued", "attempt.cancelled"]
+    report = checked_verify(ql3_db.dsn("admin"))
+    assert report.ok, report.lines()
+
+
+def test_a_slot_freed_while_the_take_waited_is_used_after_its_end(ql3_db: Ql3Database) -> None:
+    """A Run started in a slot freed while its take waited starts after the end that freed it.
+
+    The take read its clock, then waited for the lock while the running Run finished; the next
+    Run's start (database time) is no earlier than that finish, so verify sees no overlap.
+    """
+    schedule_id, (older, newer) = _two_due_runs(ql3_db, _execution(OverlapPolicy.SKIP))
+    token = uuid4()
+    with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+        (first,) = take(ingress, token, limit=1)
+    assert first.run_id == older
+    taken: list[TakenAttempt] = []
+    key = "SELECT pg_advisory_{}(hashtextextended('ql3.overlap:' || %s::bigint, 0))"
+
+    def waiting_take() -> None:
+        with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+            taken.extend(take(ingress, limit=1, worker_id="worker-b"))
+
+    with owner_conn(ql3_db) as holder:
+        holder.execute(key.format("lock"), (schedule_id,))
+        thread = threading.Thread(target=waiting_take)
+        thread.start()
+        waiting = "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        wait_until(
+            lambda: rows(ql3_db.dsn("owner"), waiting)[0]["n"] == 1,
+            what="the take waiting on the schedule's lock",
+        )
+        with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+            done = ingress.finish_attempt(
+                first.attempt_id, token, AttemptResult(outcome=AttemptOutcome.SUCCEEDED)
+            )
+        assert done.recorded
+        holder.execute(key.format("unlock"), (schedule_id,))
+        thread.join(timeout=30)
+    (second,) = taken
+    assert second.run_id == newer
+    assert done.finished_at_ms is not None
+    assert second.taken_at_ms >= done.finished_at_ms
+    report = checked_verify(ql3_db.dsn("admin"))
+    assert report.ok, report.lines()

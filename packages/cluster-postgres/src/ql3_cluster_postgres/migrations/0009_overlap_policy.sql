@@ -96,6 +96,12 @@ ALTER TABLE ql3.skipped_occurrences
 -- - replace: the oldest live Run's attempt (running: oldest start first) ends `cancelled`
 --   (attempt.cancelled, naming the Run replacing it), then c is taken; when the oldest live one is
 --   queued and held by nobody here, c waits its turn instead.
+-- Times: the default policy's takes are at the function's one clock reading, as in v1. A policy
+-- decision reads the clock once more per schedule, after its lock and its count of running
+-- attempts: an attempt whose end freed a slot recorded that end before it committed, so a Run
+-- started by the decision never starts before it in database time (and never before the end it
+-- gave a cancelled attempt, which a renewal in flight may have moved later). Times only move
+-- forward on a row, as everywhere.
 -- The schedule row is never locked or written: claims and commits on it go on undisturbed.
 -- A capped schedule already at its cap by its running attempts is not even picked, so a backlog of
 -- waiting Runs does not fill a batch that other schedules' attempts could use.
@@ -134,9 +140,14 @@ DECLARE
     v_plain bigint[];
     v_policy bigint[];
     v_take bigint[] := '{}';
+    v_take_at bigint[] := '{}';
     v_skip bigint[] := '{}';
+    v_skip_at bigint[] := '{}';
     v_cancel bigint[] := '{}';
     v_cancel_by bigint[] := '{}';
+    v_cancel_at bigint[] := '{}';
+    v_decided_ms bigint;
+    v_floor_ms bigint;
     v_c record;
     v_schedule bigint;
     v_running bigint[];
@@ -182,7 +193,7 @@ BEGIN
         INTO v_plain, v_policy
         FROM picked AS p;
 
-    -- The default policy's path ends here: no policy candidate, no lock, no extra statement.
+    -- The default policy's candidates skip all of this: no lock, no extra statement.
     IF cardinality(v_policy) > 0 THEN
     FOR v_c IN
         SELECT a.id, a.run_id, a.attempt_number, coalesce(a.not_before_ms, a.created_at_ms) AS eligible,
@@ -196,8 +207,14 @@ BEGIN
         IF v_schedule IS DISTINCT FROM v_c.schedule_id THEN
             v_schedule := v_c.schedule_id;
             PERFORM pg_advisory_xact_lock(hashtextextended('ql3.overlap:' || v_schedule, 0));
-            -- Running attempts of the schedule, oldest start first (a new snapshot: after the lock).
-            SELECT coalesce(array_agg(x.id ORDER BY x.started_at_ms, x.id), '{}') INTO v_running
+            -- Running attempts of the schedule, oldest start first (a new snapshot: after the
+            -- lock), and the database time of this decision, read after that snapshot was taken:
+            -- an attempt that ended and freed a slot recorded its end before it committed, so
+            -- before this reading; a Run started now never starts before that end.
+            SELECT coalesce(array_agg(x.id ORDER BY x.started_at_ms, x.id), '{}'),
+                   greatest(v_now_ms,
+                            floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+                INTO v_running, v_decided_ms
                 FROM ql3.attempts AS x
                 JOIN ql3.runs AS xr ON xr.id = x.run_id
                 WHERE x.state = 'running' AND xr.schedule_id = v_schedule;
@@ -221,17 +238,22 @@ BEGIN
             v_running := v_running[2:];
             IF v_oldest = ANY (v_take) THEN
                 -- Taken a moment ago by this very take: it ends cancelled without starting.
+                v_take_at := v_take_at[1:array_position(v_take, v_oldest) - 1]
+                             || v_take_at[array_position(v_take, v_oldest) + 1:];
                 v_take := array_remove(v_take, v_oldest);
             END IF;
             v_cancel := v_cancel || v_oldest;
             v_cancel_by := v_cancel_by || v_c.run_id;
+            v_cancel_at := v_cancel_at || v_decided_ms;
             v_live := v_live - 1;
         END LOOP;
         IF v_live < v_c.max_running THEN
             v_take := v_take || v_c.id;
+            v_take_at := v_take_at || v_decided_ms;
             v_running := v_running || v_c.id;
         ELSIF v_c.overlap = 'skip' AND v_c.attempt_number = 1 THEN
             v_skip := v_skip || v_c.id;
+            v_skip_at := v_skip_at || v_decided_ms;
         ELSE
             v_waiting := v_waiting + 1;
         END IF;
@@ -239,33 +261,40 @@ BEGIN
 
     -- Cancel (replace): a running attempt of another take (its lease ends here; the row lock waits
     -- for a renewal or finish in flight, and one that finished first is left as it ended), or one
-    -- this take picked and never started.
+    -- this take picked and never started. A renewal may have moved its row's time past this
+    -- decision's: the Runs this take starts start no earlier than the latest cancellation
+    -- (v_floor_ms), so a replaced attempt and its replacement never overlap in database time.
     WITH cancelled AS (
         UPDATE ql3.attempts AS a
         SET state = 'cancelled',
-            finished_at_ms = greatest(a.updated_at_ms, v_now_ms),
-            updated_at_ms = greatest(a.updated_at_ms, v_now_ms),
+            finished_at_ms = greatest(a.updated_at_ms, c.at_ms),
+            updated_at_ms = greatest(a.updated_at_ms, c.at_ms),
             lease_token = NULL,
             lease_expires_at_ms = NULL
-        FROM unnest(v_cancel, v_cancel_by) AS c (id, by_run_id)
+        FROM unnest(v_cancel, v_cancel_by, v_cancel_at) AS c (id, by_run_id, at_ms)
         WHERE a.id = c.id AND a.state IN ('running', 'queued')
         RETURNING a.id, a.run_id, a.worker_id, a.finished_at_ms, c.by_run_id
+    ),
+    cancel_events AS (
+        INSERT INTO ql3.events AS ev (run_id, attempt_id, kind, payload, created_at_ms)
+        SELECT c.run_id, c.id, 'attempt.cancelled',
+               jsonb_build_object('reason', 'overlap', 'policy', 'replace',
+                                  'worker_id', c.worker_id, 'replaced_by_run_id', c.by_run_id),
+               c.finished_at_ms
+        FROM cancelled AS c
+        ORDER BY c.id
+        RETURNING ev.id
     )
-    INSERT INTO ql3.events AS ev (run_id, attempt_id, kind, payload, created_at_ms)
-    SELECT c.run_id, c.id, 'attempt.cancelled',
-           jsonb_build_object('reason', 'overlap', 'policy', 'replace', 'worker_id', c.worker_id,
-                              'replaced_by_run_id', c.by_run_id),
-           c.finished_at_ms
-    FROM cancelled AS c
-    ORDER BY c.id;
+    SELECT coalesce(max(c.finished_at_ms), 0) INTO v_floor_ms FROM cancelled AS c;
 
     -- Skip: the Run never executes; its occurrence (a cron Run's) is recorded skipped for overlap.
     WITH skipped AS (
         UPDATE ql3.attempts AS a
         SET state = 'skipped',
-            finished_at_ms = greatest(a.updated_at_ms, v_now_ms),
-            updated_at_ms = greatest(a.updated_at_ms, v_now_ms)
-        WHERE a.id = ANY (v_skip) AND a.state = 'queued'
+            finished_at_ms = greatest(a.updated_at_ms, k.at_ms),
+            updated_at_ms = greatest(a.updated_at_ms, k.at_ms)
+        FROM unnest(v_skip, v_skip_at) AS k (id, at_ms)
+        WHERE a.id = k.id AND a.state = 'queued'
         RETURNING a.id, a.run_id, a.finished_at_ms
     ),
     skip_events AS (
@@ -285,8 +314,46 @@ BEGIN
     JOIN ql3.runs AS r ON r.id = s.run_id
     WHERE r.kind = 'cron'
     ORDER BY s.id;
+
+    -- Take what the policy let start, each at its schedule's decision time (and not before the
+    -- latest cancellation).
+    RETURN QUERY
+    WITH taken AS (
+        UPDATE ql3.attempts AS a
+        SET state = 'running',
+            worker_id = p_worker_id,
+            worker_login = session_user,
+            lease_token = p_lease_token,
+            taken_lease_token = p_lease_token,
+            started_at_ms = greatest(a.updated_at_ms, i.at_ms, v_floor_ms),
+            lease_expires_at_ms = greatest(a.updated_at_ms, i.at_ms, v_floor_ms) + p_lease_ms,
+            updated_at_ms = greatest(a.updated_at_ms, i.at_ms, v_floor_ms)
+        FROM unnest(v_take, v_take_at) AS i (id, at_ms)
+        WHERE a.id = i.id AND a.state = 'queued'
+        RETURNING a.id, a.run_id, a.attempt_number, a.created_at_ms, a.not_before_ms,
+                  a.started_at_ms, a.lease_expires_at_ms, a.worker_id
+    ),
+    running_events AS (
+        INSERT INTO ql3.events AS ev (run_id, attempt_id, kind, payload, created_at_ms)
+        SELECT t.run_id, t.id, 'attempt.running',
+               jsonb_build_object('worker_id', t.worker_id,
+                                  'lease_expires_at_ms', t.lease_expires_at_ms),
+               t.started_at_ms
+        FROM taken AS t
+        ORDER BY t.id
+        RETURNING ev.id
+    )
+    SELECT t.id, t.run_id, r.schedule_id, r.task_id, k.name, t.attempt_number,
+           r.scheduled_for_ms, k.payload_template, k.command, k.max_attempts, k.timeout_ms,
+           k.retry_backoff_ms, t.created_at_ms, coalesce(t.not_before_ms, t.created_at_ms),
+           t.started_at_ms, t.lease_expires_at_ms
+    FROM taken AS t
+    JOIN ql3.runs AS r ON r.id = t.run_id
+    JOIN ql3.tasks AS k ON k.id = r.task_id
+    ORDER BY coalesce(t.not_before_ms, t.created_at_ms), t.id;
     END IF;
 
+    -- The default policy's candidates, exactly as v1 takes them.
     RETURN QUERY
     WITH taken AS (
         UPDATE ql3.attempts AS a
@@ -298,7 +365,7 @@ BEGIN
             started_at_ms = greatest(a.updated_at_ms, v_now_ms),
             lease_expires_at_ms = greatest(a.updated_at_ms, v_now_ms) + p_lease_ms,
             updated_at_ms = greatest(a.updated_at_ms, v_now_ms)
-        WHERE a.id = ANY (v_plain || v_take) AND a.state = 'queued'
+        WHERE a.id = ANY (v_plain) AND a.state = 'queued'
         RETURNING a.id, a.run_id, a.attempt_number, a.created_at_ms, a.not_before_ms,
                   a.started_at_ms, a.lease_expires_at_ms, a.worker_id
     ),
