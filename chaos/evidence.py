@@ -21,6 +21,7 @@ ORDER = (
     "sigkill-replicas",
     "lost-commit-reply",
     "lost-commit-reply-promotion",
+    "trigger-lost-reply",
     "db-clock-steps",
     "node-clock-skew",
     "doctored-zone-files",

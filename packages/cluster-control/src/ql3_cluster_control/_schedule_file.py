@@ -14,8 +14,6 @@ wrote (`grace_ms`, `timeout_s`); the window and the one-off are read by `_schedu
 
 from __future__ import annotations
 
-import json
-import tomllib
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +33,7 @@ from ql3_runtime_core import (
 )
 
 from ._config import ConfigurationError
+from ._file_tables import read_file_tables
 from ._schedule_overlap import OVERLAP_KEYS, with_overlap
 from ._schedule_window import one_off, schedule_window
 
@@ -262,30 +261,7 @@ def load_schedule_file(
         ConfigurationError: unreadable file, bad syntax, unknown key, duplicate name, bad value.
 
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigurationError(f"{path}: cannot read: {exc.strerror}") from exc
-    entries: Any
-    # The suffix decides: `.json` is JSON, anything else is read as TOML.
-    if path.suffix.lower() == ".json":
-        try:
-            entries = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigurationError(f"{path}: invalid JSON: {exc}") from exc
-        if not isinstance(entries, list):
-            raise ConfigurationError(f"{path}: a JSON schedule file is a list of objects")
-    else:
-        try:
-            document = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigurationError(f"{path}: invalid TOML: {exc}") from exc
-        extra = sorted(set(document) - {"schedule"})
-        if extra:
-            raise ConfigurationError(
-                f"{path}: unknown top-level key {extra[0]!r}; use [[schedule]]"
-            )
-        entries = document.get("schedule", [])
+    entries = read_file_tables(path)["schedule"]
     specs = [_spec(index, entry) for index, entry in enumerate(entries)]
     zones = sorted({str(e.get("tz", "UTC")) for e in entries if "at" in e})
     if zones and zone_rules is not None:

@@ -28,6 +28,10 @@ def test_demo_verdict_is_exact() -> None:
     assert verdict["rows_per_run"] == "1:1:4"
     assert verdict["executed"] >= verdict["admitted"]
     assert verdict["not_executed"] == 0
+    # One manual Run, triggered twice with one request id: admitted once, executed once.
+    assert verdict["manual_request_id"].startswith("demo-")
+    assert verdict["manual_repeat_existed"] is True
+    assert verdict["manual_runs"] == verdict["manual_executed"] == 1
     assert verdict["worker_exit_code"] == 0
     assert verdict["claims_at_rest"] == 0
     assert verdict["verify_ok"] is True

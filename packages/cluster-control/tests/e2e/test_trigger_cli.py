@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from fix_db import ql3_fails, ql3_ok, sql_rows
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ql3_testkit import Ql3Database
 
 
@@ -48,3 +50,22 @@ def test_schedule_trigger_end_to_end(ql3_db: Ql3Database) -> None:
     )  # fmt: skip
     ql3_ok("schedule", "retire", "report", "--dsn", dsn)
     assert "retired" in ql3_fails(1, "schedule", "trigger", "report", "--dsn", dsn)
+
+
+def test_a_schedule_file_requests_a_manual_run_once(ql3_db: Ql3Database, tmp_path: Path) -> None:
+    """`[[trigger]]` in a file: the first apply admits the Run, applying again finds it."""
+    dsn = ql3_db.dsn("admin")
+    path = tmp_path / "schedules.toml"
+    path.write_text(
+        '[[schedule]]\nname = "report"\ncron = "0 3 * * *"\n'
+        '[[trigger]]\nschedule = "report"\nrequest_id = "rerun-7"\npayload = { day = "mon" }\n'
+    )
+    first = json.loads(ql3_ok("schedule", "apply", str(path), "--json", "--dsn", dsn))
+    assert first["created"] == ["report"]
+    ((run,),) = [first["triggered"]]
+    assert (run["request_id"], run["payload"], run["existed"]) == ("rerun-7", {"day": "mon"}, False)
+    again = ql3_ok("schedule", "apply", str(path), "--dsn", dsn)
+    assert "unchanged 1" in again
+    assert "'rerun-7' was already admitted" in again
+    rows = sql_rows(ql3_db.superuser_dsn, "SELECT id, kind, request_id FROM ql3.runs")
+    assert rows == [(run["run_id"], "manual", "rerun-7")]

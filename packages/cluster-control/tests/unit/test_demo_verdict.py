@@ -15,6 +15,7 @@ def _row(
     attempts: int = 1,
     succeeded: int = 1,
     live: int = 0,
+    kind: str = "cron",
 ) -> RunRecord:
     return RunRecord(
         schedule_id=schedule,
@@ -25,6 +26,7 @@ def _row(
         events=events,
         succeeded=succeeded,
         live=live,
+        kind=kind,
     )
 
 
@@ -80,3 +82,17 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile(values, 0.99) == 99
     assert percentile([7], 0.99) == 7
     assert percentile([], 0.5) is None
+
+
+def test_a_manual_run_fills_no_occurrence_and_must_be_executed() -> None:
+    """A manual Run beside the series is no duplicate, nor unexpected; unexecuted, it fails."""
+    cron = [_row(1, 1_000, 1_010), _row(1, 2_000, 2_005)]
+    manual = _row(1, 1_000, 1_000, kind="manual")  # triggered at an occurrence's millisecond
+    counts = count_history([*cron, manual], {(1, 1_000), (1, 2_000)}, end_ms=2_000)
+    assert (counts.duplicates, counts.unexpected, counts.admitted) == (0, 0, 2)
+    assert (counts.manual, counts.manual_executed) == (1, 1)
+    assert counts.exact
+    queued = _row(1, 1_500, 1_500, kind="manual", events=2, succeeded=0, live=1)
+    pending = count_history([*cron, queued], {(1, 1_000), (1, 2_000)}, end_ms=2_000)
+    assert (pending.manual, pending.manual_executed) == (1, 0)
+    assert not pending.exact

@@ -28,6 +28,8 @@ from .admin import (
     ScheduleSpec,
     ScheduleStatus,
     StatusReport,
+    check_request_id,
+    checked_payload,
 )
 from .ingress import TaskConnection, WorkerIngress
 from .repository import PostgresScheduleRepository
@@ -117,7 +119,9 @@ __all__ = [
     "__version__",
     "adopt_zone_rules",
     "check_conninfo",
+    "check_request_id",
     "check_schema_version",
+    "checked_payload",
     "create_login_user",
     "find_postgres_bin_dir",
     "group_role_name",

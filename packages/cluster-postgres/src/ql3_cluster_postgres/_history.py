@@ -41,7 +41,8 @@ class RunRecord(BaseModel):
 
     `attempts` and `events` are 1 and 2 when it was just admitted; `succeeded` counts its
     succeeded attempts (1 once a worker executed it), `live` its queued or running ones (0 once
-    it has ended; never more than 1).
+    it has ended; never more than 1). `kind` is `cron` for a Run of an occurrence and `manual`
+    for one an operator triggered (`ql3 schedule trigger`), which fills no occurrence.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -50,6 +51,7 @@ class RunRecord(BaseModel):
     scheduled_for_ms: int
     created_at_ms: int
     owner_id: str
+    kind: str
     attempts: int
     events: int
     succeeded: int

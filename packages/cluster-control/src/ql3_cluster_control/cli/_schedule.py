@@ -35,10 +35,12 @@ from ql3_cluster_control._schedule_file import (
 )
 from ql3_cluster_control._schedule_overlap import with_overlap
 from ql3_cluster_control._schedule_window import schedule_window
+from ql3_cluster_control._trigger_file import load_trigger_requests
 
 from ._common import AsJson, Dsn, guarded, print_json, require_dsn
 from ._tables import execution_text, print_table, record_json, records_table, window_text
 from ._time_text import format_ms, parse_after
+from ._trigger import trigger_text
 
 __all__ = [
     "schedule_add",
@@ -289,22 +291,33 @@ def schedule_apply(
 
     A one-off (`at`) already past when its schedule is first created is created `exhausted`
     and never runs (reapplying the file must not fail once it has run); `ql3 schedule list`
-    shows it.
+    shows it. Then each `[[trigger]]` (schedule, request_id, payload) admits its manual Run
+    once: applying the file again finds the Runs already admitted and writes nothing.
     """
     # One-offs are placed with the zone rules the database records, as the replicas decide;
     # the file is checked whole before they are asked for (bad files never connect).
+    requests = load_trigger_requests(file)
     specs = load_schedule_file(
         file, lambda zones: load_recorded_zone_rules(require_dsn(dsn), zones)
     )
     with ScheduleAdmin(require_dsn(dsn)) as admin:
         report = admin.apply_schedules(specs, prune=prune)
+        # After the schedules: a file may request a Run of a schedule it creates.
+        runs = [admin.trigger_run(r.schedule, r.request_id, payload=r.payload) for r in requests]
     if as_json:
-        print_json(report.model_dump(mode="json"))
+        print_json(
+            {
+                **report.model_dump(mode="json"),
+                "triggered": [run.model_dump(mode="json") for run in runs],
+            }
+        )
         return
     typer.echo(
         f"created {len(report.created)}, updated {len(report.updated)},"
         f" unchanged {len(report.unchanged)}, retired {len(report.retired)}"
     )
+    for run in runs:
+        typer.echo(trigger_text(run))
 
 
 @guarded

@@ -4,11 +4,12 @@ Without a DSN it starts a private PostgreSQL (`PrivateServer`: the machine's bin
 `pgserver` wheel of the `embedded` extra), provisions roles, migrates, creates login users for the
 admin, the replicas and the worker, creates schedules firing every second whose runs execute a
 shell command, runs N `ql3 run` replicas and one `ql3 worker` as separate processes, SIGKILLs a
-replica mid-run, shows admissions per replica and executions live, then stops the survivors
-gracefully, lets the worker finish what was admitted, and judges the history read back from the
-database (through ql3-cluster-postgres's `HistoryReader`: this package speaks no SQL): every
-occurrence admitted exactly once and executed once. Expected occurrences come from each
-schedule's cron and its database-time window, never a node clock.
+replica mid-run, triggers one manual Run (`ql3 schedule trigger`) and sends the same request
+again (the second finds the first), shows admissions per replica and executions live, then stops
+the survivors gracefully, lets the worker finish what was admitted, and judges the history read
+back from the database (through ql3-cluster-postgres's `HistoryReader`: this package speaks no
+SQL): every occurrence admitted exactly once and executed once. Expected occurrences come from
+each schedule's cron and its database-time window, never a node clock.
 """
 
 from __future__ import annotations
@@ -69,6 +70,24 @@ class DemoOptions:
     schedules: int = 5
     as_json: bool = False
     dsn: str | None = None
+
+
+@dataclass
+class _ManualTrigger:
+    """The demo's manual Run: sent at `at_s` into the run, then sent again with its request id."""
+
+    at_s: float
+    request_id: str
+    sent: bool = False
+    repeat_existed: bool = False
+
+    def send(self, env: Environment, schedule: str) -> None:
+        """Trigger `schedule` twice with one request id: one Run, the second call finds it."""
+        with ScheduleAdmin(env.admin_dsn) as admin:
+            first = admin.trigger_run(schedule, self.request_id)
+            again = admin.trigger_run(schedule, self.request_id)
+        self.sent = True
+        self.repeat_existed = again.existed and again.run_id == first.run_id and not first.existed
 
 
 class _InterruptedError(Exception):
@@ -138,11 +157,15 @@ def _progress_table(env: Environment, elapsed: float, options: DemoOptions) -> T
     return table
 
 
-def _run_replicas(env: Environment, options: DemoOptions, console: Console) -> str | None:
+def _run_replicas(
+    env: Environment, options: DemoOptions, console: Console, manual: tuple[_ManualTrigger, str]
+) -> str | None:
     """Run the replicas and the worker for the demo's duration, SIGKILL a replica mid-run.
 
-    Returns the killed replica's name.
+    The manual trigger is sent once, at its time, to the named schedule. Returns the killed
+    replica's name.
     """
+    trigger, trigger_schedule = manual
     env.replicas.extend(start_replica(env, index + 1) for index in range(options.replicas))
     env.worker = start_worker(env)
     victim = env.replicas[0] if options.replicas > 1 else None
@@ -156,6 +179,8 @@ def _run_replicas(env: Environment, options: DemoOptions, console: Console) -> s
                 victim.process.send_signal(signal.SIGKILL)
                 victim.process.wait()
                 victim.state = "SIGKILLed"
+            if not trigger.sent and elapsed >= trigger.at_s:
+                trigger.send(env, trigger_schedule)
             if not options.as_json:
                 live.update(_progress_table(env, elapsed, options))
             time.sleep(0.5)
@@ -200,6 +225,8 @@ def _verdict(
     window: tuple[int, int],
     options: DemoOptions,
     killed: str | None,
+    *,
+    trigger: _ManualTrigger,
 ) -> DemoVerdict:
     start_ms, end_ms = window
     ids = list(schedules)
@@ -209,8 +236,14 @@ def _verdict(
     exits = {replica.name: replica.process.returncode for replica in env.replicas}
     worker_exit = None if env.worker is None else env.worker.process.returncode
     graceful = all(code == 0 for name, code in exits.items() if name != killed)
+    manual_once = counts.manual == 1 and trigger.repeat_existed
     return DemoVerdict(
-        ok=counts.exact and at_rest == 0 and report.ok and graceful and worker_exit == 0,
+        ok=counts.exact
+        and manual_once
+        and at_rest == 0
+        and report.ok
+        and graceful
+        and worker_exit == 0,
         replicas=options.replicas,
         killed_replica=killed,
         schedules=len(schedules),
@@ -226,6 +259,10 @@ def _verdict(
         lateness_p99_ms=counts.lateness_p99_ms,
         executed=counts.executed,
         not_executed=counts.not_executed,
+        manual_runs=counts.manual,
+        manual_executed=counts.manual_executed,
+        manual_request_id=trigger.request_id if trigger.sent else None,
+        manual_repeat_existed=trigger.repeat_existed,
         rows_per_run=ROWS_PER_RUN if counts.rows_ok else f"NOT {ROWS_PER_RUN}",
         claims_at_rest=at_rest,
         verify_ok=report.ok,
@@ -272,17 +309,21 @@ def run_demo(options: DemoOptions) -> DemoVerdict:
 def _demo(env: Environment, options: DemoOptions, console: Console) -> DemoVerdict:
     schedules = _create_schedules(env, options.schedules)
     start_ms = min(first for _, first in schedules.values())
+    trigger = _ManualTrigger(options.seconds * 0.6, f"demo-{secrets.token_hex(4)}")
+    first_name = next(iter(schedules.values()))[0]
     if not options.as_json:
         console.print(
             f"{len(schedules)} schedules every second; each run executes\n  {DEMO_COMMAND}\n"
             f"{options.replicas} replicas admit and {DEMO_WORKER} executes for"
-            f" {options.seconds:g} s; a replica is SIGKILLed at {options.seconds * 0.4:.1f} s"
+            f" {options.seconds:g} s; a replica is SIGKILLed at {options.seconds * 0.4:.1f} s;"
+            f" at {trigger.at_s:.1f} s {first_name} is triggered by hand twice with one request id"
+            f" ({trigger.request_id})"
         )
-    killed = _run_replicas(env, options, console)
+    killed = _run_replicas(env, options, console, (trigger, first_name))
     end_ms = env.history.database_now_ms() - SETTLE_MS
     _drain(env, schedules, end_ms)
     stop_processes(env.replicas)
     _drain_execution(env, schedules)
     if env.worker is not None:
         stop_processes([env.worker])
-    return _verdict(env, schedules, (start_ms, end_ms), options, killed)
+    return _verdict(env, schedules, (start_ms, end_ms), options, killed, trigger=trigger)

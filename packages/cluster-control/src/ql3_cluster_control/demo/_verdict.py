@@ -4,6 +4,8 @@ Pure functions over the runs the demo read back (`ql3_cluster_postgres.RunRecord
 clock), so the arithmetic that decides PASS or FAIL is unit-tested on its own. The demo's worker
 executes every run it admitted, so a well-formed run ends as 1 run : 1 attempt (succeeded) : 4
 events (`run.admitted`, `attempt.queued` at admission; `attempt.running`, `attempt.succeeded`).
+Runs an operator triggered (kind `manual`) fill no occurrence: they are counted apart, and each
+must have been executed once with the same shape.
 """
 
 from __future__ import annotations
@@ -58,6 +60,10 @@ class DemoVerdict(BaseModel):
     lateness_p99_ms: int | None
     executed: int
     not_executed: int
+    manual_runs: int
+    manual_executed: int
+    manual_request_id: str | None
+    manual_repeat_existed: bool
     rows_per_run: str
     claims_at_rest: int
     verify_ok: bool
@@ -83,14 +89,17 @@ class HistoryCounts:
     not_executed: int
     rows_ok: bool
     by_owner: dict[str, int]
+    manual: int = 0
+    manual_executed: int = 0
 
     @property
     def exact(self) -> bool:
-        """Every expected occurrence once, nothing else, none early, each executed once."""
+        """Every expected occurrence once, nothing else, none early, each run executed once."""
         return (
             self.expected > 0
             and self.duplicates == self.early == self.missing == self.unexpected == 0
             and self.not_executed == 0
+            and self.manual_executed == self.manual
             and self.rows_ok
         )
 
@@ -106,16 +115,23 @@ def percentile(values: Sequence[int], fraction: float) -> int | None:
     return ordered[min(rank, len(ordered) - 1)]
 
 
+def _executed(row: RunRecord) -> bool:
+    return row.succeeded == 1 and row.live == 0
+
+
 def count_history(
-    rows: Sequence[RunRecord], expected: set[tuple[int, int]], end_ms: int
+    all_rows: Sequence[RunRecord], expected: set[tuple[int, int]], end_ms: int
 ) -> HistoryCounts:
     """Count duplicates, early, missing and unexpected admissions up to `end_ms`, and execution.
 
     Runs after `end_ms` may still be in flight when the window closes: they are not judged for
     completeness, but every run counts for duplicates, earliness, execution and the row shape.
-    A run is executed when exactly one of its attempts succeeded and none is still live.
+    A run is executed when exactly one of its attempts succeeded and none is still live. Manual
+    Runs are judged for execution and shape only: they fill no occurrence.
     """
-    executed = sum(1 for row in rows if row.succeeded == 1 and row.live == 0)
+    manual = [row for row in all_rows if row.kind == "manual"]
+    rows = [row for row in all_rows if row.kind != "manual"]
+    executed = sum(1 for row in rows if _executed(row))
     keys = [(row.schedule_id, row.scheduled_for_ms) for row in rows]
     judged = {key for key in keys if key[1] <= end_ms}
     lateness = [
@@ -135,9 +151,11 @@ def count_history(
         not_executed=len(rows) - executed,
         rows_ok=all(
             (row.attempts, row.succeeded, row.events) == (1, 1, EVENTS_PER_EXECUTED_RUN)
-            for row in rows
+            for row in all_rows
         ),
         by_owner=dict(sorted(Counter(row.owner_id for row in rows).items())),
+        manual=len(manual),
+        manual_executed=sum(1 for row in manual if _executed(row)),
     )
 
 
@@ -161,6 +179,13 @@ def show_verdict(verdict: DemoVerdict, console: Console) -> None:
         ),
         ("executed by the worker (one succeeded attempt)", verdict.executed),
         ("not executed", verdict.not_executed),
+        (
+            "manual runs (trigger sent twice, one request id)",
+            (
+                f"{verdict.manual_runs} admitted, {verdict.manual_executed} executed; second"
+                f" call {'found it' if verdict.manual_repeat_existed else 'ADMITTED ANOTHER'}"
+            ),
+        ),
         ("rows per run (run:attempt:events)", verdict.rows_per_run),
         ("claims left at rest", verdict.claims_at_rest),
         ("ql3 verify", "clean" if verdict.verify_ok else f"{len(verdict.violations)} violations"),
@@ -170,7 +195,8 @@ def show_verdict(verdict: DemoVerdict, console: Console) -> None:
     for violation in verdict.violations:
         console.print(f"  violation: {violation}")
     console.print(
-        "PASS: every occurrence admitted exactly once, none early, each executed once"
+        "PASS: every occurrence admitted exactly once, none early, each executed once;"
+        " the manual run admitted once and executed once"
         if verdict.ok
         else "FAIL"
     )

@@ -24,7 +24,7 @@ from ._models import (
     ScheduleStatus,
     StatusReport,
 )
-from ._trigger import ManualRun
+from ._trigger import ManualRun, check_request_id, checked_payload
 
 __all__ = [
     "SCHEDULE_NAME_MAX_LENGTH",
@@ -35,4 +35,6 @@ __all__ = [
     "ScheduleSpec",
     "ScheduleStatus",
     "StatusReport",
+    "check_request_id",
+    "checked_payload",
 ]
