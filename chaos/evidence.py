@@ -42,6 +42,7 @@ ORDER = (
     "worker-db-restart",
     "worker-lost-connection",
     "worker-transactional-sigkill",
+    "worker-overlap-skip",
     "zone-switch",
     "backfill-crash",
 )

@@ -5,8 +5,10 @@ A schedule file is TOML (`[[schedule]]` tables) or JSON (a list of objects) with
 offset: nothing is due before the start or after the end), or instead of `cron` and the window a
 one-off `at` (a wall time in `tz`, see `one_off_definition`), and what its runs execute
 (DESIGN §10): `command` (run with /bin/sh -c; without it the schedule is a Python task run by
-name), `max_attempts`, `timeout_s`, `retry_backoff_ms`; and `pause_after_failures`, `paused` (true,
-or `{reason, until}`: see `_pause_keys`). `schedule_definition`,
+name), `max_attempts`, `timeout_s`, `retry_backoff_ms`, the overlap policy `overlap` (allow,
+skip, replace) with its cap `max_running` (read by `_schedule_overlap`); and
+`pause_after_failures`, `paused` (true, or `{reason, until}`: see `_pause_keys`).
+`schedule_definition`,
 `one_off_definition` and `task_execution` build the same models from `ql3 schedule add`'s flags,
 so a file and a command line are checked by one code path and their errors name the key a person
 wrote (`grace_ms`, `timeout_s`); the window and the one-off are read by `_schedule_window`.
@@ -35,6 +37,7 @@ from ql3_runtime_core import (
 from ._config import ConfigurationError
 from ._file_tables import read_file_tables
 from ._pause_keys import entry_pause
+from ._schedule_overlap import OVERLAP_KEYS, with_overlap
 from ._schedule_window import one_off, schedule_window
 
 if TYPE_CHECKING:
@@ -69,6 +72,7 @@ SCHEDULE_KEYS = (
     "retry_backoff_ms",
     "pause_after_failures",
     "paused",
+    *OVERLAP_KEYS,
 )
 # People give a timeout in seconds; the task stores milliseconds (TaskExecution's bounds).
 TIMEOUT_S_MIN = TIMEOUT_MS_MIN // 1000
@@ -168,7 +172,8 @@ def task_execution(
 def _entry_execution(entry: dict[str, Any]) -> TaskExecution:
     """Read the execution keys of one schedule file entry (defaults for those left out)."""
     values = {key: entry.get(key, default) for key, (_, _, default) in _EXECUTION_BOUNDS.items()}
-    return task_execution(entry.get("command"), **values)
+    execution = task_execution(entry.get("command"), **values)
+    return with_overlap(execution, entry.get("overlap", "allow"), entry.get("max_running"))
 
 
 _WINDOW_KEYS = ("start_at", "end_at")

@@ -56,6 +56,9 @@ def test_a_scheduled_command_runs_end_to_end(
         "max_attempts": 2,
         "timeout_ms": 30_000,
         "retry_backoff_ms": 0,
+        # The overlap policy's defaults: every due Run starts at once, as before schema 9.
+        "overlap": "allow",
+        "max_running": None,
     }
     replicas.start("r1", ql3_db.dsn("runtime"))
     workers.start("w1", ql3_db, "--metrics-port", "0")

@@ -65,6 +65,8 @@ class AttemptCounts(BaseModel):
     `oldest_queued_age_ms` is how long the oldest ready one has waited (None: none waits), in
     database time. `running_lease_expired` are running attempts whose lease expired by the
     database clock that no worker has marked abandoned yet (none runs, or all are busy).
+    `skipped` and `cancelled` ended by the overlap policy (skip, replace); a Run waiting for a
+    slot under a cap is queued and ready.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -79,6 +81,8 @@ class AttemptCounts(BaseModel):
     timed_out: int
     abandoned: int
     oldest_queued_age_ms: int | None
+    skipped: int = 0
+    cancelled: int = 0
 
     @property
     def queued(self) -> int:
@@ -108,7 +112,8 @@ class RunSummary(BaseModel):
     """One run with its attempts in number order; `state` is its latest attempt's.
 
     A final latest state (failed, timed_out, abandoned) means the run used up its attempts: a
-    successor is always queued by the statement that ends its predecessor.
+    successor is always queued by the statement that ends its predecessor. `skipped` and
+    `cancelled` are the overlap policy's ends (skip, replace): never retried.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

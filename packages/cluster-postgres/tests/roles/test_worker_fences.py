@@ -42,7 +42,7 @@ FENCED: Final = "fenced: nothing written"
 _FINISH = "SELECT * FROM ql3.worker_finish_attempt_v1(%(a1)s, %(token_a)s, {state}, 0, '')"
 _APPEND = "SELECT * FROM ql3.worker_append_event_v1(%(run_a)s, %(a1)s, %(token_a)s, {kind}, '{{}}')"
 _TAKE = (
-    "SELECT * FROM ql3.worker_take_attempts_v1('b', gen_random_uuid(), {lease}, 10, '{{}}', true)"
+    "SELECT * FROM ql3.worker_take_attempts_v2('b', gen_random_uuid(), {lease}, 10, '{{}}', true)"
 )
 
 
@@ -58,6 +58,13 @@ class Probe:
 
 # The writes the review found a worker login could make (and a few more of the same kinds).
 FORBIDDEN: Final = (
+    # Schema 9: a take through v1 would start a Run without its schedule's overlap decision.
+    Probe(
+        "take through the function that skips the overlap decision",
+        "b",
+        "SELECT * FROM ql3.worker_take_attempts_v1('b', gen_random_uuid(), 30000, 10, '{}', true)",
+        PRIVILEGE,
+    ),
     Probe(
         "insert an attempt that already succeeded",
         "b",
@@ -175,7 +182,7 @@ FORBIDDEN: Final = (
     Probe(
         "take a command task without saying it runs commands",
         "b",
-        "SELECT * FROM ql3.worker_take_attempts_v1('b', gen_random_uuid(), 30000, 10, '{}', NULL)",
+        "SELECT * FROM ql3.worker_take_attempts_v2('b', gen_random_uuid(), 30000, 10, '{}', NULL)",
         FENCED,
     ),
     Probe(
@@ -353,8 +360,8 @@ def test_an_owned_write_is_made(
 
 
 def test_fence_counts() -> None:
-    """The matrix holds 28 refused writes (privilege, argument, fence) and 5 allowed ones."""
+    """The matrix holds 29 refused writes (privilege, argument, fence) and 5 allowed ones."""
     kinds = [probe.expect for probe in FORBIDDEN]
-    assert (kinds.count(PRIVILEGE), kinds.count(ARGUMENT), kinds.count(FENCED)) == (14, 6, 8)
+    assert (kinds.count(PRIVILEGE), kinds.count(ARGUMENT), kinds.count(FENCED)) == (15, 6, 8)
     assert len(ALLOWED) == 5
     assert len({probe.what for probe in (*FORBIDDEN, *ALLOWED)}) == len(FORBIDDEN) + len(ALLOWED)

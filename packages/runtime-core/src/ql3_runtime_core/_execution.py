@@ -23,7 +23,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -35,6 +35,7 @@ __all__ = [
     "COMMAND_MAX_LENGTH",
     "MAX_ATTEMPTS_DEFAULT",
     "MAX_ATTEMPTS_MAX",
+    "MAX_RUNNING_MAX",
     "OUTPUT_TAIL_MAX_CHARS",
     "RETRY_BACKOFF_MS_DEFAULT",
     "RETRY_BACKOFF_MS_MAX",
@@ -46,6 +47,7 @@ __all__ = [
     "AttemptResult",
     "AttemptState",
     "FinishedAttempt",
+    "OverlapPolicy",
     "TakenAttempt",
     "TaskExecution",
     "WorkerRepository",
@@ -63,6 +65,8 @@ TIMEOUT_MS_DEFAULT: Final = 3_600_000
 # Database time between an attempt's end and its successor's earliest start: 0 to 1 day.
 RETRY_BACKOFF_MS_MAX: Final = 86_400_000
 RETRY_BACKOFF_MS_DEFAULT: Final = 10_000
+# Live Runs of one schedule its overlap policy allows at once (tasks_max_running, migration 0009).
+MAX_RUNNING_MAX: Final = 1_000
 # A shell command line; far below the kernel's single-argument limit (128 KiB).
 COMMAND_MAX_LENGTH: Final = 8_192
 # The tail of a command's output (or a Python task's error) kept on the attempt.
@@ -93,7 +97,12 @@ class AttemptState(StrEnum):
     - `TIMED_OUT`: it ran past the task's timeout; the worker killed its process group.
     - `ABANDONED`: its lease expired by the database clock (the worker died or lost the
       database); another worker recorded that.
-    The last four are final. `QUEUED` and `RUNNING` are *live*: a Run has at most one live attempt.
+    - `SKIPPED`: never started: the take found the schedule's cap of live Runs reached under the
+      overlap policy `skip` (DESIGN §10).
+    - `CANCELLED`: ended by the take of a newer Run under the overlap policy `replace`; its
+      worker kills the command when its next renewal is refused.
+    All but the first two are final. `QUEUED` and `RUNNING` are *live*: a Run has at most one
+    live attempt.
     """
 
     QUEUED = "queued"
@@ -102,6 +111,8 @@ class AttemptState(StrEnum):
     FAILED = "failed"
     TIMED_OUT = "timed_out"
     ABANDONED = "abandoned"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
 
 
 class AttemptOutcome(StrEnum):
@@ -143,13 +154,28 @@ def _check_command(value: str | None) -> str | None:
     return value
 
 
+class OverlapPolicy(StrEnum):
+    """What a Run due to start does while its schedule's cap of live Runs is reached (DESIGN §10).
+
+    `ALLOW` waits for a slot (with no cap: never waits, every Run executes at once), `SKIP` never
+    executes (its attempt ends `skipped`, a cron occurrence gets a skip record of reason
+    `overlap`), `REPLACE` cancels the oldest live Run's attempt and executes.
+    """
+
+    ALLOW = "allow"
+    SKIP = "skip"
+    REPLACE = "replace"
+
+
 class TaskExecution(BaseModel):
     """How the attempts of a task's runs execute; stored on the task (migration 0005).
 
     `command` is run with `/bin/sh -c`; None makes the task a Python task, run by a worker that
     registered a callable under the task's name. `max_attempts` counts the first attempt;
     `timeout_ms` ends an attempt that runs longer; `retry_backoff_ms` is the database time from an
-    attempt's end to the earliest start of its successor.
+    attempt's end to the earliest start of its successor. `overlap` and `max_running` are the
+    overlap policy and the cap of live Runs of its schedule (None: no cap, only under `allow`;
+    `skip` and `replace` default to 1).
     """
 
     model_config = _MODEL
@@ -164,6 +190,20 @@ class TaskExecution(BaseModel):
     retry_backoff_ms: Annotated[
         int, _bounded("retry_backoff_ms", 0, RETRY_BACKOFF_MS_MAX, "ms")
     ] = RETRY_BACKOFF_MS_DEFAULT
+    overlap: OverlapPolicy = OverlapPolicy.ALLOW
+    max_running: int | None = Field(default=None, validate_default=True)
+
+    @field_validator("max_running", mode="after")
+    @classmethod
+    def _cap(cls, value: int | None, info: ValidationInfo) -> int | None:
+        """Bound the cap; give `skip` and `replace` their default cap of one live Run."""
+        if value is None:
+            overlap = info.data.get("overlap", OverlapPolicy.ALLOW)
+            return None if overlap is OverlapPolicy.ALLOW else 1
+        if isinstance(value, bool) or not 1 <= value <= MAX_RUNNING_MAX:
+            msg = f"max_running: must be within 1..{MAX_RUNNING_MAX} (runs), got {value}"
+            raise ValueError(msg)
+        return value
 
 
 class TakenAttempt(BaseModel):

@@ -157,6 +157,8 @@ def verify_command(
       manual_run        a manual Run (trigger) not admitted at its instant or not announced
       backfill          a backfilled Run no skip record (or before-creation request) justifies
       paused            a paused span broken: a record outside it, a run its replay refuses
+      overlap           an overlap skip without its never-executed Run (or the reverse), or
+                        more Runs of a schedule executing at once than its cap
 
     Manual Runs (`ql3 schedule trigger`) are no occurrences: the occurrence rules ignore them
     and they are counted apart; shape and attempts judge them like any Run. A backfilled Run
@@ -178,7 +180,8 @@ def verify_command(
         if report.ok:
             typer.echo(
                 f"ok: {report.schedules} schedules, {report.runs} runs,"
-                f" {report.manual_runs} manual runs, no violation"
+                f" {report.manual_runs} manual runs, {report.overlap_skipped} skipped for"
+                " overlap, no violation"
                 f" (checked at {format_ms(report.checked_at_ms)})"
             )
         else:

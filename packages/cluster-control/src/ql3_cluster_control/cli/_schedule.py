@@ -34,6 +34,7 @@ from ql3_cluster_control._schedule_file import (
     schedule_definition,
     task_execution,
 )
+from ql3_cluster_control._schedule_overlap import with_overlap
 from ql3_cluster_control._schedule_window import schedule_window
 from ql3_cluster_control._trigger_file import load_trigger_requests
 
@@ -134,6 +135,21 @@ def schedule_add(
             " failed runs.",
         ),
     ] = None,
+    overlap: Annotated[
+        str,
+        typer.Option(
+            "--overlap",
+            help="allow|skip|replace: what a Run due while --max-running Runs of this schedule"
+            " are live does (wait, never execute, cancel the oldest).",
+        ),
+    ] = "allow",
+    max_running: Annotated[
+        int | None,
+        typer.Option(
+            "--max-running",
+            help="Live Runs at once (default: none under allow, 1 under skip and replace).",
+        ),
+    ] = None,
     dsn: Dsn = None,
 ) -> None:
     """Create the task NAME, its cron trigger and its schedule.
@@ -142,6 +158,10 @@ def schedule_add(
     runs its COMMAND with the environment variables QL3_RUN_ID, QL3_ATTEMPT,
     QL3_SCHEDULED_FOR_MS, QL3_SCHEDULE and QL3_TASK_PAYLOAD; exit 0 is success.
 
+    --overlap and --max-running say what a Run due while that many Runs of the schedule are live
+    (running, or due and queued ahead of it; manual Runs count too) does: allow waits for a
+    slot, skip never executes (recorded skipped for overlap), replace cancels the oldest.
+
     --start-at/--end-at bound when it may run; --at makes it a one-off, run once. A schedule
     that would have nothing left to run after the database's now (a one-off in the past, a
     window already ended) is refused and nothing is written.
@@ -149,6 +169,7 @@ def schedule_add(
     # The same builders as a schedule file's entries: one set of checks and messages for both.
     definition = _add_definition(cron, tz, misfire, grace_ms, (start_at, end_at, at))
     execution = task_execution(command, max_attempts, timeout_s, retry_backoff_ms)
+    execution = with_overlap(execution, overlap, max_running, fields=("--overlap", "--max-running"))
     # Checked before connecting: a bad name is a usage error, never a database one.
     spec = ScheduleSpec(name=name, definition=definition, execution=execution)
     dsn = require_dsn(dsn)

@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ql3_cluster_control._schedule_overlap import overlap_text
+
 from ._time_text import format_ms
 
 if TYPE_CHECKING:
@@ -79,9 +81,11 @@ def execution_text(execution: TaskExecution | None) -> str:
     if execution is None:
         return "-"
     what = "python task" if execution.command is None else execution.command
+    # The overlap policy only when it can hold a Run back (allow without a cap never does).
+    overlap = "" if execution.max_running is None else f", overlap {overlap_text(execution)}"
     return (
         f"{what} (attempts {execution.max_attempts}, timeout {execution.timeout_ms // 1000} s,"
-        f" backoff {execution.retry_backoff_ms} ms)"
+        f" backoff {execution.retry_backoff_ms} ms{overlap})"
     )
 
 
@@ -189,7 +193,7 @@ def status_text(report: StatusReport) -> None:
     table = Table(box=None, pad_edge=False)
     for column in (
         "name", "state", "window (UTC)", "next due (UTC)", "due in", "claimed by",
-        "claim expires in", "runs", "manual", "last admitted (UTC)", "reason",
+        "claim expires in", "runs", "manual", "last admitted (UTC)", "reason", "overlap",
     ):  # fmt: skip
         table.add_column(column)
     for item in report.schedules:
@@ -205,6 +209,9 @@ def status_text(report: StatusReport) -> None:
             str(item.manual_runs),
             format_ms(item.last_admitted_at_ms),
             cell(state_reason(item.state, item.invalid_reason)),
+            item.overlap.value
+            if item.max_running is None
+            else f"{item.overlap.value} (max running {item.max_running})",
         )
     console.print(table)
 
@@ -222,7 +229,8 @@ def attempts_line(counts: AttemptCounts) -> str:
         f" {oldest}; {counts.queued_waiting} waiting out a retry backoff), {counts.running}"
         f" running ({counts.running_lease_expired} with an expired lease), {counts.succeeded}"
         f" succeeded, {counts.failed} failed, {counts.timed_out} timed out,"
-        f" {counts.abandoned} abandoned"
+        f" {counts.abandoned} abandoned, {counts.skipped} skipped and {counts.cancelled}"
+        " cancelled for overlap"
     )
 
 

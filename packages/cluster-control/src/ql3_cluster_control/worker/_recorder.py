@@ -90,6 +90,11 @@ _FOUND: Final = {
     AttemptState.ABANDONED: "recorded abandoned: its lease expired before its end was recorded",
     AttemptState.QUEUED: "queued: no longer held by this worker (handed back, or its take lost)",
     AttemptState.RUNNING: "running under another lease",
+    # Never this worker's own end, though its take is the one the row names: the database ended
+    # it, and the worker killed the command when the next renewal was refused (DESIGN §10).
+    AttemptState.CANCELLED: (
+        "recorded cancelled: a newer Run of its schedule replaced it (overlap policy replace)"
+    ),
 }
 
 

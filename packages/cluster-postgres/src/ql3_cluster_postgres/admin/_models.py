@@ -11,6 +11,7 @@ from typing import Annotated, Final
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from ql3_runtime_core import (
     LEASE_MS_DEFAULT,
+    OverlapPolicy,
     ReplicationState,
     ScheduleDefinition,
     ScheduleState,
@@ -134,7 +135,8 @@ class ScheduleStatus(BaseModel):
     (state `invalid`) is never overdue (nothing may decide it); it carries its reason instead.
     `runs_admitted` and `last_admitted_at_ms` are of its cron series; `manual_runs` counts the
     Runs triggered by hand, apart. `start_at_ms` and `end_at_ms` are its window (None: unbounded
-    on that side); an `exhausted` schedule has no occurrence left in it.
+    on that side); an `exhausted` schedule has no occurrence left in it. `overlap` and
+    `max_running` are its task's overlap policy and cap of live Runs (None: no cap).
     """
 
     model_config = _MODEL
@@ -156,6 +158,8 @@ class ScheduleStatus(BaseModel):
     overdue: bool = False
     start_at_ms: int | None = None
     end_at_ms: int | None = None
+    overlap: OverlapPolicy = OverlapPolicy.ALLOW
+    max_running: int | None = None
 
 
 class StatusReport(BaseModel):

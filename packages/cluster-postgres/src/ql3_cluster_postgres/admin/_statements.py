@@ -115,6 +115,8 @@ def read_executions(
             max_attempts=row["max_attempts"],
             timeout_ms=row["timeout_ms"],
             retry_backoff_ms=row["retry_backoff_ms"],
+            overlap=row["overlap"],
+            max_running=row["max_running"],
         )
         for row in rows
     }
@@ -132,6 +134,8 @@ def set_executions(
         "max_attempts": [execution.max_attempts for _, execution in executions],
         "timeouts_ms": [execution.timeout_ms for _, execution in executions],
         "retry_backoffs_ms": [execution.retry_backoff_ms for _, execution in executions],
+        "overlaps": [execution.overlap.value for _, execution in executions],
+        "max_runnings": [execution.max_running for _, execution in executions],
     }
     row_count(conn, "set_task_executions", params)
 

@@ -67,4 +67,6 @@ def schedule_status(row: _Row, now: int, lease_ms: int) -> ScheduleStatus:
         overdue=active and due is not None and now - due > lease_ms + row["misfire_grace_ms"],
         start_at_ms=row["start_at_ms"],
         end_at_ms=row["end_at_ms"],
+        overlap=row["overlap"],
+        max_running=row["max_running"],
     )

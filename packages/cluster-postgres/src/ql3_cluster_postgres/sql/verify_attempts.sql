@@ -3,7 +3,7 @@
 -- order: numbers 1..n, at most one live, a successor only after an attempt that ended without
 -- success, and each attempt's events telling its own story (one attempt.queued; one
 -- attempt.running per take, each take but the last released; one final event, of its final
--- state). The rule is judged here and only offending runs come back, so a history of millions of
+-- state, skipped and cancelled included: migration 0009). The rule is judged here and only offending runs come back, so a history of millions of
 -- healthy runs costs no Python time; `verify/_attempts` names what is wrong with each (the same
 -- rules, written once more in Python for the messages; test_verify_attempts plants each fault).
 WITH scoped AS (
@@ -18,11 +18,11 @@ event_counts AS (
            count(*) FILTER (WHERE e.kind = 'attempt.released') AS released_events,
            count(*) FILTER (
                WHERE e.kind IN ('attempt.succeeded', 'attempt.failed', 'attempt.timed_out',
-                                'attempt.abandoned')
+                                'attempt.abandoned', 'attempt.skipped', 'attempt.cancelled')
            ) AS final_events,
            min(e.kind) FILTER (
                WHERE e.kind IN ('attempt.succeeded', 'attempt.failed', 'attempt.timed_out',
-                                'attempt.abandoned')
+                                'attempt.abandoned', 'attempt.skipped', 'attempt.cancelled')
            ) AS final_kind
     FROM ql3.events AS e
     WHERE e.attempt_id IS NOT NULL
@@ -34,6 +34,7 @@ judged AS (
            a.id,
            a.attempt_number,
            a.state,
+           a.started_at_ms,
            coalesce(c.queued_events, 0) AS queued_events,
            coalesce(c.running_events, 0) AS running_events,
            coalesce(c.released_events, 0) AS released_events,
@@ -42,7 +43,9 @@ judged AS (
            -- The attempt's own story.
            (coalesce(c.queued_events, 0) <> 1
             OR coalesce(c.running_events, 0)
-               <> coalesce(c.released_events, 0) + (a.state <> 'queued')::int
+               <> coalesce(c.released_events, 0)
+                  + (a.state NOT IN ('queued', 'skipped')
+                     AND NOT (a.state = 'cancelled' AND a.started_at_ms IS NULL))::int
             OR coalesce(c.final_events, 0) <> (a.state NOT IN ('queued', 'running'))::int
             OR (a.state NOT IN ('queued', 'running')
                 AND c.final_kind IS DISTINCT FROM 'attempt.' || a.state)
@@ -60,8 +63,8 @@ judged AS (
 broken_runs AS (
     SELECT DISTINCT j.run_id FROM judged AS j WHERE j.broken
 )
-SELECT j.schedule_id, j.run_id, j.id, j.attempt_number, j.state, j.queued_events,
-       j.running_events, j.released_events, j.final_events, j.final_kind
+SELECT j.schedule_id, j.run_id, j.id, j.attempt_number, j.state, j.started_at_ms,
+       j.queued_events, j.running_events, j.released_events, j.final_events, j.final_kind
 FROM judged AS j
 JOIN broken_runs AS b ON b.run_id = j.run_id
 ORDER BY j.run_id, j.attempt_number, j.id

@@ -17,7 +17,9 @@ this one checks everything after it, from the attempts of each run and the event
   retries may be reported, and the finding names both numbers so that this can be told apart;
 - each attempt's events tell its own story: exactly one `attempt.queued`, one `attempt.running`
   per time a worker took it (every take but the one it is in, or ended in, was released:
-  `attempt.released`), and exactly one final event, of its final state (none while live).
+  `attempt.released`), and exactly one final event, of its final state (none while live); a
+  skipped attempt (overlap skip) was never taken, a cancelled one (overlap replace) only if it
+  has a start.
 
 Pure: it judges rows `_check` read in its snapshot and never touches the database.
 """
@@ -74,7 +76,7 @@ def _event_problems(attempt: dict[str, Any]) -> list[str]:
     problems = []
     if attempt["queued_events"] != 1:
         problems.append(f"{where} has {attempt['queued_events']} attempt.queued events (1)")
-    takes = attempt["released_events"] + (0 if attempt["state"] == "queued" else 1)
+    takes = attempt["released_events"] + (1 if _taken(attempt) else 0)
     if attempt["running_events"] != takes:
         problems.append(
             f"{where} has {attempt['running_events']} attempt.running events for"
@@ -90,6 +92,18 @@ def _event_problems(attempt: dict[str, Any]) -> list[str]:
             f"{' attempt.' + attempt['state'] if final else ''})"
         )
     return problems
+
+
+def _taken(attempt: dict[str, Any]) -> bool:
+    """Whether the attempt's state says a worker took it (and did not hand it back).
+
+    Skipped (overlap skip) never started; a cancelled one (overlap replace) was taken only if
+    it has a start (one cancelled while queued never was).
+    """
+    state = attempt["state"]
+    if state in {"queued", "skipped"}:
+        return False
+    return state != "cancelled" or attempt["started_at_ms"] is not None
 
 
 def check_attempt_timing(findings: Findings, rows: Iterable[dict[str, Any]]) -> None:

@@ -18,6 +18,7 @@ from ._accounting import Accounting, AccountingWalk, revision_from_row
 from ._attempts import check_attempt_timing, check_attempts
 from ._backfill import check_backfill_runs
 from ._manual import check_manual_runs
+from ._overlap import check_overlap
 from ._paused import check_paused_skips, check_pauses
 from ._records import RunCounts
 from ._revisions import check_revisions
@@ -61,6 +62,7 @@ class Check:
         self.lateness: tuple[ScheduleLateness, ...] = ()
         # Each schedule's backfilled occurrences: judged by `backfill`, not by the walk.
         self.backfilled: dict[int, frozenset[int]] = {}
+        self.overlap_skipped = 0
 
     def run(self) -> tuple[list[ScheduleVerdict], int, int]:
         """Check everything; return each schedule's verdict, cron and manual runs in scope."""
@@ -102,6 +104,8 @@ class Check:
         )
         check_attempts(findings, reader.stream("verify_attempts", dict_row))
         check_attempt_timing(findings, reader.stream("verify_attempt_timing", dict_row))
+        check_overlap(findings, reader.stream("verify_overlap", dict_row, now_ms=self.now_ms))
+        self.overlap_skipped = int(reader.rows("verify_overlap_skips")[0]["skips"])
         if self.lease_ms is not None:
             self.lateness = check_timing(
                 reader,

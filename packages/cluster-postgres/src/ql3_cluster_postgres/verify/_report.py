@@ -42,6 +42,7 @@ RULE_NAMES = (
     "not_occurrence",
     "order",
     "paused",
+    "overlap",
     "revision",
     "shape",
     "skip_record",
@@ -130,6 +131,9 @@ class VerifyReport(BaseModel):
     runs: int
     # Manual Runs ("trigger now") in scope: counted apart, never occurrences (migration 0008).
     manual_runs: int = 0
+    # Occurrences skipped for overlap (migration 0009): each also a Run that never executed,
+    # accounted for once, counted here apart.
+    overlap_skipped: int = 0
     checked_at_ms: int
     since_ms: int | None
     stale_claim_grace_ms: int

@@ -71,6 +71,12 @@ whole verdict is about one snapshot) and reports one `Violation` per finding (th
   none; fire_once: only the latest), an automatic resume that did not end at its until or
   replayed something, spans of one schedule overlapping, or a pause after failures not preceded
   by that many consecutive failed Runs (`_paused`). Its records are accounted like any other.
+- `overlap`: what the overlap policy decided (`_overlap`, migration 0009): an overlap skip record
+  without its cron Run, whose Run executed or did not end skipped; a cron Run ended skipped
+  without its record; under a cap (skip, replace, allow with one), more attempts of a schedule
+  executing at once (from their database start and end times) than its `max_running`. An
+  overlap-skipped occurrence is accounted for once, by its Run, and counted apart
+  (`overlap_skipped`).
 
 `expected` per schedule is the occurrences of its ranges minus those inside skip records (each
 needs a run); `missing` counts the occurrences with neither. Cron math comes from
@@ -190,6 +196,7 @@ def verify_history(
         schedules=check.schedule_rows,
         runs=runs,
         manual_runs=manual_runs,
+        overlap_skipped=check.overlap_skipped,
         checked_at_ms=check.now_ms,
         since_ms=since_ms,
         stale_claim_grace_ms=stale_claim_grace_ms,

@@ -1,0 +1,321 @@
+"""The overlap policy decided by the worker's take (migration 0009, DESIGN §10), on real PostgreSQL.
+
+Two due Runs of one schedule are admitted as the Coordinator admits them (catch_up, one commit);
+workers take through `WorkerIngress` as ql3_worker_ingress. Races are made real, not hoped for:
+a third session holds the schedule's advisory lock until both takes have picked their attempt and
+wait on it, then lets them decide one after the other. Everything asserted is read back from the
+database.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+from uuid import uuid4
+
+import psycopg
+from ingress_helpers import LEASE_MS, attempts_of, events_of, rows, take
+from ql3_cluster_postgres import (
+    HistoryReader,
+    PostgresScheduleRepository,
+    ScheduleAdmin,
+    WorkerIngress,
+)
+from ql3_runtime_core import (
+    AttemptOutcome,
+    AttemptResult,
+    AttemptState,
+    OverlapPolicy,
+    TakenAttempt,
+    TaskExecution,
+)
+from repo_helpers import command, decide, make_schedules, owner_conn, wait_until
+from verify_compare import checked_verify
+
+if TYPE_CHECKING:
+    from ql3_testkit import Ql3Database
+
+
+def _execution(overlap: OverlapPolicy, max_running: int | None = None) -> TaskExecution:
+    return TaskExecution(
+        command="true",
+        max_attempts=1,
+        timeout_ms=60_000,
+        retry_backoff_ms=0,
+        overlap=overlap,
+        max_running=max_running,
+    )
+
+
+def _two_due_runs(db: Ql3Database, execution: TaskExecution) -> tuple[int, list[int]]:
+    """One every-second catch_up schedule 3 s behind, two of its occurrences admitted at once."""
+    (schedule_id,) = make_schedules(db, 1, shift_back_ms=3_000, execution=execution)
+    with PostgresScheduleRepository(db.dsn("runtime")) as repo:
+        (claim,) = repo.claim_due_schedules(command(), 4)
+        batch = repo.commit_decisions([decide(claim, budget=2)])
+    run_ids = sorted(run.run_id for outcome in batch.outcomes for run in outcome.runs)
+    assert len(run_ids) == 2
+    return schedule_id, run_ids
+
+
+def _state(db: Ql3Database, run_id: int) -> str:
+    return str(attempts_of(db, run_id)[-1]["state"])
+
+
+def _overlap_skips(db: Ql3Database) -> list[dict[str, Any]]:
+    return rows(
+        db.dsn("admin"),
+        "SELECT schedule_id, first_skipped_ms, last_skipped_ms, skipped_count, created_at_ms"
+        " FROM ql3.skipped_occurrences WHERE reason = 'overlap' ORDER BY id",
+    )
+
+
+def _scheduled_for(db: Ql3Database, run_id: int) -> int:
+    statement = "SELECT scheduled_for_ms FROM ql3.runs WHERE id = %s"
+    ((row),) = rows(db.dsn("admin"), statement, (run_id,))
+    return int(row["scheduled_for_ms"])
+
+
+def _race(db: Ql3Database, schedule_id: int, workers: int) -> list[list[TakenAttempt]]:
+    """Have `workers` takes (limit 1 each) pick their attempt, wait on the lock, then decide."""
+    results: list[list[TakenAttempt]] = [[] for _ in range(workers)]
+    errors: list[BaseException] = []
+
+    def one(index: int) -> None:
+        try:
+            with WorkerIngress(db.dsn("worker_ingress")) as ingress:
+                results[index] = take(ingress, limit=1, worker_id=f"worker-{index}")
+        except BaseException as exc:  # noqa: BLE001  # raised again in the test's thread
+            errors.append(exc)
+
+    with owner_conn(db) as holder:
+        holder.execute(
+            "SELECT pg_advisory_lock(hashtextextended('ql3.overlap:' || %s::bigint, 0))",
+            (schedule_id,),
+        )
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(workers)]
+        for thread in threads:
+            thread.start()
+
+        def all_waiting() -> bool:
+            ((row),) = rows(
+                db.dsn("owner"),
+                "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+            )
+            return int(row["n"]) == workers
+
+        wait_until(all_waiting, what=f"{workers} takes waiting on the schedule's lock")
+        holder.execute(
+            "SELECT pg_advisory_unlock(hashtextextended('ql3.overlap:' || %s::bigint, 0))",
+            (schedule_id,),
+        )
+        for thread in threads:
+            thread.join(timeout=30)
+    if errors:
+        raise errors[0]
+    return results
+
+
+def test_skip_two_racing_takes_execute_one_and_record_the_other(ql3_db: Ql3Database) -> None:
+    """Two workers decide two due Runs of a skip schedule: one runs, one is skipped and recorded."""
+    schedule_id, (older, newer) = _two_due_runs(ql3_db, _execution(OverlapPolicy.SKIP))
+    results = _race(ql3_db, schedule_id, 2)
+    taken = [attempt for result in results for attempt in result]
+    assert [a.run_id for a in taken] == [older]
+    assert _state(ql3_db, older) == "running"
+    (skipped,) = attempts_of(ql3_db, newer)
+    assert skipped["state"] == "skipped"
+    assert skipped["started_at_ms"] is None
+    assert skipped["worker_login"] is None
+    assert skipped["finished_at_ms"] >= skipped["created_at_ms"]
+    kinds = [e["kind"] for e in events_of(ql3_db, newer)]
+    assert kinds == ["attempt.queued", "attempt.skipped"]
+    (record,) = _overlap_skips(ql3_db)
+    occurrence = _scheduled_for(ql3_db, newer)
+    assert record == {
+        "schedule_id": schedule_id,
+        "first_skipped_ms": occurrence,
+        "last_skipped_ms": occurrence,
+        "skipped_count": 1,
+        "created_at_ms": skipped["finished_at_ms"],
+    }
+    # A skipped Run is final: nothing is left to take, and no successor was queued.
+    with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+        assert take(ingress) == []
+    report = checked_verify(ql3_db.dsn("admin"))
+    assert report.ok, report.lines()
+    assert report.overlap_skipped == 1
+    with HistoryReader(ql3_db.dsn("admin")) as reader:
+        counts = reader.attempt_counts()
+        (newest, _) = reader.recent_runs()
+    assert (counts.running, counts.skipped, counts.cancelled) == (1, 1, 0)
+    assert (newest.run_id, newest.state) == (newer, AttemptState.SKIPPED)
+
+
+def test_replace_cancels_the_oldest_running_attempt(ql3_db: Ql3Database) -> None:
+    """Under replace the newer Run executes; the older one's attempt ends cancelled, for good."""
+    _, (older, newer) = _two_due_runs(ql3_db, _execution(OverlapPolicy.REPLACE))
+    first_token, second_token = uuid4(), uuid4()
+    with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+        (first,) = take(ingress, first_token, limit=1)
+        assert first.run_id == older
+        (second,) = take(ingress, second_token, limit=1, worker_id="worker-b")
+        assert second.run_id == newer
+        (cancelled,) = attempts_of(ql3_db, older)
+        assert cancelled["state"] == "cancelled"
+        assert cancelled["lease_token"] is None
+        assert cancelled["finished_at_ms"] == second.taken_at_ms
+        # The older attempt's worker learns it at its next renewal, and its finish is refused.
+        assert ingress.renew_leases(first_token, [first.attempt_id], LEASE_MS) == {}
+        finished = ingress.finish_attempt(
+            first.attempt_id, first_token, AttemptResult(outcome=AttemptOutcome.SUCCEEDED)
+        )
+    assert not finished.recorded
+    assert finished.state_found is AttemptState.CANCELLED
+    assert _state(ql3_db, older) == "cancelled"
+    events = events_of(ql3_db, older)
+    assert [e["kind"] for e in events] == ["attempt.queued", "attempt.running", "attempt.cancelled"]
+    assert events[-1]["payload"]["replaced_by_run_id"] == newer
+    assert _overlap_skips(ql3_db) == []
+    # The cancelled attempt ended at the very instant its replacement started: never two at once.
+    report = checked_verify(ql3_db.dsn("admin"))
+    assert report.ok, report.lines()
+    with HistoryReader(ql3_db.dsn("admin")) as reader:
+        counts = reader.attempt_counts()
+    assert (counts.running, counts.skipped, counts.cancelled) == (1, 0, 1)
+
+
+def test_allow_with_a_cap_leaves_the_second_queued_until_the_first_ends(
+    ql3_db: Ql3Database,
+) -> None:
+    """Under allow with max_running 1 the second Run waits (queued, untaken) while one runs."""
+    _, (older, newer) = _two_due_runs(ql3_db, _execution(OverlapPolicy.ALLOW, 1))
+    token = uuid4()
+    with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+        assert [a.run_id for a in take(ingress, token)] == [older]
+        assert take(ingress, uuid4(), worker_id="worker-b") == []
+        assert _state(ql3_db, newer) == "queued"
+        ingress.finish_attempt(
+            attempt_id=attempts_of(ql3_db, older)[0]["id"],
+            lease_token=token,
+            result=AttemptResult(outcome=AttemptOutcome.SUCCEEDED, exit_code=0),
+        )
+        assert [a.run_id for a in take(ingress, uuid4(), worker_id="worker-b")] == [newer]
+    assert _overlap_skips(ql3_db) == []
+    report = checked_verify(ql3_db.dsn("admin"))
+    assert report.ok, report.lines()
+
+
+def test_a_running_manual_run_counts_as_live(ql3_db: Ql3Database) -> None:
+    """A triggered Run that runs makes the cron Run due next skip, with its record."""
+    (schedule_id,) = make_schedules(
+        ql3_db, 1, shift_back_ms=1_500, execution=_execution(OverlapPolicy.SKIP)
+    )
+    with ScheduleAdmin(ql3_db.dsn("admin")) as admin:
+        (record,) = admin.list_schedules()
+        manual = admin.trigger_run(record.name, "overlap-manual-1")
+    with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+        assert [a.run_id for a in take(ingress)] == [manual.run_id]
+        with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+            (claim,) = repo.claim_due_schedules(command(), 4)
+            batch = repo.commit_decisions([decide(claim, budget=1)])
+        (cron_run,) = [run.run_id for outcome in batch.outcomes for run in outcome.runs]
+        assert take(ingress) == []
+    assert _state(ql3_db, cron_run) == "skipped"
+    (skip,) = _overlap_skips(ql3_db)
+    assert (skip["schedule_id"], skip["first_skipped_ms"]) == (
+        schedule_id,
+        _scheduled_for(ql3_db, cron_run),
+    )
+
+
+def test_a_skipped_manual_run_gets_no_skip_record(ql3_db: Ql3Database) -> None:
+    """A manual Run is no occurrence: skipped for overlap, it leaves its attempt's end only."""
+    make_schedules(ql3_db, 1, shift_back_ms=1_500, execution=_execution(OverlapPolicy.SKIP))
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        (claim,) = repo.claim_due_schedules(command(), 4)
+        batch = repo.commit_decisions([decide(claim, budget=1)])
+    (cron_run,) = [run.run_id for outcome in batch.outcomes for run in outcome.runs]
+    with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+        assert [a.run_id for a in take(ingress)] == [cron_run]
+        with ScheduleAdmin(ql3_db.dsn("admin")) as admin:
+            (record,) = admin.list_schedules()
+            manual = admin.trigger_run(record.name, "overlap-manual-2")
+        assert take(ingress) == []
+    assert _state(ql3_db, manual.run_id) == "skipped"
+    assert _overlap_skips(ql3_db) == []
+
+
+def test_the_default_policy_takes_every_due_run_at_once(ql3_db: Ql3Database) -> None:
+    """The default, allow without a cap, is the behaviour before overlap existed."""
+    _, run_ids = _two_due_runs(ql3_db, _execution(OverlapPolicy.ALLOW))
+    with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+        assert sorted(a.run_id for a in take(ingress)) == run_ids
+
+
+def test_the_worker_role_can_no_longer_take_through_v1(ql3_db: Ql3Database) -> None:
+    """A v1 take would start a Run without the overlap decision: refused to the worker role."""
+    with psycopg.connect(ql3_db.dsn("worker_ingress"), autocommit=True) as conn:
+        try:
+            conn.execute(
+                "SELECT * FROM ql3.worker_take_attempts_v1('w', gen_random_uuid(), 5000, 1,"
+                " '{}', true)"
+            )
+        except psycopg.errors.InsufficientPrivilege:
+            return
+    msg = "worker_take_attempts_v1 is still executable by ql3_worker_ingress"
+    raise AssertionError(msg)
+
+
+def test_replace_within_one_take_cancels_the_older_before_it_starts(ql3_db: Ql3Database) -> None:
+    """One take holding both due Runs of a replace schedule starts the newer only."""
+    _, (older, newer) = _two_due_runs(ql3_db, _execution(OverlapPolicy.REPLACE))
+    with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+        assert [a.run_id for a in take(ingress)] == [newer]
+    (cancelled,) = attempts_of(ql3_db, older)
+    assert (cancelled["state"], cancelled["started_at_ms"]) == ("cancelled", None)
+    assert [e["kind"] for e in events_of(ql3_db, older)] == ["attempt.queued", "attempt.cancelled"]
+    report = checked_verify(ql3_db.dsn("admin"))
+    assert report.ok, report.lines()
+
+
+def test_a_slot_freed_while_the_take_waited_is_used_after_its_end(ql3_db: Ql3Database) -> None:
+    """A Run started in a slot freed while its take waited starts after the end that freed it.
+
+    The take read its clock, then waited for the lock while the running Run finished; the next
+    Run's start (database time) is no earlier than that finish, so verify sees no overlap.
+    """
+    schedule_id, (older, newer) = _two_due_runs(ql3_db, _execution(OverlapPolicy.SKIP))
+    token = uuid4()
+    with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+        (first,) = take(ingress, token, limit=1)
+    assert first.run_id == older
+    taken: list[TakenAttempt] = []
+    key = "SELECT pg_advisory_{}(hashtextextended('ql3.overlap:' || %s::bigint, 0))"
+
+    def waiting_take() -> None:
+        with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+            taken.extend(take(ingress, limit=1, worker_id="worker-b"))
+
+    with owner_conn(ql3_db) as holder:
+        holder.execute(key.format("lock"), (schedule_id,))
+        thread = threading.Thread(target=waiting_take)
+        thread.start()
+        waiting = "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        wait_until(
+            lambda: rows(ql3_db.dsn("owner"), waiting)[0]["n"] == 1,
+            what="the take waiting on the schedule's lock",
+        )
+        with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+            done = ingress.finish_attempt(
+                first.attempt_id, token, AttemptResult(outcome=AttemptOutcome.SUCCEEDED)
+            )
+        assert done.recorded
+        holder.execute(key.format("unlock"), (schedule_id,))
+        thread.join(timeout=30)
+    (second,) = taken
+    assert second.run_id == newer
+    assert done.finished_at_ms is not None
+    assert second.taken_at_ms >= done.finished_at_ms
+    report = checked_verify(ql3_db.dsn("admin"))
+    assert report.ok, report.lines()
