@@ -16,6 +16,7 @@ def _row(
     succeeded: int = 1,
     live: int = 0,
     kind: str = "cron",
+    skipped: int = 0,
 ) -> RunRecord:
     return RunRecord(
         schedule_id=schedule,
@@ -27,6 +28,7 @@ def _row(
         succeeded=succeeded,
         live=live,
         kind=kind,
+        skipped=skipped,
     )
 
 
@@ -96,3 +98,17 @@ def test_a_manual_run_fills_no_occurrence_and_must_be_executed() -> None:
     pending = count_history([*cron, queued], {(1, 1_000), (1, 2_000)}, end_ms=2_000)
     assert (pending.manual, pending.manual_executed) == (1, 0)
     assert not pending.exact
+
+
+def test_a_run_skipped_for_overlap_is_accounted_not_executed() -> None:
+    """1 run : 1 skipped attempt : 3 events fills its occurrence; any other unexecuted run fails."""
+    skipped = _row(1, 2_000, 2_001, events=3, succeeded=0, skipped=1)
+    counts = count_history([_row(1, 1_000, 1_010), skipped], {(1, 1_000), (1, 2_000)}, 2_000)
+    assert (counts.admitted, counts.executed, counts.overlap_skipped) == (2, 1, 1)
+    assert counts.not_executed == 0
+    assert counts.exact
+    # Skipped, but without its `attempt.skipped` event: not the shape the policy writes.
+    odd = _row(1, 2_000, 2_001, events=2, succeeded=0, skipped=1)
+    broken = count_history([_row(1, 1_000, 1_010), odd], {(1, 1_000), (1, 2_000)}, 2_000)
+    assert (broken.overlap_skipped, broken.not_executed) == (0, 1)
+    assert not broken.exact

@@ -43,6 +43,7 @@ class RunRecord(BaseModel):
     succeeded attempts (1 once a worker executed it), `live` its queued or running ones (0 once
     it has ended; never more than 1). `kind` is `cron` for a Run of an occurrence and `manual`
     for one an operator triggered (`ql3 schedule trigger`), which fills no occurrence.
+    `skipped` counts its attempts the overlap policy `skip` ended without executing (DESIGN §10).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -55,6 +56,7 @@ class RunRecord(BaseModel):
     attempts: int
     events: int
     succeeded: int
+    skipped: int
     live: int
 
 

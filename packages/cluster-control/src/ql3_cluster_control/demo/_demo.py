@@ -2,14 +2,15 @@
 
 Without a DSN it starts a private PostgreSQL (`PrivateServer`: the machine's binaries or the
 `pgserver` wheel of the `embedded` extra), provisions roles, migrates, creates login users for the
-admin, the replicas and the worker, creates schedules firing every second whose runs execute a
-shell command, runs N `ql3 run` replicas and one `ql3 worker` as separate processes, SIGKILLs a
-replica mid-run, triggers one manual Run (`ql3 schedule trigger`) and sends the same request
-again (the second finds the first), shows admissions per replica and executions live, then stops
-the survivors gracefully, lets the worker finish what was admitted, and judges the history read
-back from the database (through ql3-cluster-postgres's `HistoryReader`: this package speaks no
-SQL): every occurrence admitted exactly once and executed once. Expected occurrences come from
-each schedule's cron and its database-time window, never a node clock.
+admin, the replicas and the worker, creates schedules firing every second whose runs execute a shell
+command (and one under `--overlap skip` whose command outlasts its second), runs N `ql3 run`
+replicas and one `ql3 worker` as separate processes, SIGKILLs a replica mid-run, triggers one manual
+Run (`ql3 schedule trigger`) and sends the same request again (the second finds the first), shows
+admissions per replica and executions live, then stops the survivors gracefully, lets the worker
+finish what was admitted, and judges the history read back from the database (through ql3-cluster-
+postgres's `HistoryReader`: this package speaks no SQL): every occurrence admitted exactly once and
+executed once (or, for the overlap schedule, skipped for overlap with its record). Expected
+occurrences come from each schedule's cron and its database-time window, never a node clock.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ql3_cluster_postgres import ScheduleAdmin, verify_history
-from ql3_runtime_core import QL3Error, TaskExecution, next_occurrence_ms
+from ql3_runtime_core import OverlapPolicy, QL3Error, TaskExecution, next_occurrence_ms
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -55,6 +56,17 @@ READY_TIMEOUT_S = 60.0
 DEMO_COMMAND = 'echo "run $QL3_RUN_ID of $QL3_SCHEDULE at $QL3_SCHEDULED_FOR_MS"'
 DEMO_EXECUTION = TaskExecution(
     command=DEMO_COMMAND, max_attempts=3, timeout_ms=10_000, retry_backoff_ms=1_000
+)
+# One more schedule shows the overlap policy: its command outlasts the second between its
+# occurrences, and under `skip` a Run due while the previous one still runs never executes (its
+# attempt ends skipped, its occurrence recorded skipped for overlap).
+OVERLAP_COMMAND = f"{DEMO_COMMAND}; sleep 1.5"
+OVERLAP_EXECUTION = TaskExecution(
+    command=OVERLAP_COMMAND,
+    max_attempts=1,
+    timeout_ms=10_000,
+    retry_backoff_ms=1_000,
+    overlap=OverlapPolicy.SKIP,
 )
 # After the replicas stopped: how long the worker may take to finish what they admitted (it
 # runs each echo in milliseconds; this only bounds a stuck demo).
@@ -95,15 +107,17 @@ class _InterruptedError(Exception):
 
 
 def _create_schedules(env: Environment, count: int) -> dict[int, tuple[str, int]]:
-    """Create `count` every-second command schedules; id -> (name, first cursor by DB time)."""
+    """Create `count` every-second command schedules and the overlap one (created last).
+
+    Returns id -> (name, first cursor by DB time).
+    """
     prefix = f"demo-{secrets.token_hex(2)}"
     definition = schedule_definition(DEMO_CRON, "UTC", "fire_once", 60_000)
     created: dict[int, tuple[str, int]] = {}
+    kinds = [(f"{prefix}-{index + 1:03d}", DEMO_EXECUTION) for index in range(count)]
     with ScheduleAdmin(env.admin_dsn) as admin:
-        for index in range(count):
-            record = admin.add_schedule(
-                f"{prefix}-{index + 1:03d}", definition, execution=DEMO_EXECUTION
-            )
+        for name, execution in [*kinds, (f"{prefix}-overlap", OVERLAP_EXECUTION)]:
+            record = admin.add_schedule(name, definition, execution=execution)
             if record.next_due_at_ms is not None:
                 created[record.schedule_id] = (record.name, record.next_due_at_ms)
     return created
@@ -237,6 +251,8 @@ def _verdict(
     worker_exit = None if env.worker is None else env.worker.process.returncode
     graceful = all(code == 0 for name, code in exits.items() if name != killed)
     manual_once = counts.manual == 1 and trigger.repeat_existed
+    overlap_id, (overlap_name, _) = list(schedules.items())[-1]
+    overlap_rows = env.history.runs([overlap_id])
     return DemoVerdict(
         ok=counts.exact
         and manual_once
@@ -263,6 +279,9 @@ def _verdict(
         manual_executed=counts.manual_executed,
         manual_request_id=trigger.request_id if trigger.sent else None,
         manual_repeat_existed=trigger.repeat_existed,
+        overlap_schedule=overlap_name,
+        overlap_executed=sum(1 for row in overlap_rows if row.succeeded == 1 and row.live == 0),
+        overlap_skipped=counts.overlap_skipped,
         rows_per_run=ROWS_PER_RUN if counts.rows_ok else f"NOT {ROWS_PER_RUN}",
         claims_at_rest=at_rest,
         verify_ok=report.ok,
@@ -313,7 +332,9 @@ def _demo(env: Environment, options: DemoOptions, console: Console) -> DemoVerdi
     first_name = next(iter(schedules.values()))[0]
     if not options.as_json:
         console.print(
-            f"{len(schedules)} schedules every second; each run executes\n  {DEMO_COMMAND}\n"
+            f"{len(schedules) - 1} schedules every second; each run executes\n  {DEMO_COMMAND}\n"
+            f"and {list(schedules.values())[-1][0]} every second under --overlap skip, running\n"
+            f"  {OVERLAP_COMMAND}\n"
             f"{options.replicas} replicas admit and {DEMO_WORKER} executes for"
             f" {options.seconds:g} s; a replica is SIGKILLed at {options.seconds * 0.4:.1f} s;"
             f" at {trigger.at_s:.1f} s {first_name} is triggered by hand twice with one request id"

@@ -5,7 +5,9 @@ clock), so the arithmetic that decides PASS or FAIL is unit-tested on its own. T
 executes every run it admitted, so a well-formed run ends as 1 run : 1 attempt (succeeded) : 4
 events (`run.admitted`, `attempt.queued` at admission; `attempt.running`, `attempt.succeeded`).
 Runs an operator triggered (kind `manual`) fill no occurrence: they are counted apart, and each
-must have been executed once with the same shape.
+must have been executed once with the same shape. A Run the overlap policy `skip` ended without
+executing it (its command was still running for an earlier Run) is accounted, not executed: 1
+run : 1 attempt (skipped) : 3 events (`attempt.skipped` instead of running and succeeded).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ __all__ = [
 # the attempt running and succeeded.
 EVENTS_PER_EXECUTED_RUN = 4
 ROWS_PER_RUN = f"1:1:{EVENTS_PER_EXECUTED_RUN}"
+# Events of a run skipped for overlap: the two at admission, then `attempt.skipped`.
+EVENTS_PER_SKIPPED_RUN = 3
 
 
 class DemoVerdict(BaseModel):
@@ -62,6 +66,9 @@ class DemoVerdict(BaseModel):
     not_executed: int
     manual_runs: int
     manual_executed: int
+    overlap_schedule: str | None
+    overlap_executed: int
+    overlap_skipped: int
     manual_request_id: str | None
     manual_repeat_existed: bool
     rows_per_run: str
@@ -91,6 +98,7 @@ class HistoryCounts:
     by_owner: dict[str, int]
     manual: int = 0
     manual_executed: int = 0
+    overlap_skipped: int = 0
 
     @property
     def exact(self) -> bool:
@@ -119,6 +127,10 @@ def _executed(row: RunRecord) -> bool:
     return row.succeeded == 1 and row.live == 0
 
 
+def _skipped_for_overlap(row: RunRecord) -> bool:
+    return (row.attempts, row.skipped, row.live, row.events) == (1, 1, 0, EVENTS_PER_SKIPPED_RUN)
+
+
 def count_history(
     all_rows: Sequence[RunRecord], expected: set[tuple[int, int]], end_ms: int
 ) -> HistoryCounts:
@@ -126,7 +138,8 @@ def count_history(
 
     Runs after `end_ms` may still be in flight when the window closes: they are not judged for
     completeness, but every run counts for duplicates, earliness, execution and the row shape.
-    A run is executed when exactly one of its attempts succeeded and none is still live. Manual
+    A run is executed when exactly one of its attempts succeeded and none is still live; one
+    the overlap policy skipped is accounted (its occurrence has its Run) but not executed. Manual
     Runs are judged for execution and shape only: they fill no occurrence.
     """
     manual = [row for row in all_rows if row.kind == "manual"]
@@ -148,14 +161,16 @@ def count_history(
         lateness_p50_ms=percentile(lateness, 0.50),
         lateness_p99_ms=percentile(lateness, 0.99),
         executed=executed,
-        not_executed=len(rows) - executed,
+        not_executed=len(rows) - executed - sum(1 for row in rows if _skipped_for_overlap(row)),
         rows_ok=all(
             (row.attempts, row.succeeded, row.events) == (1, 1, EVENTS_PER_EXECUTED_RUN)
+            or _skipped_for_overlap(row)
             for row in all_rows
         ),
         by_owner=dict(sorted(Counter(row.owner_id for row in rows).items())),
         manual=len(manual),
         manual_executed=sum(1 for row in manual if _executed(row)),
+        overlap_skipped=sum(1 for row in rows if _skipped_for_overlap(row)),
     )
 
 
@@ -186,6 +201,13 @@ def show_verdict(verdict: DemoVerdict, console: Console) -> None:
                 f" call {'found it' if verdict.manual_repeat_existed else 'ADMITTED ANOTHER'}"
             ),
         ),
+        (
+            f"overlap skip ({verdict.overlap_schedule}: a 1.5 s command every second)",
+            (
+                f"{verdict.overlap_executed} executed, {verdict.overlap_skipped} skipped for"
+                " overlap (each recorded; never two at once: ql3 verify)"
+            ),
+        ),
         ("rows per run (run:attempt:events)", verdict.rows_per_run),
         ("claims left at rest", verdict.claims_at_rest),
         ("ql3 verify", "clean" if verdict.verify_ok else f"{len(verdict.violations)} violations"),
@@ -196,7 +218,7 @@ def show_verdict(verdict: DemoVerdict, console: Console) -> None:
         console.print(f"  violation: {violation}")
     console.print(
         "PASS: every occurrence admitted exactly once, none early, each executed once;"
-        " the manual run admitted once and executed once"
+        " the manual run admitted once and executed once; overlap skips recorded"
         if verdict.ok
         else "FAIL"
     )
