@@ -2,15 +2,16 @@
 
 Without a DSN it starts a private PostgreSQL (`PrivateServer`: the machine's binaries or the
 `pgserver` wheel of the `embedded` extra), provisions roles, migrates, creates login users for the
-admin, the replicas and the worker, creates schedules firing every second whose runs execute a shell
-command (and one under `--overlap skip` whose command outlasts its second), runs N `ql3 run`
-replicas and one `ql3 worker` as separate processes, SIGKILLs a replica mid-run, triggers one manual
-Run (`ql3 schedule trigger`) and sends the same request again (the second finds the first), shows
-admissions per replica and executions live, then stops the survivors gracefully, lets the worker
-finish what was admitted, and judges the history read back from the database (through ql3-cluster-
-postgres's `HistoryReader`: this package speaks no SQL): every occurrence admitted exactly once and
-executed once (or, for the overlap schedule, skipped for overlap with its record). Expected
-occurrences come from each schedule's cron and its database-time window, never a node clock.
+admin, the replicas and the worker, creates schedules firing every second whose runs execute a
+shell command (and one under `--overlap skip` whose command outlasts its second), runs N `ql3 run`
+replicas and one `ql3 worker` as separate processes, SIGKILLs a replica mid-run, triggers one
+manual Run (`ql3 schedule trigger`) and sends the same request again (the second finds the first),
+shows admissions per replica and executions live, then stops the survivors gracefully, lets the
+worker finish what was admitted, and judges the history read back from the database (through
+ql3-cluster-postgres's `HistoryReader`: this package speaks no SQL): every occurrence admitted
+exactly once and executed once (or, for the overlap schedule, skipped for overlap with its record).
+Expected occurrences come from each schedule's cron and its database-time window, never a node
+clock.
 """
 
 from __future__ import annotations
