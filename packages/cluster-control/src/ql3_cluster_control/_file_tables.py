@@ -1,8 +1,8 @@
-"""The tables of a schedule file (`ql3 schedule apply FILE`): `schedule` and `trigger`.
+"""The tables of a schedule file (`ql3 schedule apply FILE`): `schedule`, `trigger`, `backfill`.
 
 One reader for both, so a file is parsed one way and an unknown top-level key is refused by
 name whichever table a person meant. `_schedule_file` reads the schedules, `_trigger_file` the
-manual Runs the file requests.
+manual Runs the file requests, `_backfill_file` its backfills.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from ._config import ConfigurationError
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["FILE_TABLES", "read_file_tables"]
+__all__ = ["FILE_TABLES", "read_file_tables", "request_table"]
 
-FILE_TABLES = ("schedule", "trigger")
+FILE_TABLES = ("schedule", "trigger", "backfill")
 
 
 def read_file_tables(path: Path) -> dict[str, list[Any]]:
-    """Read a schedule file's tables: `schedule` entries and `trigger` requests (maybe none).
+    """Read a schedule file's tables: `schedule` entries, `trigger` and `backfill` requests.
 
-    TOML holds `[[schedule]]` and `[[trigger]]` tables. JSON is a list of schedule objects, or
-    an object with the lists `schedule` and `trigger`.
+    TOML holds `[[schedule]]`, `[[trigger]]` and `[[backfill]]` tables. JSON is a list of
+    schedule objects, or an object with the lists `schedule`, `trigger` and `backfill`.
 
     Raises:
         ConfigurationError: unreadable file, bad syntax, unknown top-level key.
@@ -47,7 +47,7 @@ def read_file_tables(path: Path) -> dict[str, list[Any]]:
         if not isinstance(document, dict) or not set(document) <= set(FILE_TABLES):
             raise ConfigurationError(
                 f"{path}: a JSON schedule file is a list of objects, or an object with the"
-                " lists 'schedule' and 'trigger'"
+                " lists 'schedule', 'trigger' and 'backfill'"
             )
     else:
         try:
@@ -57,7 +57,8 @@ def read_file_tables(path: Path) -> dict[str, list[Any]]:
     extra = sorted(set(document) - set(FILE_TABLES))
     if extra:
         raise ConfigurationError(
-            f"{path}: unknown top-level key {extra[0]!r}; use [[schedule]] or [[trigger]]"
+            f"{path}: unknown top-level key {extra[0]!r}; use [[schedule]], [[trigger]] or"
+            " [[backfill]]"
         )
     tables: dict[str, list[Any]] = {}
     for table in FILE_TABLES:
@@ -66,3 +67,31 @@ def read_file_tables(path: Path) -> dict[str, list[Any]]:
             raise ConfigurationError(f"{path}: {table!r} must be a list of tables")
         tables[table] = entries
     return tables
+
+
+def request_table(where: str, entry: object, keys: tuple[str, ...], what: str) -> dict[str, Any]:
+    """Check one `[[trigger]]` or `[[backfill]]` table's keys; return it as a dict.
+
+    Both name a `schedule` and a `request_id`, both required: a file is applied again and
+    again, and only a fixed request id keeps its request one Run (or one backfill).
+
+    Raises:
+        ConfigurationError: not a table, an unknown key, `schedule` or `request_id` missing.
+
+    """
+    if not isinstance(entry, dict):
+        raise ConfigurationError(f"{where}: must be a table with {', '.join(keys)}")
+    unknown = sorted(set(entry) - set(keys))
+    if unknown:
+        raise ConfigurationError(
+            f"{where}: unknown key {unknown[0]!r}; a {what} has {', '.join(keys)}"
+        )
+    for key in ("schedule", "request_id"):
+        if not isinstance(entry.get(key), str) or not entry[key]:
+            reason = (
+                f" (a file is applied again: only a fixed id keeps it one {what})"
+                if key == "request_id"
+                else ""
+            )
+            raise ConfigurationError(f"{where}: {key!r} is required and must be a string{reason}")
+    return entry

@@ -16,7 +16,7 @@ from ql3_cluster_postgres import check_request_id, checked_payload
 from ql3_runtime_core import InvalidArgumentError
 
 from ._config import ConfigurationError
-from ._file_tables import read_file_tables
+from ._file_tables import read_file_tables, request_table
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -35,22 +35,8 @@ class TriggerRequest:
     payload: dict[str, Any] | None
 
 
-def _request(where: str, entry: object) -> TriggerRequest:
-    if not isinstance(entry, dict):
-        raise ConfigurationError(f"{where}: must be a table with {', '.join(TRIGGER_KEYS)}")
-    unknown = sorted(set(entry) - set(TRIGGER_KEYS))
-    if unknown:
-        raise ConfigurationError(
-            f"{where}: unknown key {unknown[0]!r}; a trigger has {', '.join(TRIGGER_KEYS)}"
-        )
-    for key in ("schedule", "request_id"):
-        if not isinstance(entry.get(key), str) or not entry[key]:
-            reason = (
-                " (a file is applied again: only a fixed id keeps it one Run)"
-                if key == "request_id"
-                else ""
-            )
-            raise ConfigurationError(f"{where}: {key!r} is required and must be a string{reason}")
+def _request(where: str, given: object) -> TriggerRequest:
+    entry = request_table(where, given, TRIGGER_KEYS, "trigger")
     payload = entry.get("payload")
     if payload is not None and not isinstance(payload, dict):
         raise ConfigurationError(f"{where}: payload={payload!r} must be a table (JSON object)")

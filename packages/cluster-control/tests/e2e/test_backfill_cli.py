@@ -21,6 +21,8 @@ from ql3_runtime_core import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ql3_testkit import Ql3Database
 
 
@@ -100,3 +102,22 @@ def test_schedule_backfill_refuses_bad_input_naming_the_flag(ql3_db: Ql3Database
     assert "ghost" in ql3_fails(1, "schedule", "backfill", "ghost", "--from", good,
                                 "--to", good, "--dsn", dsn)  # fmt: skip
     assert sql_rows(ql3_db.superuser_dsn, "SELECT count(*) FROM ql3.backfills") == [(0,)]
+
+
+def test_a_schedule_file_requests_a_backfill_once(ql3_db: Ql3Database, tmp_path: Path) -> None:
+    """`[[backfill]]` in a file: the first apply admits the skipped span, a second finds it."""
+    dsn = ql3_db.dsn("admin")
+    first, last, count = _missed(ql3_db)
+    path = tmp_path / "schedules.toml"
+    path.write_text(
+        f'[[backfill]]\nschedule = "bf"\nrequest_id = "file-1"\nbatch = 7\n'
+        f'from = "{_iso(first)}"\nto = "{_iso(last)}"\n'
+    )
+    applied = json.loads(ql3_ok("schedule", "apply", str(path), "--json", "--dsn", dsn))
+    ((done,),) = [applied["backfilled"]]
+    assert (done["admitted"], done["already_run"], done["state"]) == (count, 0, "done")
+    again = ql3_ok("schedule", "apply", str(path), "--dsn", dsn)
+    assert f"admitted 0, already had a Run {count}" in again
+    rows = sql_rows(ql3_db.superuser_dsn, "SELECT count(*) FROM ql3.runs WHERE kind = 'backfill'")
+    assert rows == [(count,)]
+    assert json.loads(ql3_ok("verify", "--json", "--dsn", dsn))["ok"]

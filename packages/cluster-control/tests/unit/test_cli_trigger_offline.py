@@ -1,4 +1,4 @@
-"""`ql3 schedule trigger` and `[[trigger]]` tables with no database: refused before connecting."""
+"""`ql3 schedule trigger`, `[[trigger]]` and `[[backfill]]` tables, checked with no database."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ from pathlib import Path  # noqa: TC003  # pytest resolves fixture annotations
 
 import pytest
 from ql3_cluster_control import cli_app as app
+from ql3_cluster_control._backfill_file import load_backfill_requests
 from ql3_cluster_control._schedule_file import load_schedule_file
 from ql3_cluster_control._trigger_file import TriggerRequest, load_trigger_requests
+from ql3_cluster_postgres import BACKFILL_BATCH_DEFAULT
 from typer.testing import CliRunner  # noqa: TC002  # pytest resolves fixture annotations
 
 
@@ -77,3 +79,60 @@ def test_a_json_file_holds_schedules_and_triggers(tmp_path: Path) -> None:
     assert load_trigger_requests(path) == [TriggerRequest("job", "r-1", {"k": 1})]
     path.write_text(json.dumps([schedule]))
     assert load_trigger_requests(path) == []
+
+
+@pytest.mark.parametrize(
+    ("tables", "needle"),
+    [
+        ('[[backfill]]\nschedule = "job"\nfrom = "2026-01-01T00:00:00Z"\n', "'request_id'"),
+        (
+            '[[backfill]]\nschedule = "job"\nrequest_id = "b"\nfrom = "2026-01-01T00:00:00Z"\n',
+            "'to' is required",
+        ),
+        (
+            (
+                '[[backfill]]\nschedule = "job"\nrequest_id = "b"\n'
+                'from = "2026-01-02T00:00:00Z"\nto = "2026-01-01T00:00:00"\n'
+            ),
+            "no UTC offset",
+        ),
+        (
+            (
+                '[[backfill]]\nschedule = "job"\nrequest_id = "b"\n'
+                'from = "2026-01-02T00:00:00Z"\nto = "2026-01-01T00:00:00Z"\n'
+            ),
+            "is after to",
+        ),
+        (
+            (
+                '[[backfill]]\nschedule = "job"\nrequest_id = "b"\nfrom = 2026-01-01T00:00:00Z\n'
+                'to = 2026-01-02T00:00:00Z\ninclude_before_creation = "yes"\n'
+            ),
+            "include_before_creation='yes'",
+        ),
+        ('[[backfill]]\nschedule = "job"\nrequest_id = "b"\nspan = 1\n', "unknown key 'span'"),
+    ],
+)
+def test_bad_backfill_tables_exit_2_before_connecting(
+    cli: CliRunner, tmp_path: Path, tables: str, needle: str
+) -> None:
+    """A schedule file's bad `[[backfill]]` is one line naming it, exit 2; no database reached."""
+    path = tmp_path / "schedules.toml"
+    path.write_text(tables)
+    dsn = "host=127.0.0.1 port=1 dbname=nowhere connect_timeout=1"
+    result = cli.invoke(app, ["schedule", "apply", str(path), "--dsn", dsn])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert needle in line
+
+
+def test_a_file_backfill_reads_toml_datetimes_and_iso_text(tmp_path: Path) -> None:
+    """`from`/`to` as TOML datetimes or as ISO 8601 text give the same instants (epoch ms)."""
+    path = tmp_path / "schedules.toml"
+    path.write_text(
+        '[[backfill]]\nschedule = "job"\nrequest_id = "b"\nfrom = 2026-01-01T00:00:00Z\n'
+        'to = "2026-01-01T01:00:00+01:00"\n'
+    )
+    (request,) = load_backfill_requests(path)
+    assert (request.from_ms, request.to_ms) == (1_767_225_600_000, 1_767_225_600_000)
+    assert (request.include_before_creation, request.batch) == (False, BACKFILL_BATCH_DEFAULT)

@@ -23,6 +23,7 @@ from ql3_runtime_core import (
     wheel_zone_rules,
 )
 
+from ql3_cluster_control._backfill_file import load_backfill_requests
 from ql3_cluster_control._config import ConfigurationError
 from ql3_cluster_control._pause_keys import PAUSE_AFTER_FAILURES_MAX
 from ql3_cluster_control._schedule_file import (
@@ -38,6 +39,7 @@ from ql3_cluster_control._schedule_overlap import with_overlap
 from ql3_cluster_control._schedule_window import schedule_window
 from ql3_cluster_control._trigger_file import load_trigger_requests
 
+from ._backfill import backfill_text
 from ._common import AsJson, Dsn, guarded, print_json, require_dsn
 from ._tables import execution_text, print_table, record_json, records_table, window_text
 from ._time_text import format_ms, parse_after
@@ -296,11 +298,14 @@ def schedule_apply(
     A one-off (`at`) already past when its schedule is first created is created `exhausted`
     and never runs (reapplying the file must not fail once it has run); `ql3 schedule list`
     shows it. Then each `[[trigger]]` (schedule, request_id, payload) admits its manual Run
-    once: applying the file again finds the Runs already admitted and writes nothing.
+    once, and each `[[backfill]]` (schedule, from, to, request_id, include_before_creation,
+    batch) admits its span's skipped occurrences once: applying the file again finds them
+    admitted and writes nothing (a backfill cut short is resumed).
     """
     # One-offs are placed with the zone rules the database records, as the replicas decide;
     # the file is checked whole before they are asked for (bad files never connect).
     requests = load_trigger_requests(file)
+    backfills = load_backfill_requests(file)
     specs = load_schedule_file(
         file, lambda zones: load_recorded_zone_rules(require_dsn(dsn), zones)
     )
@@ -308,11 +313,23 @@ def schedule_apply(
         report = admin.apply_schedules(specs, prune=prune)
         # After the schedules: a file may request a Run of a schedule it creates.
         runs = [admin.trigger_run(r.schedule, r.request_id, payload=r.payload) for r in requests]
+        filled = [
+            admin.backfill(
+                b.schedule,
+                b.from_ms,
+                b.to_ms,
+                request_id=b.request_id,
+                include_before_creation=b.include_before_creation,
+                batch_size=b.batch,
+            )
+            for b in backfills
+        ]
     if as_json:
         print_json(
             {
                 **report.model_dump(mode="json"),
                 "triggered": [run.model_dump(mode="json") for run in runs],
+                "backfilled": [done.model_dump(mode="json") for done in filled],
             }
         )
         return
@@ -322,6 +339,9 @@ def schedule_apply(
     )
     for run in runs:
         typer.echo(trigger_text(run))
+    for done in filled:
+        for line in backfill_text(done):
+            typer.echo(line)
 
 
 @guarded
