@@ -18,7 +18,7 @@ from ql3_cluster_postgres import BACKFILL_BATCH_DEFAULT, check_request_id
 from ql3_runtime_core import InvalidArgumentError
 
 from ._config import ConfigurationError
-from ._file_tables import read_file_tables, request_table
+from ._file_tables import read_requests, request_table
 from ._schedule_window import parse_instant
 
 if TYPE_CHECKING:
@@ -78,13 +78,4 @@ def load_backfill_requests(path: Path) -> list[BackfillRequest]:
             without an offset, `from` after `to`, a malformed or repeated request id.
 
     """
-    requests = [
-        _request(f"{path}: backfill #{index + 1}", entry)
-        for index, entry in enumerate(read_file_tables(path)["backfill"])
-    ]
-    seen: set[str] = set()
-    for request in requests:
-        if request.request_id in seen:
-            raise ConfigurationError(f"{path}: request_id {request.request_id!r} appears twice")
-        seen.add(request.request_id)
-    return requests
+    return read_requests(path, "backfill", _request)

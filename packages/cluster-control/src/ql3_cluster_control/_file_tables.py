@@ -9,14 +9,23 @@ from __future__ import annotations
 
 import json
 import tomllib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ._config import ConfigurationError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
-__all__ = ["FILE_TABLES", "read_file_tables", "request_table"]
+
+class _Request(Protocol):
+    @property
+    def request_id(self) -> str: ...
+
+
+_R = TypeVar("_R", bound=_Request)
+
+__all__ = ["FILE_TABLES", "read_file_tables", "read_requests", "request_table"]
 
 FILE_TABLES = ("schedule", "trigger", "backfill")
 
@@ -95,3 +104,22 @@ def request_table(where: str, entry: object, keys: tuple[str, ...], what: str) -
             )
             raise ConfigurationError(f"{where}: {key!r} is required and must be a string{reason}")
     return entry
+
+
+def read_requests(path: Path, table: str, parse: Callable[[str, object], _R]) -> list[_R]:
+    """Parse each `[[table]]` entry of the file with `parse(where, entry)`; ids once each.
+
+    Raises:
+        ConfigurationError: what `parse` refuses, or a request id used twice in the file.
+
+    """
+    requests = [
+        parse(f"{path}: {table} #{index + 1}", entry)
+        for index, entry in enumerate(read_file_tables(path)[table])
+    ]
+    seen: set[str] = set()
+    for request in requests:
+        if request.request_id in seen:
+            raise ConfigurationError(f"{path}: request_id {request.request_id!r} appears twice")
+        seen.add(request.request_id)
+    return requests

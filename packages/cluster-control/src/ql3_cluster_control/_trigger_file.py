@@ -16,7 +16,7 @@ from ql3_cluster_postgres import check_request_id, checked_payload
 from ql3_runtime_core import InvalidArgumentError
 
 from ._config import ConfigurationError
-from ._file_tables import read_file_tables, request_table
+from ._file_tables import read_requests, request_table
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -58,13 +58,4 @@ def load_trigger_requests(path: Path) -> list[TriggerRequest]:
             request id, a payload that is not a table or is too large, a request id twice.
 
     """
-    requests = [
-        _request(f"{path}: trigger #{index + 1}", entry)
-        for index, entry in enumerate(read_file_tables(path)["trigger"])
-    ]
-    seen: set[str] = set()
-    for request in requests:
-        if request.request_id in seen:
-            raise ConfigurationError(f"{path}: request_id {request.request_id!r} appears twice")
-        seen.add(request.request_id)
-    return requests
+    return read_requests(path, "trigger", _request)
