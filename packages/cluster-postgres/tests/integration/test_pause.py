@@ -105,12 +105,16 @@ def test_resume_records_the_span_and_its_occurrences_by_replay(
     assert span.skipped_count == sum(row[3] for row in expected)
     assert (record.state.value, record.next_due_at_ms) == ("active", cursor)
     assert _cursor(faketime_db) == ("active", cursor)
-    # What the replay handed back is the Coordinator's to decide: fire_once admits the latest;
-    # after skip nothing is due until the first occurrence after the span.
+    # What the replay handed back is the Coordinator's to decide: fire_once admits the latest,
+    # catch_up the first held. After skip nothing of the span is due: the first occurrence
+    # after it at most, if the database clock has reached it by now (a loaded machine).
     admitted = admit_due(faketime_db)
     runs = _cron_runs(faketime_db)
-    assert len(admitted) == len(runs) == (0 if replay == "skip" else 1)
-    assert runs == ([] if replay == "skip" else [cursor])
+    assert len(admitted) == len(runs)
+    if replay == "skip":
+        assert runs in ([], [cursor]), runs
+    else:
+        assert runs == [cursor]
     report = checked_verify(faketime_db.dsn("admin"))
     assert report.ok, report.lines()
 
