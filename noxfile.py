@@ -198,7 +198,7 @@ def _test_package(
 @nox.session(python=PYTHON)
 def runtime_core(session: nox.Session) -> None:
     """Test ql3-runtime-core against its installed wheel."""
-    _test_package(session, "ql3-runtime-core")
+    _test_package(session, "ql3-runtime-core", parallel=True)
 
 
 @nox.session(python=PYTHON)
@@ -242,7 +242,7 @@ def cluster_control_pg18(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def testkit(session: nox.Session) -> None:
     """Test the test kit (ql3-testkit) against its installed wheel and a real PostgreSQL."""
-    _test_package(session, TEST_KIT, clock_guard=True)
+    _test_package(session, TEST_KIT, clock_guard=True, parallel=True)
 
 
 CONSUMER = ROOT / "examples" / "consumer-service"
