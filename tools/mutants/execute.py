@@ -192,7 +192,7 @@ def judge(
     budget_s: float,
     bounds: Mapping[str, float] | None = None,
 ) -> Outcome:
-    """Run the selection by folder and fastest test first; stop at the first kill.
+    """Run the selection folder by folder (fastest folder first); stop at the first kill.
 
     A test the watchdog finds hung ends its pytest process; the tests after it in the selection
     run in a new one, within the same budget, so a hang early in the order does not hide a kill.
@@ -204,9 +204,7 @@ def judge(
     findings: list[dict[str, str]] = []
     ran = 0
     for suite, selected in groups.items():
-        # Fastest first (a test's bound grows with its mapped duration): the verdict is the same
-        # in any order, and a quick test that kills ends the run before the slow ones start.
-        pending = sorted(selected, key=lambda test: (bounds or {}).get(test, 0.0))
+        pending = selected
         while pending:
             left = budget_s - (time.monotonic() - started)
             record, tail = run_pytest(
