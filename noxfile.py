@@ -73,8 +73,8 @@ CONTROL_PG18_LEAVES_OUT = ("e2e",)
 # file does not leave the other core idle at the end). A test waits on its server about half the
 # time, so two processes fill the two cores CI has; each process starts its own throwaway
 # clusters on free ports, and a module fixture is set up in each process that runs its tests.
-# QL3_TEST_PROCESSES=1 runs them in one process (the order pytest-randomly picks, as before). Chaos never runs in parallel: its bounds are
-# measured on a machine doing nothing else.
+# QL3_TEST_PROCESSES=1 runs them in one process (the order pytest-randomly picks, as before).
+# Chaos never runs in parallel: its bounds are measured on a machine doing nothing else.
 PROCESSES = os.environ.get("QL3_TEST_PROCESSES", "2")
 # cluster_postgres on 18 leaves out what is not about the server's version: the private server
 # tests (the product's own lookup, which the variable does not steer: they would run the
