@@ -16,17 +16,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-import psycopg
 from pydantic import BaseModel, ConfigDict
 from ql3_runtime_core import InvalidArgumentError, count_occurrences_ms, occurrences_after_ms
 
 from ql3_cluster_postgres._errors import ScheduleNotFoundError, ScheduleStateError
 
 from ._statements import fetch_rows
+from ._trigger import fetch_request_rows
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
+    import psycopg
     from ql3_runtime_core import ZoneRules
 
 __all__ = [
@@ -303,21 +304,11 @@ def send_batch(  # one batch, in the caller's transaction
         "skip_ids": [skip for _, skip in batch],
         "last": last,
     }
-    name = plan.schedule_name
-    try:
-        rows = fetch_rows(conn, "backfill_batch", params)
-    except psycopg.errors.NoDataFound as exc:
-        raise ScheduleNotFoundError(name) from exc
-    except psycopg.errors.ObjectNotInPrerequisiteState as exc:
-        state = exc.diag.message_detail or "unknown"
-        raise ScheduleStateError(name, state, "backfill", "it was changed meanwhile") from exc
-    except psycopg.errors.UniqueViolation as exc:
-        raise InvalidArgumentError(
-            "request_id", request_id, f"must not be reused ({exc.diag.message_primary})"
-        ) from exc
-    except psycopg.errors.InvalidParameterValue as exc:
-        text = exc.diag.message_primary or str(exc)
-        argument = text.split(":", 1)[0]
-        raise InvalidArgumentError(argument, text, "refused by the database") from exc
+    rows = fetch_request_rows(
+        conn,
+        ("backfill_batch", params),
+        (plan.schedule_name, request_id),
+        ("backfill", "it was changed meanwhile"),
+    )
     row = rows[0]
     return BackfillBatch(**{field: row[field] for field in BackfillBatch.model_fields})

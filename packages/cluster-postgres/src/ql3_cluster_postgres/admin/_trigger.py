@@ -30,6 +30,7 @@ __all__ = [
     "ManualRun",
     "check_request_id",
     "checked_payload",
+    "fetch_request_rows",
     "find_manual_run",
     "send_trigger",
 ]
@@ -68,6 +69,38 @@ class ManualRun(BaseModel):
     payload: dict[str, Any] | None
     requested_by: str
     existed: bool
+
+
+def fetch_request_rows(
+    conn: psycopg.Connection[Any],
+    statement: tuple[str, Mapping[str, Any]],
+    request: tuple[str, str],
+    refused: tuple[str, str],
+) -> list[dict[str, Any]]:
+    """Send one admin request function (trigger, backfill batch); its refusals as typed errors.
+
+    `statement` is the statement and its parameters, `request` the schedule name and request
+    id, `refused` the action and why a state refuses it. The functions refuse with the same
+    SQLSTATEs: no schedule (P0002), its state (55000, the state in the detail), a request id
+    used for another request (23505), an argument (22023, the message naming it first).
+    """
+    name, request_id = request
+    action, why = refused
+    try:
+        return fetch_rows(conn, *statement)
+    except psycopg.errors.NoDataFound as exc:
+        raise ScheduleNotFoundError(name) from exc
+    except psycopg.errors.ObjectNotInPrerequisiteState as exc:
+        state = exc.diag.message_detail or "unknown"
+        raise ScheduleStateError(name, state, action, why) from exc
+    except psycopg.errors.UniqueViolation as exc:
+        raise InvalidArgumentError(
+            "request_id", request_id, f"must not be reused ({exc.diag.message_primary})"
+        ) from exc
+    except psycopg.errors.InvalidParameterValue as exc:
+        text = exc.diag.message_primary or str(exc)
+        argument = text.split(":", 1)[0]
+        raise InvalidArgumentError(argument, text, "refused by the database") from exc
 
 
 def check_request_id(request_id: str) -> str:
@@ -113,23 +146,12 @@ def send_trigger(
         "request_id": request_id,
         "payload": None if payload is None else Jsonb(dict(payload)),
     }
-    try:
-        rows = fetch_rows(conn, "trigger_run", params)
-    except psycopg.errors.NoDataFound as exc:
-        raise ScheduleNotFoundError(name) from exc
-    except psycopg.errors.ObjectNotInPrerequisiteState as exc:
-        state = exc.diag.message_detail or "unknown"
-        raise ScheduleStateError(
-            name, state, "trigger", "it admits no Run until apply or resume brings it back"
-        ) from exc
-    except psycopg.errors.UniqueViolation as exc:
-        raise InvalidArgumentError(
-            "request_id", request_id, f"must not be reused ({exc.diag.message_primary})"
-        ) from exc
-    except psycopg.errors.InvalidParameterValue as exc:
-        text = exc.diag.message_primary or str(exc)
-        argument = text.split(":", 1)[0]
-        raise InvalidArgumentError(argument, text, "refused by the database") from exc
+    rows = fetch_request_rows(
+        conn,
+        ("trigger_run", params),
+        (name, request_id),
+        ("trigger", "it admits no Run until apply or resume brings it back"),
+    )
     return _run(rows[0])
 
 
