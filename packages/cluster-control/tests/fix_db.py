@@ -85,7 +85,7 @@ def run_ql3(
 def ql3_ok(*args: str) -> str:
     """Run `ql3 ARGS`, require exit 0, and return its standard output."""
     result = run_ql3(*args)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, (result.returncode, result.stdout[-4000:], result.stderr)
     return result.stdout
 
 

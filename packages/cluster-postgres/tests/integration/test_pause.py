@@ -10,9 +10,11 @@ arithmetic, no cron engine.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
+import psycopg
 import pytest
 from ingress_helpers import admit_due, take
 from ql3_cluster_postgres import (
@@ -31,7 +33,7 @@ from ql3_runtime_core import (
     ScheduleDefinition,
     TaskExecution,
 )
-from repo_helpers import command, decide, fetch, make_schedules
+from repo_helpers import command, decide, fetch, make_schedules, wait_until
 from verify_compare import checked_verify
 
 if TYPE_CHECKING:
@@ -276,6 +278,73 @@ def test_consecutive_failed_runs_pause_the_schedule_by_the_database(
     assert span.open
     # Paused: nothing more is admitted, though occurrences keep falling due.
     assert admit_due(faketime_db) == []
+
+
+def _lock_waiters(db: Ql3Database, expected: int) -> bool:
+    """Whether exactly `expected` sessions of `db` wait on a lock (read as superuser)."""
+    ((count,),) = fetch(
+        db.superuser_dsn,
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+    return int(count) == expected
+
+
+def test_a_failure_committed_after_the_pause_it_raced_is_not_counted_against_it(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """A failure that read the clock before the pause but committed after it is not counted.
+
+    Two failures queue behind one schedule lock; the first pauses, the second reads the clock
+    earlier but commits later. The span names the Run its trigger counted, and verify (and the
+    oracle) accept the history: counting back from the named Run, not from the pause.
+    """
+    once = TaskExecution(command="false", max_attempts=1, timeout_ms=60_000)
+    spec = ScheduleSpec(
+        name=NAME,
+        definition=ScheduleDefinition(cron="* * * * * *"),
+        execution=once,
+        pause_after_failures=2,
+    )
+    with ScheduleAdmin(faketime_db.dsn("admin")) as admin:
+        admin.apply_schedules([spec])
+    faketime_cluster.set_clock_offset_ms(6_000)
+    runs = [run for _ in range(3) for run in admit_due(faketime_db)]
+    token = uuid4()
+    with WorkerIngress(faketime_db.dsn("worker_ingress")) as ingress:
+        attempts = sorted(take(ingress, token), key=lambda a: a.run_id)
+    assert [a.run_id for a in attempts] == runs
+    failed = AttemptResult(outcome=AttemptOutcome.FAILED, exit_code=1)
+    with WorkerIngress(faketime_db.dsn("worker_ingress")) as ingress:
+        assert ingress.finish_attempt(attempts[0].attempt_id, token, failed).recorded
+    owner = faketime_db.dsn("owner")
+
+    def finish(attempt_id: int) -> None:
+        with WorkerIngress(faketime_db.dsn("worker_ingress")) as ingress:
+            assert ingress.finish_attempt(attempt_id, token, failed).recorded
+
+    with psycopg.connect(owner) as lock:
+        lock.execute("SELECT 1 FROM ql3.trigger_schedules FOR UPDATE")
+        threads = []
+        for attempt in attempts[1:]:
+            thread = threading.Thread(target=finish, args=(attempt.attempt_id,))
+            thread.start()
+            threads.append(thread)
+            # Each queues behind the ones before it, in this order.
+            wait_until(partial(_lock_waiters, faketime_db, len(threads)), what="finish queued")
+        lock.commit()
+    for thread in threads:
+        thread.join()
+    with ScheduleAdmin(faketime_db.dsn("admin")) as admin:
+        (span,) = admin.pauses(NAME)
+    assert (span.cause, span.last_failed_run_id) == ("failures", runs[1])
+    # The fault happened: the third failure's clock reading is before the pause it lost to.
+    ((third_at,),) = fetch(
+        owner, "SELECT updated_at_ms FROM ql3.attempts WHERE id = %s", (attempts[2].attempt_id,)
+    )
+    assert third_at < span.paused_at_ms
+    report = checked_verify(faketime_db.dsn("admin"))
+    assert report.ok, report.lines()
 
 
 def test_a_declared_pause_is_applied_once_and_an_ended_one_not(ql3_db: Ql3Database) -> None:

@@ -135,6 +135,17 @@ PLANTS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
             ("a",),
         ),
     ],
+    # `d` names the first of its two failed Runs: only one failure finished up to it.
+    "failures_name_an_earlier_run": [
+        (
+            (
+                "UPDATE ql3.schedule_pauses SET last_failed_run_id = ("
+                "SELECT min(r.id) FROM ql3.runs AS r WHERE r.schedule_id = %s)"
+                " WHERE cause = 'failures'"
+            ),
+            ("d",),
+        ),
+    ],
     # `d` claims three consecutive failures; only two Runs failed.
     "failures_not_consecutive": [
         (

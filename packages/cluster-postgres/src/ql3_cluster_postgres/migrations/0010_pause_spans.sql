@@ -296,6 +296,7 @@ DECLARE
     v_threshold integer;
     v_state text;
     v_failed bigint;
+    v_latest_run_id bigint;
     v_now_ms bigint;
 BEGIN
     SELECT r.schedule_id, k.max_attempts INTO v_schedule_id, v_max
@@ -316,9 +317,14 @@ BEGIN
     IF v_state <> 'active' THEN
         RETURN NULL;
     END IF;
-    SELECT count(*) FILTER (WHERE o.state <> 'succeeded') INTO v_failed
+    -- The Run named is the latest of the ones counted, in the order verify reads them back: the
+    -- attempt whose update fired this is not always it (two finishes read the clock in one order
+    -- and commit in the other).
+    SELECT count(*) FILTER (WHERE o.state <> 'succeeded'),
+           (array_agg(o.run_id ORDER BY o.updated_at_ms DESC, o.id DESC))[1]
+        INTO v_failed, v_latest_run_id
     FROM (
-        SELECT a.state
+        SELECT a.id, a.run_id, a.state, a.updated_at_ms
         FROM ql3.attempts AS a
         JOIN ql3.runs AS r ON r.id = a.run_id
         JOIN ql3.tasks AS k ON k.id = r.task_id
@@ -343,8 +349,8 @@ BEGIN
         last_failed_run_id
     )
     SELECT s.id, v_now_ms, session_user,
-           format('%s consecutive failed runs, last run %s', v_threshold, NEW.run_id),
-           s.next_due_at_ms, 'failures', v_threshold, NEW.run_id
+           format('%s consecutive failed runs, last run %s', v_threshold, v_latest_run_id),
+           s.next_due_at_ms, 'failures', v_threshold, v_latest_run_id
     FROM ql3.trigger_schedules AS s WHERE s.id = v_schedule_id;
     UPDATE ql3.trigger_schedules AS s
         SET state = 'paused', version = s.version + 1,

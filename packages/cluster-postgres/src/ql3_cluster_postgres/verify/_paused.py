@@ -9,8 +9,11 @@ Checked from the spans' side (`verify_pauses.sql`) and the records' side
   `fire_once` only the latest (after the record), `catch_up` any;
 - an automatic resume ended at its until and replayed nothing;
 - a schedule's spans do not overlap (each starts after the previous one was resumed);
-- a pause after failures is preceded by that many consecutive failed Runs (the schedule's latest
-  finished Runs before it all failed, the last one the Run it names).
+- a pause after failures is preceded by that many consecutive failed Runs: the Run it names
+  finished (exhausted) before the pause, and it and the Runs that finished just before it all
+  failed. Counting back from the named Run, not from the pause, because two finishes can read the
+  clock in one order and commit in the other: a failure committed after the pause is not one the
+  pausing trigger could see.
 Occurrence accounting itself (each occurrence a Run or inside one skip record) is the accounting
 rules' (`_accounting`), which count `paused` records like any other.
 """
@@ -81,9 +84,9 @@ def _problems(row: dict[str, Any]) -> list[str]:
             or row["latest_run_id"] != row["last_failed_run_id"]
         ):
             problems.append(
-                f"paused after {threshold} failures, but the latest {row['finished']} finished"
-                f" runs before it hold {row['failed']} failed (latest run {row['latest_run_id']},"
-                f" named {row['last_failed_run_id']})"
+                f"paused after {threshold} failures, but the {row['finished']} finished runs"
+                f" up to run {row['last_failed_run_id']} it names hold {row['failed']} failed"
+                f" (latest of them run {row['latest_run_id']})"
             )
     return problems
 
