@@ -22,7 +22,6 @@ from ql3_cluster_postgres import (
     WorkerIngress,
     parse_duration_ms,
     prune_history,
-    verify_history,
 )
 from ql3_runtime_core import (
     AttemptOutcome,
@@ -32,8 +31,9 @@ from ql3_runtime_core import (
     MisfirePolicy,
     TaskExecution,
 )
-from ql3_testkit import drop_database, prepare_ql3_database
+from ql3_testkit import drop_database, oracle_verdict, prepare_ql3_database
 from repo_helpers import command, decide, fetch, make_schedules, owner_conn
+from verify_compare import checked_verify
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -88,8 +88,13 @@ def _counts(db: Ql3Database) -> dict[str, int]:
 
 
 def _verify(db: Ql3Database) -> VerifyReport:
+    """Verify, and require the test kit's oracle to agree (it reads the checkpoints itself)."""
     # No lease: the stall rule would judge the two hours the clock was moved on.
-    return verify_history(db.dsn("admin"), stale_claim_grace_ms=0)
+    return checked_verify(db.dsn("admin"), stale_claim_grace_ms=0)
+
+
+def _oracle_kinds(db: Ql3Database) -> set[str]:
+    return set(oracle_verdict(db.dsn("admin"), stale_claim_grace_ms=0).kinds())
 
 
 def _only(report: VerifyReport, *rules: str) -> list[str]:
@@ -197,6 +202,7 @@ def test_checkpoint_rule_finds_each_planted_defect(
             owner.execute(statement.encode(), aged)
         details = _only(_verify(copy), "checkpoint")
         assert any(expected[name] in detail for detail in details), (name, details)
+        assert "checkpoint" in _oracle_kinds(copy), name
 
 
 def test_too_short_a_duration_and_bad_text_are_refused(ql3_db: Ql3Database) -> None:
