@@ -8,7 +8,7 @@
 -- Times are database milliseconds (rule zero): the cutoff is the function's clock sample minus
 -- the duration asked for, never a node's clock.
 
--- 1. Checkpoints -----------------------------------------------------------------------------------
+-- 1. Checkpoints ----------------------------------------------------------------------------------
 
 -- One row per schedule per batch that removed something. covered_below_ms: every cron and
 -- backfilled Run with an occurrence before it, every skip record ending before it, every manual
@@ -47,7 +47,7 @@ CREATE TABLE ql3.history_checkpoints (
     CONSTRAINT history_checkpoints_cutoff CHECK (covered_below_ms <= cutoff_ms)
 );
 
--- 2. The refusal bound -----------------------------------------------------------------------------
+-- 2. The refusal bound ----------------------------------------------------------------------------
 
 -- The shortest age history may be pruned at: what can still change about a Run after its
 -- occurrence. The longest claim lease (60 000 ms, ql3_runtime_core.LEASE_MS_MAX) plus the
@@ -66,7 +66,38 @@ RETURN 60000::bigint
     + 60000::bigint
     + ql3.attempt_successor_grace_ms();
 
--- 3. Pruning ---------------------------------------------------------------------------------------
+-- 3. Pruning --------------------------------------------------------------------------------------
+
+-- The boundary moved down until it splits nothing: not a skip record, a pause span or a backfill
+-- request of the schedule that begins before it and ends at or after it. Called by the prune
+-- function only (as the owner); EXECUTE revoked from PUBLIC below.
+CREATE FUNCTION ql3.history_prune_clip_v1(p_schedule_id bigint, p_at_ms bigint) RETURNS bigint
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, ql3, pg_temp
+AS $$
+DECLARE
+    v_at bigint := p_at_ms;
+    v_start bigint;
+BEGIN
+    LOOP
+        SELECT least(
+                   (SELECT min(k.first_skipped_ms) FROM ql3.skipped_occurrences AS k
+                    WHERE k.schedule_id = p_schedule_id AND k.first_skipped_ms < v_at
+                      AND k.last_skipped_ms >= v_at),
+                   (SELECT min(coalesce(p.first_held_ms, p.paused_at_ms))
+                    FROM ql3.schedule_pauses AS p
+                    WHERE p.schedule_id = p_schedule_id
+                      AND coalesce(p.first_held_ms, p.paused_at_ms) < v_at
+                      AND (p.end_ms IS NULL OR p.end_ms >= v_at)),
+                   (SELECT min(b.from_ms) FROM ql3.backfills AS b
+                    WHERE b.schedule_id = p_schedule_id AND b.from_ms < v_at AND b.to_ms >= v_at))
+        INTO v_start;
+        EXIT WHEN v_start IS NULL OR v_start >= v_at;
+        v_at := v_start;
+    END LOOP;
+    RETURN v_at;
+END;
+$$;
 
 -- One batch: schedules in id order, each pruned up to its boundary, until p_batch Runs were
 -- removed (a schedule's share may end early, at an occurrence, so that the next call resumes
@@ -126,7 +157,8 @@ DECLARE
     v_count bigint;
 BEGIN
     IF p_older_than_ms IS NULL OR p_older_than_ms < v_floor_ms THEN
-        RAISE EXCEPTION 'older_than_ms: % is below the shortest prunable age % ms (longest lease + grace + retry span)',
+        RAISE EXCEPTION
+            'older_than_ms: % is below the shortest prunable age % ms (lease + grace + retry span)',
             p_older_than_ms, v_floor_ms
             USING ERRCODE = '22023', DETAIL = v_floor_ms::text;
     END IF;
@@ -155,7 +187,10 @@ BEGIN
         FROM ql3.runs AS r
         WHERE r.schedule_id = v_s.id AND r.kind <> 'manual' AND r.scheduled_for_ms < v_bound
           AND r.created_at_ms >= v_cutoff;
-        IF v_next_ms IS NOT NULL THEN v_bound := v_next_ms; v_clip := 'admitted after cutoff'; END IF;
+        IF v_next_ms IS NOT NULL THEN
+            v_bound := v_next_ms;
+            v_clip := 'admitted after cutoff';
+        END IF;
         -- An open or recent pause span, a running backfill: never split.
         SELECT min(coalesce(p.first_held_ms, p.paused_at_ms)) INTO v_next_ms
         FROM ql3.schedule_pauses AS p
@@ -176,34 +211,33 @@ BEGIN
         IF v_prev.id IS NOT NULL AND v_bound <= v_prev.covered_below_ms THEN
             CONTINUE;
         END IF;
-        -- This batch's share: at most the budget's Runs, ending at an occurrence.
+        -- Never split a skip record, a span or a backfill request: move down to its start.
+        v_bound := ql3.history_prune_clip_v1(v_s.id, v_bound);
+        IF v_prev.id IS NOT NULL AND v_bound <= v_prev.covered_below_ms THEN
+            CONTINUE;
+        END IF;
+        -- This batch's share: at most the budget's Runs, ending at an occurrence (clipped the
+        -- same way). When that leaves nothing to remove (one skip record or span holding more
+        -- than the budget), the batch takes the schedule's whole span.
         v_b := v_bound;
         IF NOT p_dry_run THEN
             SELECT r.scheduled_for_ms INTO v_next_ms
             FROM ql3.runs AS r
             WHERE r.schedule_id = v_s.id AND r.kind <> 'manual' AND r.scheduled_for_ms < v_bound
             ORDER BY r.scheduled_for_ms OFFSET v_budget LIMIT 1;
-            IF v_next_ms IS NOT NULL THEN v_b := v_next_ms; END IF;
-        END IF;
-        -- Never split a skip record or a span: move down to its start.
-        LOOP
+            IF v_next_ms IS NOT NULL THEN
+                v_b := ql3.history_prune_clip_v1(v_s.id, v_next_ms);
+            END IF;
             SELECT least(
+                       (SELECT min(r.scheduled_for_ms) FROM ql3.runs AS r
+                        WHERE r.schedule_id = v_s.id AND r.kind <> 'manual'),
                        (SELECT min(k.first_skipped_ms) FROM ql3.skipped_occurrences AS k
-                        WHERE k.schedule_id = v_s.id AND k.first_skipped_ms < v_b
-                          AND k.last_skipped_ms >= v_b),
-                       (SELECT min(coalesce(p.first_held_ms, p.paused_at_ms))
-                        FROM ql3.schedule_pauses AS p
-                        WHERE p.schedule_id = v_s.id
-                          AND coalesce(p.first_held_ms, p.paused_at_ms) < v_b
-                          AND p.end_ms >= v_b),
-                       (SELECT min(b.from_ms) FROM ql3.backfills AS b
-                        WHERE b.schedule_id = v_s.id AND b.from_ms < v_b AND b.to_ms >= v_b))
+                        WHERE k.schedule_id = v_s.id))
             INTO v_straddle;
-            EXIT WHEN v_straddle IS NULL OR v_straddle >= v_b;
-            v_b := v_straddle;
-        END LOOP;
-        IF v_prev.id IS NOT NULL AND v_b <= v_prev.covered_below_ms THEN
-            v_b := v_bound;  -- one record longer than the budget: take it whole
+            IF v_b <= coalesce(v_prev.covered_below_ms, v_b - 1)
+               OR v_b <= coalesce(v_straddle, v_b - 1) THEN
+                v_b := v_bound;
+            END IF;
         END IF;
 
         -- Occurrence Runs by the (schedule_id, scheduled_for_ms) index; manual Runs (few) by
@@ -295,12 +329,13 @@ BEGIN
 END;
 $$;
 
--- 4. Grants ----------------------------------------------------------------------------------------
+-- 4. Grants ---------------------------------------------------------------------------------------
 
 -- ql3_admin prunes through the function alone (no role but the owner has DELETE on any history
 -- table) and reads checkpoints (verify). The runtime and the workers never need them.
 GRANT SELECT ON ql3.history_checkpoints TO ql3_admin;
 REVOKE ALL ON FUNCTION ql3.admin_prune_history_v1(bigint, integer, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql3.admin_prune_history_v1(bigint, integer, boolean) TO ql3_admin;
+REVOKE ALL ON FUNCTION ql3.history_prune_clip_v1(bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION ql3.history_prune_floor_ms() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql3.history_prune_floor_ms() TO ql3_admin;

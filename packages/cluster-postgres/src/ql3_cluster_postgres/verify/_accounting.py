@@ -335,7 +335,7 @@ class _Walk:
             self._expect_at_least_after(end)
             return
         if start > self.expected:
-            self._missing(start)
+            self._missing(start, before_row=True)
         if skip is not None:
             check_skip(self.owner, self.window, skip)
             self.owner.result.skipped += skip.skipped_count
@@ -343,12 +343,16 @@ class _Walk:
             self.previous_run = start
         self._expect_after(end)
 
-    def _missing(self, until: int) -> None:
-        """Count the gap `[expected, until)`; at the start of the history it is also unproven."""
+    def _missing(self, until: int, *, before_row: bool) -> None:
+        """Count the gap `[expected, until)`.
+
+        A gap at the very start of the history that a remaining row ends (`before_row`) is also
+        history removed with no checkpoint covering it (rule `checkpoint`).
+        """
         expected = self.expected
         missing = _gap(self.findings, self.schedule, self.window, expected, until)
         self.owner.result.missing += missing
-        if missing and self.first and expected == self.origin:
+        if missing and before_row and self.first and expected == self.origin:
             boundary = self.owner.history_from_ms
             after = "the schedule's first cursor" if boundary is None else f"checkpoint {boundary}"
             self.findings.add(
@@ -365,7 +369,7 @@ class _Walk:
     def finish(self) -> None:
         window, result, definition = self.window, self.owner.result, self.definition
         if self.expected < window.high:
-            self._missing(window.high)
+            self._missing(window.high, before_row=False)
         result.occurrences += count_occurrences_ms(
             definition.cron, definition.timezone, self.start, window.high - 1, rules=self.rules
         )

@@ -211,8 +211,9 @@ class Check:
         covered = self.covered.get(schedule.id)
         since_ms, boundary = self.reader.since_ms, None
         if covered is not None:
-            boundary = covered.below_ms
-            since_ms = boundary if since_ms is None else max(since_ms, boundary)
+            since_ms = covered.below_ms if since_ms is None else max(since_ms, covered.below_ms)
+            # A caller's since_ms past the boundary cuts the history there: no gap is unproven.
+            boundary = covered.below_ms if since_ms == covered.below_ms else None
         if check_revisions(findings, schedule, revisions):
             if covered is not None:
                 check_checkpoint_counts(findings, schedule, revisions, covered)
