@@ -69,8 +69,10 @@ RETURN 60000::bigint
 -- 3. Pruning --------------------------------------------------------------------------------------
 
 -- The boundary moved down until it splits nothing: not a skip record, a pause span or a backfill
--- request of the schedule that begins before it and ends at or after it. Called by the prune
--- function only (as the owner); EXECUTE revoked from PUBLIC below.
+-- request of the schedule that begins before it and ends at or after it. A pause after failures
+-- begins at the earliest of the failed Runs it was decided on (the latest `failure_threshold`
+-- Runs up to the one it names), which verify reads as long as the span is kept. Called by the
+-- prune function only (as the owner); EXECUTE revoked from PUBLIC below.
 CREATE FUNCTION ql3.history_prune_clip_v1(p_schedule_id bigint, p_at_ms bigint) RETURNS bigint
     LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, ql3, pg_temp
@@ -84,10 +86,17 @@ BEGIN
                    (SELECT min(k.first_skipped_ms) FROM ql3.skipped_occurrences AS k
                     WHERE k.schedule_id = p_schedule_id AND k.first_skipped_ms < v_at
                       AND k.last_skipped_ms >= v_at),
-                   (SELECT min(coalesce(p.first_held_ms, p.paused_at_ms))
+                   (SELECT min(x.start_ms)
                     FROM ql3.schedule_pauses AS p
-                    WHERE p.schedule_id = p_schedule_id
-                      AND coalesce(p.first_held_ms, p.paused_at_ms) < v_at
+                    CROSS JOIN LATERAL (
+                        SELECT least(coalesce(p.first_held_ms, p.paused_at_ms),
+                                     min(f.scheduled_for_ms)) AS start_ms
+                        FROM (SELECT u.scheduled_for_ms FROM ql3.runs AS u
+                              WHERE p.cause = 'failures' AND u.schedule_id = p.schedule_id
+                                AND u.id <= p.last_failed_run_id
+                              ORDER BY u.id DESC LIMIT p.failure_threshold) AS f
+                    ) AS x
+                    WHERE p.schedule_id = p_schedule_id AND x.start_ms < v_at
                       AND (p.end_ms IS NULL OR p.end_ms >= v_at)),
                    (SELECT min(b.from_ms) FROM ql3.backfills AS b
                     WHERE b.schedule_id = p_schedule_id AND b.from_ms < v_at AND b.to_ms >= v_at))
