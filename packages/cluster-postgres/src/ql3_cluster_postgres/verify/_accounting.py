@@ -120,8 +120,7 @@ class AccountingWalk:
         self.result = Accounting()
         self._windows = revision_windows(schedule, revisions)
         self._index = -1
-        # Where the history must begin: None when a caller's since_ms cut it (then a gap at the
-        # start is only `missing`), else the schedule's latest checkpoint boundary, if any.
+        # The latest checkpoint boundary (None: none, or a caller's since_ms cut the history).
         self.history_from_ms = history_from_ms
         self._walked = since_ms is not None and history_from_ms is None
         self._walk: _Walk | None = None
@@ -255,9 +254,7 @@ class _Walk:
 
     def __init__(self, owner: AccountingWalk, window: Window, start: int, *, first: bool) -> None:
         self.owner = owner
-        # The first window walked: a gap at its very start is history removed without a
-        # checkpoint (rule `checkpoint`) as well as `missing`.
-        self.first = first
+        self.first = first  # the first window walked: a gap at its start is also `checkpoint`
         self.findings = owner.findings
         self.schedule = owner.schedule
         self.window = window
@@ -344,11 +341,7 @@ class _Walk:
         self._expect_after(end)
 
     def _missing(self, until: int, *, before_row: bool) -> None:
-        """Count the gap `[expected, until)`.
-
-        A gap at the very start of the history that a remaining row ends (`before_row`) is also
-        history removed with no checkpoint covering it (rule `checkpoint`).
-        """
+        """Count the gap `[expected, until)`; at the very start, before a row: also unproven."""
         expected = self.expected
         missing = _gap(self.findings, self.schedule, self.window, expected, until)
         self.owner.result.missing += missing
