@@ -168,14 +168,15 @@ def test_checkpoint_rule_finds_each_planted_defect(
     unpruned = fake_copy(faketime_db)
     with owner_conn(unpruned) as owner, owner.transaction():
         # The three oldest Runs of catch_up, as a careless DELETE would remove them.
-        owner.execute(
-            "CREATE TEMP TABLE gone AS SELECT id FROM ql3.runs WHERE schedule_id = %s"
-            " ORDER BY scheduled_for_ms LIMIT 3",
-            (aged["cu"],),
-        )
-        owner.execute("DELETE FROM ql3.events WHERE run_id IN (SELECT id FROM gone)")
-        owner.execute("DELETE FROM ql3.attempts WHERE run_id IN (SELECT id FROM gone)")
-        owner.execute("DELETE FROM ql3.runs WHERE id IN (SELECT id FROM gone)")
+        for statement in (
+            "DELETE FROM ql3.events WHERE run_id IN (SELECT id FROM ql3.runs"
+            " WHERE schedule_id = %(cu)s ORDER BY scheduled_for_ms LIMIT 3)",
+            "DELETE FROM ql3.attempts WHERE run_id IN (SELECT id FROM ql3.runs"
+            " WHERE schedule_id = %(cu)s ORDER BY scheduled_for_ms LIMIT 3)",
+            "DELETE FROM ql3.runs WHERE id IN (SELECT id FROM ql3.runs"
+            " WHERE schedule_id = %(cu)s ORDER BY scheduled_for_ms LIMIT 3)",
+        ):
+            owner.execute(statement.encode(), aged)
     details = _only(_verify(unpruned), "checkpoint", "missing")
     assert any("no checkpoint covers them" in detail for detail in details)
 
@@ -278,7 +279,8 @@ def test_prune_racing_a_commit_and_a_finish_removes_nothing_live(
         WorkerIngress(faketime_db.dsn("worker_ingress")) as ingress,
         PostgresScheduleRepository(faketime_db.dsn("runtime")) as repo,
     ):
-        (held, *_) = take(ingress, token, limit=1)
+        # One attempt finishes while the prune runs; the other runs until the prune is over.
+        finished, held = take(ingress, token, limit=2)
         claims = repo.claim_due_schedules(command(lease_ms=30_000), 16)
         assert {claim.schedule_id for claim in claims} == set(ids.values())
         reports: list[Any] = []
@@ -287,13 +289,20 @@ def test_prune_racing_a_commit_and_a_finish_removes_nothing_live(
         )
         pruner.start()
         batch = repo.commit_decisions([decide(claim) for claim in claims])
-        assert ingress.finish_attempt(held.attempt_id, token, SUCCEEDED).recorded
+        assert ingress.finish_attempt(finished.attempt_id, token, SUCCEEDED).recorded
         pruner.join()
+        (report,) = reports
+        # The attempt still running: its Run, attempt and events all kept.
+        ((runs, attempts),) = fetch(
+            dsn,
+            "SELECT (SELECT count(*) FROM ql3.runs WHERE id = %(run)s),"
+            " (SELECT count(*) FROM ql3.attempts WHERE id = %(attempt)s AND state = 'running')",
+            {"run": held.run_id, "attempt": held.attempt_id},
+        )
+        assert (runs, attempts) == (1, 1)
+        assert ingress.finish_attempt(held.attempt_id, token, SUCCEEDED).recorded
     assert {outcome.status for outcome in batch.outcomes} == {CommitStatus.COMMITTED}
-    (report,) = reports
-    ((kept,),) = fetch(dsn, "SELECT count(*) FROM ql3.runs WHERE id = %s", (held.run_id,))
-    assert kept == 1
-    # Every Run still queued or running kept its Run and attempts.
+    # Every attempt kept its Run: nothing was removed from under a worker or a commit.
     ((orphans,),) = fetch(
         dsn,
         "SELECT count(*) FROM ql3.attempts AS a WHERE NOT EXISTS"
