@@ -169,12 +169,18 @@ def test_checkpoint_rule_finds_each_planted_defect(
     with owner_conn(unpruned) as owner, owner.transaction():
         # The three oldest Runs of catch_up, as a careless DELETE would remove them.
         for statement in (
-            "DELETE FROM ql3.events WHERE run_id IN (SELECT id FROM ql3.runs"
-            " WHERE schedule_id = %(cu)s ORDER BY scheduled_for_ms LIMIT 3)",
-            "DELETE FROM ql3.attempts WHERE run_id IN (SELECT id FROM ql3.runs"
-            " WHERE schedule_id = %(cu)s ORDER BY scheduled_for_ms LIMIT 3)",
-            "DELETE FROM ql3.runs WHERE id IN (SELECT id FROM ql3.runs"
-            " WHERE schedule_id = %(cu)s ORDER BY scheduled_for_ms LIMIT 3)",
+            (
+                "DELETE FROM ql3.events WHERE run_id IN (SELECT id FROM ql3.runs"
+                " WHERE schedule_id = %(cu)s ORDER BY scheduled_for_ms LIMIT 3)"
+            ),
+            (
+                "DELETE FROM ql3.attempts WHERE run_id IN (SELECT id FROM ql3.runs"
+                " WHERE schedule_id = %(cu)s ORDER BY scheduled_for_ms LIMIT 3)"
+            ),
+            (
+                "DELETE FROM ql3.runs WHERE id IN (SELECT id FROM ql3.runs"
+                " WHERE schedule_id = %(cu)s ORDER BY scheduled_for_ms LIMIT 3)"
+            ),
         ):
             owner.execute(statement.encode(), aged)
     details = _only(_verify(unpruned), "checkpoint", "missing")
