@@ -5,6 +5,7 @@ uv run --group bench python -m bench all --quick    # smoke run, report under .t
 uv run --group bench python -m bench lateness       # one part (no report unless --report)
 uv run --group bench python -m bench report FILE    # re-render the report from JSON lines
 uv run --group bench python -m bench verify --sizes 100x100000,5x86400   # verify at scale
+uv run --group bench python -m bench prune          # retention: 1 M Runs to 100 k, hourly pruning
 """
 
 from __future__ import annotations
@@ -21,16 +22,22 @@ if TYPE_CHECKING:
 
     from ._common import BenchContext
 
-PARTS = ("throughput", "burst", "lateness", "claim-scale", "footprint", "verify")
+PARTS = ("throughput", "burst", "lateness", "claim-scale", "footprint", "verify", "prune")
 
 
-def _runner(part: str, args: argparse.Namespace) -> Callable[[BenchContext], list[dict[str, Any]]]:
+def _runner(  # noqa: PLR0911 - one lazy import per part reads best as a flat list
+    part: str, args: argparse.Namespace
+) -> Callable[[BenchContext], list[dict[str, Any]]]:
     # Imported lazily so that `baseline-worker` starts without loading the whole harness.
     if part == "verify":
         from ._verify import parse_sizes, run_verify  # noqa: PLC0415
 
         sizes = parse_sizes(args.sizes) if getattr(args, "sizes", None) else None
         return lambda ctx: run_verify(ctx, sizes)
+    if part == "prune":
+        from ._prune import run_prune  # noqa: PLC0415
+
+        return run_prune
     if part == "throughput":
         from ._throughput import run_throughput  # noqa: PLC0415
 

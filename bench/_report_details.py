@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._report_prune import prune_tables
 from ._report_rows import pick
 
 if TYPE_CHECKING:
@@ -250,4 +251,5 @@ def detail_tables(results: Sequence[dict[str, Any]]) -> list[str]:
             for c in pick(results, "verify")
         ],
     )
+    out += prune_tables(results, table)
     return out

@@ -207,6 +207,22 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         "delete": "DELETE FROM ql3.backfills WHERE id = %(backfill)s",
         "truncate": "TRUNCATE ql3.backfills",
     },
+    # Pruning history (migration 0012): only the owner's SECURITY DEFINER function deletes;
+    # EXECUTE is the admin's alone. A dry run of a hundred years writes nothing.
+    "history_checkpoints": {
+        "select": "SELECT * FROM ql3.history_checkpoints",
+        "insert": "INSERT INTO ql3.history_checkpoints (schedule_id, seq, covered_below_ms,"
+        " cutoff_ms, runs_by_kind, skip_records_by_reason, skipped_by_reason, attempts_by_state,"
+        " events, pauses, backfills, previous_hash, hash, pruned_by, created_at_ms)"
+        " VALUES (%(schedule)s, 2, 1, 1, '{}', '{}', '{}', '{}', 0, 0, 0, '\\x00', '\\x00',"
+        " 'probe', 0)",
+        "update:all": "UPDATE ql3.history_checkpoints SET runs_by_kind = runs_by_kind,"
+        " hash = hash, previous_hash = previous_hash WHERE id = %(checkpoint)s",
+        "execute:prune": "SELECT count(*) FROM ql3.admin_prune_history_v1(3153600000000, 1, true)",
+        "execute:floor": "SELECT ql3.history_prune_floor_ms()",
+        "delete": "DELETE FROM ql3.history_checkpoints WHERE id = %(checkpoint)s",
+        "truncate": "TRUNCATE ql3.history_checkpoints",
+    },
     "schedule_revisions": {
         "select": "SELECT * FROM ql3.schedule_revisions",
         "insert": "INSERT INTO ql3.schedule_revisions (schedule_id, revision, reason, cron,"
@@ -235,7 +251,7 @@ PROBES: Final[dict[str, dict[str, str]]] = {
 }
 
 _READERS = frozenset({"owner", "admin", "runtime", "worker_ingress"})
-# The design (migrations 0002 to 0011): (table, probe) -> roles allowed.
+# The design (migrations 0002 to 0012): (table, probe) -> roles allowed.
 # Anything absent is allowed to the owner only. ql3_worker_ingress reads attempts and events but
 # writes them only through its functions (test_worker_fences.py probes those).
 ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
@@ -274,6 +290,11 @@ ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("schedule_pauses", "execute:pause"): frozenset({"owner", "admin"}),
     ("schedule_pauses", "execute:resume"): frozenset({"owner", "admin", "runtime"}),
     ("trigger_schedules", "update:pause_after_failures"): frozenset({"owner", "admin"}),
+    # Retention: the admin reads checkpoints and prunes through the function alone; DELETE on
+    # runs, attempts, events and skip records stays the owner's (the probes above).
+    ("history_checkpoints", "select"): frozenset({"owner", "admin"}),
+    ("history_checkpoints", "execute:prune"): frozenset({"owner", "admin"}),
+    ("history_checkpoints", "execute:floor"): frozenset({"owner", "admin"}),
     ("schedule_revisions", "select"): frozenset({"owner", "admin"}),
     ("schedule_revisions", "insert"): frozenset({"owner", "admin"}),
     ("schedule_revisions", "update:end"): frozenset({"owner", "admin"}),

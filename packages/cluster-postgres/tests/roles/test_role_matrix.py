@@ -96,6 +96,13 @@ def _seed(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         " VALUES ('seed', %(schedule)s, 0, 0, false, 'seed', 0, 0) RETURNING id",
         ids,
     )
+    ids["checkpoint"] = one(
+        "INSERT INTO ql3.history_checkpoints (schedule_id, seq, covered_below_ms, cutoff_ms,"
+        " runs_by_kind, skip_records_by_reason, skipped_by_reason, attempts_by_state, events,"
+        " pauses, backfills, hash, pruned_by, created_at_ms) VALUES (%(schedule)s, 1, 0, 0,"
+        " '{}', '{}', '{}', '{}', 0, 0, 0, '\\x00', 'seed', 0) RETURNING id",
+        ids,
+    )
     conn.execute(
         "INSERT INTO ql3.zone_rule_data (version, zone, tzif) SELECT 'seed', zone, tzif"
         " FROM ql3.zone_rule_data WHERE zone = 'UTC' LIMIT 1"
@@ -196,6 +203,7 @@ def test_matrix_covers_every_table_and_role() -> None:
         "events",
         "skipped_occurrences",
         "backfills",
+        "history_checkpoints",
         "schedule_pauses",
         "schedule_revisions",
         "schema_migrations",

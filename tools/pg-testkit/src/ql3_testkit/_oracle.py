@@ -25,7 +25,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from ._oracle_cron import OracleError, Walker, zone_from_tzif
-from ._oracle_rules import Finding, judge_schedule, spans_of, unreadable
+from ._oracle_rules import Finding, Span, judge_schedule, spans_of, unreadable
 from ._sql import statement
 
 if TYPE_CHECKING:
@@ -90,6 +90,7 @@ def oracle_verdict(
             skips = cur.execute(statement("oracle_skips"), params).fetchall()
             orphans = cur.execute(statement("oracle_orphans")).fetchall()
             backfilled = cur.execute(statement("oracle_backfill_runs"), params).fetchall()
+            pruned = cur.execute(statement("oracle_checkpoints")).fetchall()
             zones = _Zones(cur)
             judged = _judge(
                 schedules,
@@ -97,6 +98,7 @@ def oracle_verdict(
                 runs,
                 skips,
                 zones,
+                checkpoints={row["schedule_id"]: row for row in pruned},
                 now_ms=int(now_row["now_ms"]) if now_row else 0,
                 since_ms=since_ms,
                 grace_ms=stale_claim_grace_ms,
@@ -161,6 +163,7 @@ def _judge(  # every row of one snapshot
     skips: list[dict[str, Any]],
     zones: _Zones,
     *,
+    checkpoints: dict[int, dict[str, Any]],
     now_ms: int,
     since_ms: int | None,
     grace_ms: int,
@@ -194,12 +197,15 @@ def _judge(  # every row of one snapshot
         if not own_revisions:
             out.append(Finding("revision", sid, "has no revision: nothing can be accounted for"))
             continue
+        # Pruned below the latest boundary: the checkpoints account for what came before.
+        proven, floor = _checkpoints(schedule, spans, own_revisions, checkpoints.get(sid), since_ms)
+        out += proven
         found, accounted = judge_schedule(
             schedule,
             spans,
             own_runs,
             skips_of.get(sid, []),
-            since_ms=since_ms,
+            since_ms=floor,
             now_ms=now_ms,
         )
         out += found
@@ -207,6 +213,33 @@ def _judge(  # every row of one snapshot
             out += _stall(schedule, zones.walker(own_revisions[-1]), due_before_ms)
         occurrences += accounted
     return out, occurrences
+
+
+def _checkpoints(
+    schedule: dict[str, Any],
+    spans: list[Span],
+    revisions: list[dict[str, Any]],
+    pruned: dict[str, Any] | None,
+    since_ms: int | None,
+) -> tuple[list[Finding], int | None]:
+    """DESIGN §7: a pruned span is proven by its checkpoints, chained and counting it exactly.
+
+    Returns the findings and where occurrence accounting starts (the latest boundary).
+    """
+    if pruned is None:
+        return [], since_ms
+    sid, below = schedule["id"], int(pruned["covered_below_ms"])
+    out = []
+    if not pruned["linked"] or int(pruned["top_seq"]) != int(pruned["checkpoints"]):
+        out.append(Finding("checkpoint", sid, "the checkpoint chain is broken or has a gap"))
+    due = sum(len(span.walker.between(span.low, min(span.high, below))) for span in spans)
+    accounted = int(pruned["cron_runs"]) + int(pruned["skipped"])
+    # Revision 1 `migrated`: Runs from before accounting began were removed and counted too.
+    legacy = bool(revisions) and revisions[0]["reason"] == "migrated"
+    if accounted < due or (accounted != due and not legacy):
+        detail = f"checkpoints account for {accounted} occurrence(s) below {below}, not {due}"
+        out.append(Finding("checkpoint", sid, detail))
+    return out, below if since_ms is None else max(since_ms, below)
 
 
 def _stall(schedule: dict[str, Any], walker: Walker, due_before_ms: int) -> list[Finding]:

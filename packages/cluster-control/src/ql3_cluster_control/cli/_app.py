@@ -32,6 +32,7 @@ from ._daemons import run_command, worker_command
 from ._demo import demo_command
 from ._history import runs_list, status_command, verify_command
 from ._pause import schedule_pause, schedule_pauses, schedule_resume
+from ._prune import history_prune
 from ._roles import roles_login
 from ._schedule import (
     schedule_add,
@@ -66,7 +67,12 @@ runs_app = typer.Typer(
     help="Admitted runs and their attempts (read as ql3_admin).", no_args_is_help=True
 )
 app.add_typer(schedule_app, name="schedule")
+history_app = typer.Typer(
+    help="Retention: prune old history, leaving checkpoints (runs as ql3_admin).",
+    no_args_is_help=True,
+)
 app.add_typer(runs_app, name="runs")
+app.add_typer(history_app, name="history")
 app.add_typer(roles_app, name="roles")
 app.add_typer(zone_rules_app, name="zone-rules")
 
@@ -127,6 +133,7 @@ app.command("status")(status_command)
 runs_app.command("list")(runs_list)
 app.command("worker")(worker_command)
 app.command("verify")(verify_command)
+history_app.command("prune")(history_prune)
 app.command("demo")(demo_command)
 
 

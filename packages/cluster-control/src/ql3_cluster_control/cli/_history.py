@@ -157,13 +157,15 @@ def verify_command(
       manual_run        a manual Run (trigger) not admitted at its instant or not announced
       backfill          a backfilled Run no skip record (or before-creation request) justifies
       paused            a paused span broken: a record outside it, a run its replay refuses
+      checkpoint        pruned history not proven: chain, counts, rows left, or removed bare
       overlap           an overlap skip without its never-executed Run (or the reverse), or
                         more Runs of a schedule executing at once than its cap
 
     Manual Runs (`ql3 schedule trigger`) are no occurrences: the occurrence rules ignore them
     and they are counted apart; shape and attempts judge them like any Run. A backfilled Run
     (`ql3 schedule backfill`) fills its occurrence late, on purpose: its skip record still
-    accounts for it and the rule backfill judges the Run.
+    accounts for it and the rule backfill judges the Run. Pruned history (`ql3 history prune`)
+    is proven by its chain of checkpoints; each schedule is accounted from the latest one on.
     Also printed: each schedule's admission lateness (p50, p99, max). A quarantined schedule
     (state invalid) is a violation: it admits nothing until an operator fixes, resumes or
     retires it.

@@ -34,12 +34,22 @@ from ._models import (
     StatusReport,
 )
 from ._pauses import PauseSpan
+from ._prune import (
+    PRUNE_BATCH_DEFAULT,
+    PRUNE_BATCH_MAX,
+    PruneBatch,
+    PruneReport,
+    parse_duration_ms,
+    prune_history,
+)
 from ._trigger import ManualRun, check_request_id, checked_payload
 
 __all__ = [
     "BACKFILL_BATCH_DEFAULT",
     "BACKFILL_BATCH_MAX",
     "MAX_BACKFILL_OCCURRENCES",
+    "PRUNE_BATCH_DEFAULT",
+    "PRUNE_BATCH_MAX",
     "SCHEDULE_NAME_MAX_LENGTH",
     "ApplyReport",
     "BackfillBatch",
@@ -48,6 +58,8 @@ __all__ = [
     "ManualRun",
     "PauseRequest",
     "PauseSpan",
+    "PruneBatch",
+    "PruneReport",
     "ScheduleAdmin",
     "ScheduleRecord",
     "ScheduleSpec",
@@ -55,4 +67,6 @@ __all__ = [
     "StatusReport",
     "check_request_id",
     "checked_payload",
+    "parse_duration_ms",
+    "prune_history",
 ]

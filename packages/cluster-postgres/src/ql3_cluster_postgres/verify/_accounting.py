@@ -108,6 +108,7 @@ class AccountingWalk:
         since_ms: int | None,
         run_id: RunNamer,
         switches: dict[tuple[str, str], list[int]] | None = None,
+        history_from_ms: int | None = None,
     ) -> None:
         self.findings = findings
         # Which zone rules version followed which, and when (`VerifyZones.switches`).
@@ -119,6 +120,9 @@ class AccountingWalk:
         self.result = Accounting()
         self._windows = revision_windows(schedule, revisions)
         self._index = -1
+        # The latest checkpoint boundary (None: none, or a caller's since_ms cut the history).
+        self.history_from_ms = history_from_ms
+        self._walked = since_ms is not None and history_from_ms is None
         self._walk: _Walk | None = None
         self._low = self._high = _NEVER
         self._next_window()
@@ -239,14 +243,18 @@ class AccountingWalk:
         self._low, self._high = window.low, window.high
         start = window.low if self.since_ms is None else max(window.low, self.since_ms)
         # A window wholly before since_ms is not checked, but its items still belong to it.
-        self._walk = _Walk(self, window, start) if start < window.high else None
+        self._walk = None
+        if start < window.high:
+            self._walk = _Walk(self, window, start, first=not self._walked)
+            self._walked = True
 
 
 class _Walk:
     """One window: the first occurrence not yet accounted for, and the stream after it."""
 
-    def __init__(self, owner: AccountingWalk, window: Window, start: int) -> None:
+    def __init__(self, owner: AccountingWalk, window: Window, start: int, *, first: bool) -> None:
         self.owner = owner
+        self.first = first  # the first window walked: a gap at its start is also `checkpoint`
         self.findings = owner.findings
         self.schedule = owner.schedule
         self.window = window
@@ -257,6 +265,7 @@ class _Walk:
         self.expected = 0
         self._stream: Iterator[int] = iter(())
         self._seek(start - 1)
+        self.origin = self.expected
 
     def _seek(self, after_ms: int) -> None:
         """Expect the first occurrence after `after_ms` (and restart the stream there)."""
@@ -323,15 +332,28 @@ class _Walk:
             self._expect_at_least_after(end)
             return
         if start > self.expected:
-            self.owner.result.missing += _gap(
-                self.findings, self.schedule, self.window, self.expected, start
-            )
+            self._missing(start, before_row=True)
         if skip is not None:
             check_skip(self.owner, self.window, skip)
             self.owner.result.skipped += skip.skipped_count
         else:
             self.previous_run = start
         self._expect_after(end)
+
+    def _missing(self, until: int, *, before_row: bool) -> None:
+        """Count the gap `[expected, until)`; at the very start, before a row: also unproven."""
+        expected = self.expected
+        missing = _gap(self.findings, self.schedule, self.window, expected, until)
+        self.owner.result.missing += missing
+        if missing and before_row and self.first and expected == self.origin:
+            boundary = self.owner.history_from_ms
+            after = "the schedule's first cursor" if boundary is None else f"checkpoint {boundary}"
+            self.findings.add(
+                "checkpoint",
+                self.schedule.id,
+                f"{missing} occurrence(s) from {expected} (after {after}) before the first"
+                " remaining row are gone and no checkpoint covers them",
+            )
 
     def _expect_at_least_after(self, end_ms: int) -> None:
         if _next(self.definition, end_ms, self.rules) > self.expected:
@@ -340,7 +362,7 @@ class _Walk:
     def finish(self) -> None:
         window, result, definition = self.window, self.owner.result, self.definition
         if self.expected < window.high:
-            result.missing += _gap(self.findings, self.schedule, window, self.expected, window.high)
+            self._missing(window.high, before_row=False)
         result.occurrences += count_occurrences_ms(
             definition.cron, definition.timezone, self.start, window.high - 1, rules=self.rules
         )

@@ -17,6 +17,7 @@ from ql3_cluster_postgres._errors import DatabaseError
 from ._accounting import Accounting, AccountingWalk, revision_from_row
 from ._attempts import check_attempt_timing, check_attempts
 from ._backfill import check_backfill_runs
+from ._checkpoints import Covered, check_checkpoint_counts, check_checkpoints
 from ._manual import check_manual_runs
 from ._overlap import check_overlap
 from ._paused import check_paused_skips, check_pauses
@@ -63,6 +64,8 @@ class Check:
         # Each schedule's backfilled occurrences: judged by `backfill`, not by the walk.
         self.backfilled: dict[int, frozenset[int]] = {}
         self.overlap_skipped = 0
+        # Each pruned schedule's checkpoint chain: its accounting starts at the latest boundary.
+        self.covered: dict[int, Covered] = {}
 
     def run(self) -> tuple[list[ScheduleVerdict], int, int]:
         """Check everything; return each schedule's verdict, cron and manual runs in scope."""
@@ -88,6 +91,7 @@ class Check:
         schedules = [schedule_from_row(row) for row in schedule_rows if row["id"] not in skipped]
         revisions = self._revisions(schedules, skipped)
         self._strays({row["id"] for row in schedule_rows}, skipped)
+        self.covered = check_checkpoints(findings, reader.rows("verify_checkpoints"))
         self._shape()
         check_manual_runs(
             findings,
@@ -204,14 +208,23 @@ class Check:
         run_id = RunIds(self.reader, schedule.id)
         walk = None
         zones = self._zones()
+        covered = self.covered.get(schedule.id)
+        since_ms, boundary = self.reader.since_ms, None
+        if covered is not None:
+            since_ms = covered.below_ms if since_ms is None else max(since_ms, covered.below_ms)
+            # A caller's since_ms past the boundary cuts the history there: no gap is unproven.
+            boundary = covered.below_ms if since_ms == covered.below_ms else None
         if check_revisions(findings, schedule, revisions):
+            if covered is not None:
+                check_checkpoint_counts(findings, schedule, revisions, covered)
             walk = AccountingWalk(
                 findings,
                 schedule,
                 revisions,
-                since_ms=self.reader.since_ms,
+                since_ms=since_ms,
                 run_id=run_id,
                 switches=zones.switches,
+                history_from_ms=boundary,
             )
         ScheduleStream(
             self.reader,

@@ -30,6 +30,7 @@ __all__ = [
 RULE_NAMES = (
     "attempts",
     "backfill",
+    "checkpoint",
     "cursor",
     "duplicate",
     "early",

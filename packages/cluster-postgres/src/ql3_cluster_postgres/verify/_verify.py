@@ -78,6 +78,15 @@ whole verdict is about one snapshot) and reports one `Violation` per finding (th
   overlap-skipped occurrence is accounted for once, by its Run, and counted apart
   (`overlap_skipped`).
 
+- `checkpoint`: pruned history (migration 0012) not proven by its checkpoints (`_checkpoints`):
+  a schedule's chain not numbered 1..n, a checkpoint whose previous hash is not the prior one's
+  hash or that does not begin where the prior one ended, a negative count, counts (cron Runs
+  plus skipped occurrences) other than the occurrences of the revision ranges below the
+  boundary, Runs or skip records still present below the latest boundary, or occurrences gone
+  before the first remaining row with no checkpoint covering them (rows deleted past the prune
+  function; reported as `missing` too). A pruned schedule's accounting (`missing`, `skip_record`,
+  ...) starts at its latest checkpoint's boundary.
+
 `expected` per schedule is the occurrences of its ranges minus those inside skip records (each
 needs a run); `missing` counts the occurrences with neither. Cron math comes from
 `ql3_runtime_core` only, never from here, with the zone rules each revision was computed with,

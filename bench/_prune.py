@@ -1,0 +1,224 @@
+"""Benchmark 6: history retention (`ql3 history prune`) at size, and hour after hour.
+
+Scale. On a durable throwaway cluster (fsync, full_page_writes, synchronous_commit on), the verify
+benchmark's synthetic history (`_verify_history`: per-second and every-2-second crons in UTC and
+Europe/Paris, 1 run : 1 attempt : 2 events, a second revision and a skip record on every third
+schedule) is written as the superuser, its attempts ended `succeeded` (a queued attempt is live
+and never pruned) and its tasks given one short attempt (so the refusal bound is minutes). It is
+VACUUMed and verified (child process, as in the verify benchmark), then pruned to its newest tenth
+with `prune_history` as ql3_admin (10 000 Runs a batch), VACUUMed and verified again. Measured:
+the prune's wall time, its WAL volume (`pg_current_wal_lsn` before and after), verify's time
+before and after, the rows and bytes left, and that both verdicts are clean.
+
+Hourly. On a cluster under libfaketime (the database clock moved an hour per simulated hour: the
+method is a faked DATABASE clock, never a node's), every simulated hour appends an hour of
+per-second history for each schedule (`verify_build_runs.sql`, attempts settled), moves the
+cursors, prunes `--older-than 2h` and VACUUMs (what autovacuum does). The database size per hour
+must level off once the retention is full: `flat` compares the last hour with the hour the
+retention filled (within 15 %).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from ql3_cluster_postgres import prune_history, verify_history
+from ql3_testkit import ThrowawayCluster, drop_database, prepare_ql3_database
+
+from ._common import db_now_ms
+from ._sql import connect, load_sql
+from ._verify import _measure
+from ._verify_history import Plan, _write_runs, create_schedules, plan_history, schedule_ids
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import psycopg
+
+    from ._common import BenchContext
+
+__all__ = ["run_prune"]
+
+HOUR: Final = 3_600_000
+BATCH: Final = 10_000
+# Scale: 10 schedules x 100 000 occurrences = 1 M Runs pruned to 100 k (quick: 5 x 10 000).
+SCALE: Final = (10, 100_000)
+QUICK_SCALE: Final = (5, 10_000)
+# Hourly: schedules appended every hour, hours simulated, retention.
+HOURLY: Final = (10, 8)
+QUICK_HOURLY: Final = (2, 5)
+RETAIN_MS: Final = 2 * HOUR
+FLAT_TOLERANCE: Final = 0.15
+
+
+@contextlib.contextmanager
+def _cluster(*, faketime: bool) -> Iterator[ThrowawayCluster]:
+    cluster = ThrowawayCluster(durable=not faketime, faketime=faketime, name="ql3prune")
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _lsn(conn: psycopg.Connection[dict[str, Any]]) -> str:
+    row = conn.execute(load_sql("prune_wal_lsn")).fetchone() or {}
+    return str(row["lsn"])
+
+
+def _wal_bytes(conn: psycopg.Connection[dict[str, Any]], before: str) -> int:
+    row = conn.execute(load_sql("prune_wal_bytes"), {"before": before, "after": _lsn(conn)})
+    return int((row.fetchone() or {})["wal_bytes"])
+
+
+def _sizes(conn: psycopg.Connection[dict[str, Any]]) -> dict[str, int]:
+    row = conn.execute(load_sql("prune_sizes")).fetchone() or {}
+    return {key: int(value) for key, value in row.items()}
+
+
+def _scale(ctx: BenchContext, cluster: ThrowawayCluster) -> dict[str, Any]:
+    schedules, occurrences = QUICK_SCALE if ctx.quick else SCALE
+    database = prepare_ql3_database(cluster, f"prune_{schedules}x{occurrences}")
+    try:
+        with connect(database.superuser_dsn) as conn:
+            now_ms = db_now_ms(conn)
+            plans = plan_history(schedules, occurrences, now_ms)
+            started = time.monotonic()
+            create_schedules(conn, plans)
+            conn.execute(load_sql("prune_settle_attempts"))
+            conn.execute(load_sql("prune_short_tasks"))
+            build_s = time.monotonic() - started
+            conn.execute(load_sql("prune_vacuum"))
+            before = _sizes(conn)
+        admin = database.dsn("admin")
+        verify_before = _measure(admin)
+        with connect(database.superuser_dsn) as conn:
+            # Keep the newest tenth of the longest schedule's span (by the database clock).
+            span_ms = max(p.cursor_ms - p.first_ms for p in plans)
+            older_than_ms = db_now_ms(conn) - (max(p.cursor_ms for p in plans) - span_ms // 10)
+            lsn = _lsn(conn)
+            started = time.monotonic()
+            report = prune_history(admin, older_than_ms=older_than_ms, batch=BATCH)
+            prune_s = time.monotonic() - started
+            wal = _wal_bytes(conn, lsn)
+            started = time.monotonic()
+            conn.execute(load_sql("prune_vacuum"))
+            vacuum_s = time.monotonic() - started
+            after = _sizes(conn)
+        verify_after = _measure(admin)
+    finally:
+        drop_database(cluster, database.name)
+    return ctx.emit(
+        "prune",
+        {
+            "schedules": schedules,
+            "occurrences_per_schedule": occurrences,
+            "runs_before": before["runs"],
+            "runs_after": after["runs"],
+            "runs_removed": report.runs,
+            "batches": report.batches,
+            "checkpoints": after["checkpoints"],
+            "build_s": round(build_s, 1),
+            "prune_s": round(prune_s, 1),
+            "runs_removed_per_s": round(report.runs / prune_s) if prune_s else None,
+            "wal_mb": round(wal / 2**20, 1),
+            "vacuum_s": round(vacuum_s, 1),
+            "history_mb_before": round(before["history_bytes"] / 2**20),
+            "history_mb_after": round(after["history_bytes"] / 2**20),
+            "checkpoint_kb": round(after["checkpoint_bytes"] / 1024),
+            "verify_before": verify_before,
+            "verify_after": verify_after,
+            "met": {"clean_before": verify_before["ok"], "clean_after": verify_after["ok"]},
+        },
+    )
+
+
+def _hour_plans(count: int, first_ms: int) -> list[Plan]:
+    return [
+        Plan(
+            index=index,
+            cron="* * * * * *",
+            timezone="UTC",
+            step_ms=1_000,
+            first_ms=first_ms,
+            occurrences=HOUR // 1_000,
+            redefined=False,
+        )
+        for index in range(count)
+    ]
+
+
+def _hourly(ctx: BenchContext, cluster: ThrowawayCluster) -> dict[str, Any]:
+    schedules, hours = QUICK_HOURLY if ctx.quick else HOURLY
+    cluster.set_clock_offset_ms(0)
+    database = prepare_ql3_database(cluster, "prune_hourly")
+    admin = database.dsn("admin")
+    rows: list[dict[str, Any]] = []
+    try:
+        with connect(database.superuser_dsn) as conn:
+            # The first simulated hour ends a little before the database's now.
+            base = (db_now_ms(conn) - HOUR - 60_000) // 1_000 * 1_000
+            plans = _hour_plans(schedules, base)
+            create_schedules(conn, plans)
+            conn.execute(load_sql("prune_short_tasks"))
+            ids = schedule_ids(conn, plans)
+            tasks = conn.execute(load_sql("prune_schedule_tasks"), {"ids": ids}).fetchall()
+            pairs = [(int(row["schedule_id"]), int(row["task_id"])) for row in tasks]
+            for hour in range(hours):
+                cluster.set_clock_offset_ms(hour * HOUR)
+                if hour:
+                    start = base + hour * HOUR
+                    _write_runs(conn, _hour_plans(schedules, start), pairs)
+                    conn.execute(
+                        load_sql("prune_hour_cursor"), {"cursor_ms": start + HOUR, "ids": ids}
+                    )
+                conn.execute(load_sql("prune_settle_attempts"))
+                lsn = _lsn(conn)
+                started = time.monotonic()
+                report = prune_history(admin, older_than_ms=RETAIN_MS, batch=BATCH)
+                prune_s = time.monotonic() - started
+                wal = _wal_bytes(conn, lsn)
+                conn.execute(load_sql("prune_vacuum"))
+                sizes = _sizes(conn)
+                rows.append(
+                    {
+                        "hour": hour + 1,
+                        "runs": sizes["runs"],
+                        "removed": report.runs,
+                        "prune_s": round(prune_s, 2),
+                        "wal_mb": round(wal / 2**20, 1),
+                        "history_mb": round(sizes["history_bytes"] / 2**20, 1),
+                        "database_mb": round(sizes["database_bytes"] / 2**20, 1),
+                    }
+                )
+                print(f"# prune hourly {rows[-1]}", file=sys.stderr, flush=True)
+        verdict = verify_history(admin, stale_claim_grace_ms=0)
+    finally:
+        cluster.set_clock_offset_ms(0)
+        drop_database(cluster, database.name)
+    # The retention (2 h) is full from hour 3 on: compare the last hour with that one.
+    full = rows[min(2, len(rows) - 1)]["database_mb"]
+    last = rows[-1]["database_mb"]
+    return ctx.emit(
+        "prune_hourly",
+        {
+            "schedules": schedules,
+            "hours": hours,
+            "retain_h": RETAIN_MS // HOUR,
+            "per_hour": rows,
+            "verify_ok": verdict.ok,
+            "met": {"flat": last <= full * (1 + FLAT_TOLERANCE), "verify_ok": verdict.ok},
+        },
+    )
+
+
+def run_prune(ctx: BenchContext) -> list[dict[str, Any]]:
+    """Prune at scale on a durable cluster, then hour after hour on a faked database clock."""
+    with _cluster(faketime=False) as cluster:
+        scale = _scale(ctx, cluster)
+    with _cluster(faketime=True) as cluster:
+        hourly = _hourly(ctx, cluster)
+    return [scale, hourly]
