@@ -4,6 +4,19 @@ from __future__ import annotations
 
 from importlib.metadata import version as _version
 
+from ._alerts import (
+    ALERT_DEADLINE_MS_MAX,
+    ALERT_DEADLINE_MS_MIN,
+    ALERT_DELIVERY_ATTEMPTS_MAX,
+    ALERT_KINDS,
+    ALERT_MISSED_MARGIN_MS,
+    AlertCounts,
+    AlertKind,
+    AlertRecord,
+    AlertSettings,
+    RecordedAlert,
+    TakenAlert,
+)
 from ._connect import DRIVER_LOGGER, ConnectionSettings, check_conninfo
 from ._errors import (
     DatabaseError,
@@ -39,7 +52,7 @@ from .admin import (
     check_request_id,
     checked_payload,
 )
-from .ingress import TaskConnection, WorkerIngress
+from .ingress import AlertIngress, TaskConnection, WorkerIngress
 from .repository import PostgresScheduleRepository
 from .schema import (
     GROUP_ROLES,
@@ -79,6 +92,11 @@ from .zones import (
 __version__ = _version("ql3-cluster-postgres")
 
 __all__ = [
+    "ALERT_DEADLINE_MS_MAX",
+    "ALERT_DEADLINE_MS_MIN",
+    "ALERT_DELIVERY_ATTEMPTS_MAX",
+    "ALERT_KINDS",
+    "ALERT_MISSED_MARGIN_MS",
     "BACKFILL_BATCH_DEFAULT",
     "BACKFILL_BATCH_MAX",
     "DRIVER_LOGGER",
@@ -91,6 +109,11 @@ __all__ = [
     "VERIFY_RULES",
     "VIOLATIONS_PER_RULE_DEFAULT",
     "VIOLATIONS_PER_RULE_MAX",
+    "AlertCounts",
+    "AlertIngress",
+    "AlertKind",
+    "AlertRecord",
+    "AlertSettings",
     "ApplyReport",
     "AttemptCounts",
     "AttemptRecord",
@@ -110,6 +133,7 @@ __all__ = [
     "PostgresScheduleRepository",
     "PrivateServer",
     "PrivateServerError",
+    "RecordedAlert",
     "RunRecord",
     "RunSummary",
     "ScheduleAdmin",
@@ -122,6 +146,7 @@ __all__ = [
     "ScheduleVerdict",
     "SchemaMismatchError",
     "StatusReport",
+    "TakenAlert",
     "TaskConnection",
     "UnknownRoleError",
     "VerifyReport",

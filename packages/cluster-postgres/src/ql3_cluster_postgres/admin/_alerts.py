@@ -1,0 +1,43 @@
+"""What a schedule asks to be alerted about, written with its definition (migration 0013).
+
+`add` and `apply` write each spec's `AlertSettings` (no settings: no alert) through
+`ql3.admin_set_alerts_v1` in the transaction that writes the definition, so a schedule never
+exists, even for a moment, without the alerts it asked for. The function starts the `late`
+watermark at the database time: Runs scheduled before `late` was asked for are not judged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ql3_cluster_postgres._alerts import AlertSettings
+
+from ._statements import fetch_rows
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import psycopg
+
+__all__ = ["set_schedule_alerts"]
+
+_NONE = AlertSettings()
+
+
+def set_schedule_alerts(
+    conn: psycopg.Connection[Any], settings: Mapping[int, AlertSettings | None]
+) -> None:
+    """Write each schedule's alert settings (by schedule id; None: no alerts)."""
+    for schedule_id, wanted in settings.items():
+        alerts = wanted or _NONE
+        fetch_rows(
+            conn,
+            "set_schedule_alerts",
+            {
+                "schedule_id": schedule_id,
+                "alert_on": list(alerts.alert_on),
+                "command": alerts.command,
+                "webhook": alerts.webhook,
+                "deadline_ms": alerts.deadline_ms,
+            },
+        )
