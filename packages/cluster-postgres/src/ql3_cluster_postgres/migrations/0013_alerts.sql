@@ -107,13 +107,18 @@ CREATE TABLE ql3.alert_deliveries (
     CONSTRAINT alert_deliveries_times CHECK (finished_at_ms >= started_at_ms)
 );
 
--- Since when a schedule asks for `late` (the first Run judged), and up to which scheduled time
--- its Runs were judged: record_due_alerts_v1 judges each Run once, when its deadline has passed.
+-- Since when a schedule asks for each kind (turning a kind on again restarts it: what happened
+-- while it was off is not judged), and for `late` up to which scheduled time its Runs were
+-- judged: record_due_alerts_v1 judges each Run once, when its deadline has passed. `ql3 verify`
+-- (rule `alert`) judges each kind from its since_ms.
 CREATE TABLE ql3.alert_watermarks (
-    schedule_id      bigint PRIMARY KEY,
-    late_since_ms    bigint NOT NULL,
-    late_checked_ms  bigint NOT NULL,
-    CONSTRAINT alert_watermarks_order CHECK (late_checked_ms >= late_since_ms - 1)
+    schedule_id bigint NOT NULL,
+    kind        text   NOT NULL,
+    since_ms    bigint NOT NULL,
+    checked_ms  bigint NOT NULL,
+    PRIMARY KEY (schedule_id, kind),
+    CONSTRAINT alert_watermarks_kind CHECK (kind IN ('missed', 'late', 'failed', 'paused')),
+    CONSTRAINT alert_watermarks_order CHECK (checked_ms >= since_ms - 1)
 );
 
 -- 3. Raising one alert -------------------------------------------------------------------------------
@@ -213,9 +218,10 @@ AS $$ SELECT 60000::bigint $$;
 
 -- Record the `missed` and `late` alerts whose bound the database clock has passed; return them.
 -- missed: an active schedule asking for it whose cursor (the first occurrence nobody decided:
---   neither a Run nor a skip record) is older than now - margin - its grace, and whose claim, if
---   any, has expired. One per occurrence: the UNIQUE key, whoever races.
--- late: each Run of a schedule asking for it, scheduled in (late_checked_ms, now - deadline],
+--   neither a Run nor a skip record) is older than now - margin - its grace. One per occurrence
+--   (the UNIQUE key, whoever races); an outage that leaves the cursor where it is raises one
+--   alert, for the first occurrence it held back, not one per occurrence it passes.
+-- late: each Run of a schedule asking for it, scheduled in (checked_ms, now - deadline],
 --   without an attempt that succeeded by its scheduled time + deadline. The watermark row is
 --   locked SKIP LOCKED: two callers never judge the same span twice, and never wait on each other.
 CREATE FUNCTION ql3.record_due_alerts_v1()
@@ -236,7 +242,6 @@ BEGIN
         WHERE s.state = 'active' AND 'missed' = ANY (s.alert_on)
           AND s.next_due_at_ms < v_now_ms - v_margin
           AND s.next_due_at_ms + v_margin + s.misfire_grace_ms < v_now_ms
-          AND (s.claim_expires_at_ms IS NULL OR s.claim_expires_at_ms <= v_now_ms)
           AND NOT EXISTS (SELECT 1 FROM ql3.alerts AS a
                           WHERE a.schedule_id = s.id AND a.kind = 'missed'
                             AND a.subject_key = s.next_due_at_ms)
@@ -251,11 +256,11 @@ BEGIN
         END IF;
     END LOOP;
     FOR v_row IN
-        SELECT w.schedule_id, w.late_checked_ms, s.alert_deadline_ms
+        SELECT w.schedule_id, w.checked_ms, s.alert_deadline_ms
         FROM ql3.alert_watermarks AS w
         JOIN ql3.trigger_schedules AS s ON s.id = w.schedule_id
-        WHERE 'late' = ANY (s.alert_on)
-          AND w.late_checked_ms < v_now_ms - s.alert_deadline_ms
+        WHERE w.kind = 'late' AND 'late' = ANY (s.alert_on)
+          AND w.checked_ms < v_now_ms - s.alert_deadline_ms
         FOR UPDATE OF w SKIP LOCKED
     LOOP
         RETURN QUERY
@@ -268,7 +273,7 @@ BEGIN
                'late'::text AS kind, v_row.schedule_id AS schedule_id, r.id AS subject_key
         FROM ql3.runs AS r
         WHERE r.schedule_id = v_row.schedule_id
-          AND r.scheduled_for_ms > v_row.late_checked_ms
+          AND r.scheduled_for_ms > v_row.checked_ms
           AND r.scheduled_for_ms <= v_now_ms - v_row.alert_deadline_ms
           AND NOT EXISTS (
               SELECT 1 FROM ql3.attempts AS a
@@ -277,16 +282,16 @@ BEGIN
           )
         ) AS j WHERE j.alert_id IS NOT NULL;
         UPDATE ql3.alert_watermarks AS w
-            SET late_checked_ms = v_now_ms - v_row.alert_deadline_ms
-            WHERE w.schedule_id = v_row.schedule_id;
+            SET checked_ms = v_now_ms - v_row.alert_deadline_ms
+            WHERE w.schedule_id = v_row.schedule_id AND w.kind = 'late';
     END LOOP;
 END
 $$;
 
 -- 5. Alert settings (admin) ----------------------------------------------------------------------
 
--- Write what schedule p_schedule_id asks for. Turning `late` on (or the schedule's first time)
--- starts its watermark at the database time: Runs scheduled before are not judged.
+-- Write what schedule p_schedule_id asks for. Each kind turned on (that was off) starts its
+-- watermark at the database time: what happened before is not judged, nor alerted about.
 CREATE FUNCTION ql3.admin_set_alerts_v1(
     p_schedule_id bigint, p_alert_on text[], p_command text, p_webhook text, p_deadline_ms bigint
 ) RETURNS void
@@ -295,18 +300,22 @@ CREATE FUNCTION ql3.admin_set_alerts_v1(
 AS $$
 DECLARE
     v_now_ms bigint := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+    v_before text[];
 BEGIN
+    SELECT s.alert_on INTO v_before
+        FROM ql3.trigger_schedules AS s WHERE s.id = p_schedule_id FOR UPDATE;
     UPDATE ql3.trigger_schedules AS s
         SET alert_on = coalesce(p_alert_on, '{}'), alert_command = p_command,
             alert_webhook = p_webhook, alert_deadline_ms = p_deadline_ms
         WHERE s.id = p_schedule_id
           AND (s.alert_on, s.alert_command, s.alert_webhook, s.alert_deadline_ms)
               IS DISTINCT FROM (coalesce(p_alert_on, '{}'), p_command, p_webhook, p_deadline_ms);
-    IF 'late' = ANY (p_alert_on) THEN
-        INSERT INTO ql3.alert_watermarks (schedule_id, late_since_ms, late_checked_ms)
-        VALUES (p_schedule_id, v_now_ms, v_now_ms - 1)
-        ON CONFLICT (schedule_id) DO NOTHING;
-    END IF;
+    INSERT INTO ql3.alert_watermarks AS w (schedule_id, kind, since_ms, checked_ms)
+    SELECT p_schedule_id, k.kind, v_now_ms, v_now_ms - 1
+    FROM unnest(coalesce(p_alert_on, '{}')) AS k (kind)
+    WHERE NOT (k.kind = ANY (coalesce(v_before, '{}')))
+    ON CONFLICT (schedule_id, kind)
+        DO UPDATE SET since_ms = excluded.since_ms, checked_ms = excluded.checked_ms;
 END
 $$;
 
