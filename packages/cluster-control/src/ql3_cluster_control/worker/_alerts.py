@@ -91,7 +91,16 @@ class AlertDispatcher:
     def _main(self) -> None:
         try:
             while not self._stop.is_set():
-                self.run_once()
+                try:
+                    self.run_once()
+                except Exception as exc:  # noqa: BLE001 - the duty must outlive one bad round
+                    log_event(
+                        logger,
+                        logging.ERROR,
+                        "alerts.error",
+                        error=type(exc).__name__,
+                        reason=str(exc),
+                    )
                 self._stop.wait(self._interval_s)
         finally:
             if self._repository is not None:

@@ -19,6 +19,7 @@ exhausted AS (
     JOIN ql3.tasks AS k ON k.id = r.task_id
     JOIN ql3.attempts AS a ON a.run_id = r.id
     WHERE a.state IN ('failed', 'timed_out', 'abandoned') AND a.attempt_number >= k.max_attempts
+      AND r.schedule_id IN (SELECT schedule_id FROM watched WHERE kind = 'failed')
     GROUP BY r.schedule_id, r.id
 ),
 decisions AS (
@@ -37,7 +38,8 @@ decisions AS (
           AND k.schedule_id IN (SELECT schedule_id FROM watched WHERE kind = 'missed')
     ) AS d
 )
-SELECT 'failed_missing', e.schedule_id, NULL, 'failed', e.run_id, e.at_ms
+SELECT 'failed_missing' AS problem, e.schedule_id, NULL::bigint AS alert_id, 'failed' AS kind,
+       e.run_id AS subject_key, e.at_ms
 FROM exhausted AS e
 JOIN watched AS w ON w.schedule_id = e.schedule_id AND w.kind = 'failed'
 WHERE e.at_ms >= w.since_ms

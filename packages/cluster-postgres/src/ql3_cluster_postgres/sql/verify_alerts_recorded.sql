@@ -5,15 +5,7 @@
 -- before it was raised; a `late` one raised before its deadline or for a Run that succeeded by
 -- it; a `failed` one for a Run whose attempts were not exhausted; a `paused` one for no pause
 -- after failures.
-WITH margin AS MATERIALIZED (SELECT ql3.alert_missed_margin_ms() AS ms),
-exhausted AS (
-    SELECT r.schedule_id, r.id AS run_id, max(a.finished_at_ms) AS at_ms
-    FROM ql3.runs AS r
-    JOIN ql3.tasks AS k ON k.id = r.task_id
-    JOIN ql3.attempts AS a ON a.run_id = r.id
-    WHERE a.state IN ('failed', 'timed_out', 'abandoned') AND a.attempt_number >= k.max_attempts
-    GROUP BY r.schedule_id, r.id
-)
+WITH margin AS MATERIALIZED (SELECT ql3.alert_missed_margin_ms() AS ms)
 SELECT 'duplicate' AS problem, a.schedule_id, min(a.id) AS alert_id, a.kind, a.subject_key,
        count(*) AS at_ms
 FROM ql3.alerts AS a
@@ -46,9 +38,14 @@ UNION ALL
 SELECT 'failed_without_condition', a.schedule_id, a.id, a.kind, a.subject_key, a.raised_at_ms
 FROM ql3.alerts AS a
 WHERE a.kind = 'failed'
-  AND NOT EXISTS (SELECT 1 FROM exhausted AS e
-                  WHERE e.run_id = a.run_id AND e.schedule_id = a.schedule_id
-                    AND e.at_ms <= a.raised_at_ms)
+  AND NOT EXISTS (SELECT 1
+                  FROM ql3.runs AS r
+                  JOIN ql3.tasks AS k ON k.id = r.task_id
+                  JOIN ql3.attempts AS t ON t.run_id = r.id
+                  WHERE r.id = a.run_id AND r.schedule_id = a.schedule_id
+                    AND t.state IN ('failed', 'timed_out', 'abandoned')
+                    AND t.attempt_number >= k.max_attempts
+                    AND t.finished_at_ms <= a.raised_at_ms)
 UNION ALL
 SELECT 'paused_without_condition', a.schedule_id, a.id, a.kind, a.subject_key, a.raised_at_ms
 FROM ql3.alerts AS a
