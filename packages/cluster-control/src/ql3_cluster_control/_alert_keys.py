@@ -71,13 +71,18 @@ def alert_settings(
     for field, value in ((command_field, command), (webhook_field, webhook)):
         if value is not None and not isinstance(value, str):
             raise ConfigurationError(f"{field}: a string, got {value!r}")
+    kinds = _kinds(alert_on, on_field)
+    deadline_ms = _deadline_ms(deadline, deadline_field)
+    if "late" in kinds and deadline_ms is None:
+        msg = f"{deadline_field}: `late` needs a deadline (how long after the scheduled time)"
+        raise ConfigurationError(msg)
     try:
         return AlertSettings.model_validate(
             {
-                "alert_on": _kinds(alert_on, on_field),
+                "alert_on": kinds,
                 "command": command,
                 "webhook": webhook,
-                "deadline_ms": _deadline_ms(deadline, deadline_field),
+                "deadline_ms": deadline_ms,
             }
         )
     except ValidationError as exc:

@@ -19,7 +19,7 @@ from ql3_cluster_control.worker._alert_delivery import alert_environment, delive
 from ql3_cluster_postgres import TakenAlert
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
 
@@ -150,3 +150,35 @@ def test_both_channels_are_tried_and_both_errors_reported(receiver: str) -> None
     assert "HTTP 503" in error
     assert len(_Receiver.received) == 1
     assert deliver_alert(_alert()) is None  # no channel: recorded, counted, listed only
+
+
+_NOWHERE = "host=127.0.0.1 port=1 dbname=nowhere user=nobody connect_timeout=2"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--alert-on", "late"], "--alert-deadline: `late` needs a deadline"),
+        (["--alert-on", "missed,never"], "--alert-on: unknown kind 'never'"),
+        (["--alert-webhook", "https://ops.example/h"], "--alert-on: required"),
+        (["--alert-on", "failed", "--alert-webhook", "mailto:ops"], "--alert-webhook"),
+        (["--alert-on", "late", "--alert-deadline", "tomorrow"], "--alert-deadline: a duration"),
+    ],
+)
+def test_schedule_add_alert_flags_exit_2_before_connecting(
+    usage_error: Callable[[list[str]], str], args: list[str], needle: str
+) -> None:
+    """A bad alert flag is refused naming the flag, before any connection (port 1: none)."""
+    line = usage_error(["schedule", "add", "job", "--cron", "* * * * *", *args, "--dsn", _NOWHERE])
+    assert needle in line, line
+
+
+def test_apply_file_alert_errors_exit_2(
+    usage_error: Callable[[list[str]], str], tmp_path: Path
+) -> None:
+    """A schedule file's alert mistake names the schedule and the key."""
+    path = tmp_path / "s.toml"
+    path.write_text('[[schedule]]\nname = "w"\ncron = "* * * * *"\nalert_on = ["late"]\n')
+    line = usage_error(["schedule", "apply", str(path), "--dsn", _NOWHERE])
+    assert "schedule 'w'" in line, line
+    assert "alert_deadline" in line, line
