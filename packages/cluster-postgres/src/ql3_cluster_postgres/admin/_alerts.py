@@ -27,17 +27,18 @@ _NONE = AlertSettings()
 def set_schedule_alerts(
     conn: psycopg.Connection[Any], settings: Mapping[int, AlertSettings | None]
 ) -> None:
-    """Write each schedule's alert settings (by schedule id; None: no alerts)."""
-    for schedule_id, wanted in settings.items():
-        alerts = wanted or _NONE
-        fetch_rows(
-            conn,
-            "set_schedule_alerts",
-            {
-                "schedule_id": schedule_id,
-                "alert_on": list(alerts.alert_on),
-                "command": alerts.command,
-                "webhook": alerts.webhook,
-                "deadline_ms": alerts.deadline_ms,
-            },
-        )
+    """Write each schedule's alert settings (by schedule id; None: no alerts), one statement."""
+    if not settings:
+        return
+    wanted = [alerts or _NONE for alerts in settings.values()]
+    fetch_rows(
+        conn,
+        "set_schedule_alerts",
+        {
+            "schedule_ids": list(settings),
+            "alert_ons": [",".join(alerts.alert_on) for alerts in wanted],
+            "commands": [alerts.command for alerts in wanted],
+            "webhooks": [alerts.webhook for alerts in wanted],
+            "deadlines": [alerts.deadline_ms for alerts in wanted],
+        },
+    )
