@@ -75,6 +75,8 @@ logger = logging.getLogger(__name__)
 _TICK_S: Final = 0.1
 # Heartbeats before a runner's kill point: a renewal may fail twice before a command is ended.
 _BEATS_PER_LEASE: Final = 3
+# The alert duty's shortest interval (`_start_alerts`).
+_ALERT_MIN_INTERVAL_S: Final = 0.25
 
 
 class Worker:
@@ -361,7 +363,8 @@ class Worker:
             factory,
             worker_id=self.worker_id,
             metrics=self.metrics,
-            interval_s=self.settings.poll_interval_ms / 1000,
+            # Every poll, but at most four times a second: a busy fleet polls far more often.
+            interval_s=max(self.settings.poll_interval_ms / 1000, _ALERT_MIN_INTERVAL_S),
         ).start()
 
     def _start_metrics(self) -> None:
