@@ -55,6 +55,7 @@ class FakeRepository(ScheduleRows):
     resolve_failures: int = 0
     calls: list[str] = field(default_factory=list)
     closed: bool = False
+    alert_checks: int = 0
     zone_rules_recorded: str | None = "2026.1"
     zone_rules_stored: set[str] = field(default_factory=lambda: {"2026.1"})
     zone_rules_loaded: str | None = None
@@ -295,6 +296,11 @@ class FakeRepository(ScheduleRows):
         self.calls.append("cluster_state")
         invalid = sum(1 for row in self.schedules.values() if row.state is ScheduleState.INVALID)
         return ClusterState(zone_rules=self._zone_rules(), invalid_schedules=invalid)
+
+    def record_due_alerts(self) -> int:
+        """Record no alert: alerts are rows of the PostgreSQL schema (migration 0013)."""
+        self.alert_checks += 1
+        return 0
 
     def count_overdue_schedules(self, lease_ms: int) -> int:
         """Count active rows whose cursor is more than lease + grace behind the fake clock."""

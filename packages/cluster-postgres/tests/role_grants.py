@@ -222,6 +222,44 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         "execute:floor": "SELECT ql3.history_prune_floor_ms()",
         "delete": "DELETE FROM ql3.history_checkpoints WHERE id = %(checkpoint)s",
         "truncate": "TRUNCATE ql3.history_checkpoints",
+    # Alerts (migration 0013): written only through SECURITY DEFINER functions and triggers.
+    "alerts": {
+        "select": "SELECT * FROM ql3.alerts",
+        "insert": "INSERT INTO ql3.alerts (schedule_id, kind, subject_key, occurrence_ms,"
+        " raised_at_ms, raised_by, next_delivery_at_ms) VALUES (%(schedule)s, 'missed', 7, 7, 7,"
+        " 'probe', 7)",
+        "update:delivery": "UPDATE ql3.alerts SET delivery_state = delivery_state,"
+        " delivery_attempts = delivery_attempts, next_delivery_at_ms = next_delivery_at_ms,"
+        " lease_token = lease_token, lease_expires_at_ms = lease_expires_at_ms"
+        " WHERE id = %(alert)s",
+        "execute:record": "SELECT count(*) FROM ql3.record_due_alerts_v1()",
+        "execute:take": "SELECT count(*) FROM ql3.worker_take_alerts_v1(gen_random_uuid(),"
+        " 30000, 1)",
+        "execute:finish": "SELECT count(*) FROM ql3.worker_finish_alert_v1(%(alert)s,"
+        " gen_random_uuid(), 'probe', 0, true, NULL)",
+        "execute:settings": "SELECT ql3.admin_set_alerts_v1(%(schedule)s, ARRAY['failed'],"
+        " NULL, NULL, NULL)",
+        "delete": "DELETE FROM ql3.alerts WHERE id = %(alert)s",
+        "truncate": "TRUNCATE ql3.alerts",
+    },
+    "alert_deliveries": {
+        "select": "SELECT * FROM ql3.alert_deliveries",
+        "insert": "INSERT INTO ql3.alert_deliveries (alert_id, attempt_number, outcome,"
+        " worker_login, worker_id, started_at_ms, finished_at_ms)"
+        " VALUES (%(alert)s, 9, 'delivered', 'probe', 'probe', 7, 7)",
+        "update:all": "UPDATE ql3.alert_deliveries SET outcome = outcome, error = error"
+        " WHERE id = %(delivery)s",
+        "delete": "DELETE FROM ql3.alert_deliveries WHERE id = %(delivery)s",
+        "truncate": "TRUNCATE ql3.alert_deliveries",
+    },
+    "alert_watermarks": {
+        "select": "SELECT * FROM ql3.alert_watermarks",
+        "insert": "INSERT INTO ql3.alert_watermarks (schedule_id, kind, since_ms, checked_ms)"
+        " VALUES (-1, 'late', 7, 7)",
+        "update:all": "UPDATE ql3.alert_watermarks SET since_ms = since_ms,"
+        " checked_ms = checked_ms WHERE schedule_id = %(schedule)s AND kind = 'late'",
+        "delete": "DELETE FROM ql3.alert_watermarks WHERE schedule_id = %(schedule)s",
+        "truncate": "TRUNCATE ql3.alert_watermarks",
     },
     "schedule_revisions": {
         "select": "SELECT * FROM ql3.schedule_revisions",
@@ -251,7 +289,7 @@ PROBES: Final[dict[str, dict[str, str]]] = {
 }
 
 _READERS = frozenset({"owner", "admin", "runtime", "worker_ingress"})
-# The design (migrations 0002 to 0012): (table, probe) -> roles allowed.
+# The design (migrations 0002 to 0013): (table, probe) -> roles allowed.
 # Anything absent is allowed to the owner only. ql3_worker_ingress reads attempts and events but
 # writes them only through its functions (test_worker_fences.py probes those).
 ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
@@ -295,6 +333,15 @@ ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("history_checkpoints", "select"): frozenset({"owner", "admin"}),
     ("history_checkpoints", "execute:prune"): frozenset({"owner", "admin"}),
     ("history_checkpoints", "execute:floor"): frozenset({"owner", "admin"}),
+    # Alerts (migration 0013): every reader reads them; the functions alone write them. Any
+    # Coordinator or worker records due alerts; workers deliver; the admin sets what is asked.
+    ("alerts", "select"): _READERS,
+    ("alerts", "execute:record"): frozenset({"owner", "runtime", "worker_ingress"}),
+    ("alerts", "execute:take"): frozenset({"owner", "worker_ingress"}),
+    ("alerts", "execute:finish"): frozenset({"owner", "worker_ingress"}),
+    ("alerts", "execute:settings"): frozenset({"owner", "admin"}),
+    ("alert_deliveries", "select"): _READERS,
+    ("alert_watermarks", "select"): _READERS,
     ("schedule_revisions", "select"): frozenset({"owner", "admin"}),
     ("schedule_revisions", "insert"): frozenset({"owner", "admin"}),
     ("schedule_revisions", "update:end"): frozenset({"owner", "admin"}),

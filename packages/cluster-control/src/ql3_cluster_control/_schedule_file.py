@@ -7,7 +7,8 @@ one-off `at` (a wall time in `tz`, see `one_off_definition`), and what its runs 
 (DESIGN §10): `command` (run with /bin/sh -c; without it the schedule is a Python task run by
 name), `max_attempts`, `timeout_s`, `retry_backoff_ms`, the overlap policy `overlap` (allow,
 skip, replace) with its cap `max_running` (read by `_schedule_overlap`); and
-`pause_after_failures`, `paused` (true, or `{reason, until}`: see `_pause_keys`).
+`pause_after_failures`, `paused` (true, or `{reason, until}`: see `_pause_keys`), `alert_on`,
+`alert_command`, `alert_webhook`, `alert_deadline` (see `_alert_keys`).
 `schedule_definition`,
 `one_off_definition` and `task_execution` build the same models from `ql3 schedule add`'s flags,
 so a file and a command line are checked by one code path and their errors name the key a person
@@ -34,6 +35,7 @@ from ql3_runtime_core import (
     TaskExecution,
 )
 
+from ._alert_keys import ALERT_KEYS, entry_alerts
 from ._config import ConfigurationError
 from ._file_tables import read_file_tables
 from ._pause_keys import entry_pause
@@ -73,6 +75,7 @@ SCHEDULE_KEYS = (
     "pause_after_failures",
     "paused",
     *OVERLAP_KEYS,
+    *ALERT_KEYS,
 )
 # People give a timeout in seconds; the task stores milliseconds (TaskExecution's bounds).
 TIMEOUT_S_MIN = TIMEOUT_MS_MIN // 1000
@@ -224,7 +227,10 @@ def _spec(index: int, entry: object, rules: ZoneRules | None = None) -> Schedule
         execution = _entry_execution(entry)
         pause = entry_pause(entry, where)
         # The name rules (printable, no padding, 1..200) live in the model, as for the API.
-        return ScheduleSpec(name=entry["name"], definition=definition, execution=execution, **pause)
+        alerts = entry_alerts(entry)
+        return ScheduleSpec(
+            name=entry["name"], definition=definition, execution=execution, alerts=alerts, **pause
+        )
     except (ValidationError, ValueError) as exc:
         raise ConfigurationError(f"{where}: {_first_error(exc)}") from exc
 

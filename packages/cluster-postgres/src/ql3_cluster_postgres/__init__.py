@@ -4,6 +4,19 @@ from __future__ import annotations
 
 from importlib.metadata import version as _version
 
+from ._alerts import (
+    ALERT_DEADLINE_MS_MAX,
+    ALERT_DEADLINE_MS_MIN,
+    ALERT_DELIVERY_ATTEMPTS_MAX,
+    ALERT_KINDS,
+    ALERT_MISSED_MARGIN_MS,
+    AlertCounts,
+    AlertKind,
+    AlertRecord,
+    AlertSettings,
+    RecordedAlert,
+    TakenAlert,
+)
 from ._connect import DRIVER_LOGGER, ConnectionSettings, check_conninfo
 from ._errors import (
     DatabaseError,
@@ -45,7 +58,7 @@ from .admin import (
     parse_duration_ms,
     prune_history,
 )
-from .ingress import TaskConnection, WorkerIngress
+from .ingress import AlertIngress, TaskConnection, WorkerIngress
 from .repository import PostgresScheduleRepository
 from .schema import (
     GROUP_ROLES,
@@ -85,6 +98,11 @@ from .zones import (
 __version__ = _version("ql3-cluster-postgres")
 
 __all__ = [
+    "ALERT_DEADLINE_MS_MAX",
+    "ALERT_DEADLINE_MS_MIN",
+    "ALERT_DELIVERY_ATTEMPTS_MAX",
+    "ALERT_KINDS",
+    "ALERT_MISSED_MARGIN_MS",
     "BACKFILL_BATCH_DEFAULT",
     "BACKFILL_BATCH_MAX",
     "DRIVER_LOGGER",
@@ -99,6 +117,11 @@ __all__ = [
     "VERIFY_RULES",
     "VIOLATIONS_PER_RULE_DEFAULT",
     "VIOLATIONS_PER_RULE_MAX",
+    "AlertCounts",
+    "AlertIngress",
+    "AlertKind",
+    "AlertRecord",
+    "AlertSettings",
     "ApplyReport",
     "AttemptCounts",
     "AttemptRecord",
@@ -120,6 +143,7 @@ __all__ = [
     "PrivateServerError",
     "PruneBatch",
     "PruneReport",
+    "RecordedAlert",
     "RunRecord",
     "RunSummary",
     "ScheduleAdmin",
@@ -132,6 +156,7 @@ __all__ = [
     "ScheduleVerdict",
     "SchemaMismatchError",
     "StatusReport",
+    "TakenAlert",
     "TaskConnection",
     "UnknownRoleError",
     "VerifyReport",

@@ -6,7 +6,8 @@ schedules with its attempt and event counts (1:1:2 at admission) and whether it 
 the claims still held on them. It also
 answers what workers did (DESIGN §10): attempts by state with the oldest queued age
 (`attempt_counts`, for `ql3 status`) and the latest runs with their attempts (`recent_runs`, for
-`ql3 runs list`). The control plane reads them through this typed API and never speaks SQL
+`ql3 runs list`), and the alerts recorded (`alerts` for `ql3 alerts list`, `alert_counts` for
+the metrics). The control plane reads them through this typed API and never speaks SQL
 itself (DESIGN §15). Rows are read by column name into the models below, never by position.
 """
 
@@ -20,6 +21,7 @@ from psycopg.rows import class_row
 from pydantic import BaseModel, ConfigDict
 from ql3_runtime_core import AttemptState, InvalidArgumentError
 
+from ._alerts import ALERT_KINDS, AlertCounts, AlertRecord
 from ._bounds import check_limit
 from ._connect import ConnectionOptions, close_quietly, reuse_or_connect, wrap_error
 from ._lifecycle import Closing
@@ -246,3 +248,24 @@ class HistoryReader(Closing):
             "kind": kind,
         }
         return tuple(self._rows("history_recent_runs", params, RunSummary))
+
+    def alerts(
+        self, *, kind: str | None = None, schedule: str | None = None, limit: int = 50
+    ) -> tuple[AlertRecord, ...]:
+        """Return the latest `limit` alerts (newest first) with their delivery so far.
+
+        Args:
+            kind: only alerts of this kind (`missed`, `late`, `failed`, `paused`).
+            schedule: only alerts of this schedule (by name).
+            limit: 1..`ROW_LIMIT_MAX` alerts (an `InvalidArgumentError` otherwise, nothing sent).
+
+        """
+        check_limit(limit)
+        if kind is not None and kind not in ALERT_KINDS:
+            raise InvalidArgumentError("kind", kind, f"must be one of {', '.join(ALERT_KINDS)}")
+        params = {"kind": kind, "schedule": schedule, "batch_limit": limit}
+        return tuple(self._rows("history_alerts", params, AlertRecord))
+
+    def alert_counts(self) -> tuple[AlertCounts, ...]:
+        """Count the alerts recorded by kind, and their failed delivery attempts (metrics)."""
+        return tuple(self._rows("count_alerts", {}, AlertCounts))

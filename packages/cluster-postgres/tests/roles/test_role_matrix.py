@@ -103,6 +103,23 @@ def _seed(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         " '{}', '{}', '{}', '{}', 0, 0, 0, '\\x00', 'seed', 0) RETURNING id",
         ids,
     )
+    ids["alert"] = one(
+        "INSERT INTO ql3.alerts (schedule_id, kind, subject_key, run_id, raised_at_ms,"
+        " raised_by, next_delivery_at_ms) VALUES (%(schedule)s, 'failed', %(run)s, %(run)s, 1,"
+        " 'seed', 1) RETURNING id",
+        ids,
+    )
+    ids["delivery"] = one(
+        "INSERT INTO ql3.alert_deliveries (alert_id, attempt_number, outcome, error,"
+        " worker_login, worker_id, started_at_ms, finished_at_ms)"
+        " VALUES (%(alert)s, 1, 'failed', 'seed', 'seed', 'seed', 1, 1) RETURNING id",
+        ids,
+    )
+    one(
+        "INSERT INTO ql3.alert_watermarks (schedule_id, kind, since_ms, checked_ms)"
+        " VALUES (%(schedule)s, 'late', 0, 0) RETURNING schedule_id",
+        ids,
+    )
     conn.execute(
         "INSERT INTO ql3.zone_rule_data (version, zone, tzif) SELECT 'seed', zone, tzif"
         " FROM ql3.zone_rule_data WHERE zone = 'UTC' LIMIT 1"
@@ -205,6 +222,9 @@ def test_matrix_covers_every_table_and_role() -> None:
         "backfills",
         "history_checkpoints",
         "schedule_pauses",
+        "alerts",
+        "alert_deliveries",
+        "alert_watermarks",
         "schedule_revisions",
         "schema_migrations",
         "zone_rules",

@@ -291,6 +291,14 @@ class ServiceRepository(ScheduleRepository, Protocol):
         """Count active schedules more than `lease_ms` + their grace behind the database clock."""
         ...
 
+    def record_due_alerts(self) -> int:
+        """Record the `missed` and `late` alerts the database clock made due; return how many.
+
+        Recorded once each whoever asks (workers ask too, so `missed` is recorded while every
+        Coordinator is down); a store without alerts records none.
+        """
+        ...
+
     def read_replication_state(self) -> ReplicationState:
         """Read the node's role, system identifier, timeline and replication mode (DESIGN §13)."""
         ...

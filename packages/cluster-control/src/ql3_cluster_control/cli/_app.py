@@ -26,6 +26,7 @@ from ql3_runtime_core import log_event, zone_rules_version
 
 from ql3_cluster_control._config import check_environment
 
+from ._alerts import alerts_list
 from ._backfill import schedule_backfill
 from ._common import EXIT_FAILURE, fail, guarded
 from ._daemons import run_command, worker_command
@@ -75,6 +76,11 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(history_app, name="history")
 app.add_typer(roles_app, name="roles")
 app.add_typer(zone_rules_app, name="zone-rules")
+alerts_app = typer.Typer(
+    help="Alerts recorded by the database and their delivery (read as ql3_admin).",
+    no_args_is_help=True,
+)
+app.add_typer(alerts_app, name="alerts")
 
 
 # The three wheels are installed and upgraded separately: a report names each one's version.
@@ -131,6 +137,7 @@ schedule_app.command("preview")(schedule_preview)
 app.command("run")(run_command)
 app.command("status")(status_command)
 runs_app.command("list")(runs_list)
+alerts_app.command("list")(alerts_list)
 app.command("worker")(worker_command)
 app.command("verify")(verify_command)
 history_app.command("prune")(history_prune)

@@ -160,6 +160,8 @@ def verify_command(
       checkpoint        pruned history not proven: chain, counts, rows left, or removed bare
       overlap           an overlap skip without its never-executed Run (or the reverse), or
                         more Runs of a schedule executing at once than its cap
+      alert             an alert twice, an alert without its condition, or (for a schedule
+                        that asked) a condition past its bound without its alert
 
     Manual Runs (`ql3 schedule trigger`) are no occurrences: the occurrence rules ignore them
     and they are counted apart; shape and attempts judge them like any Run. A backfilled Run

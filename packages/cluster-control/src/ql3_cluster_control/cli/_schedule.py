@@ -23,6 +23,7 @@ from ql3_runtime_core import (
     wheel_zone_rules,
 )
 
+from ql3_cluster_control._alert_keys import alert_settings
 from ql3_cluster_control._backfill_file import load_backfill_requests
 from ql3_cluster_control._config import ConfigurationError
 from ql3_cluster_control._pause_keys import PAUSE_AFTER_FAILURES_MAX
@@ -39,6 +40,7 @@ from ql3_cluster_control._schedule_overlap import with_overlap
 from ql3_cluster_control._schedule_window import schedule_window
 from ql3_cluster_control._trigger_file import load_trigger_requests
 
+from ._alerts import AlertCommand, AlertDeadline, AlertOn, AlertWebhook  # noqa: TC001  # typer
 from ._backfill import backfill_text
 from ._common import AsJson, Dsn, guarded, print_json, require_dsn
 from ._tables import execution_text, print_table, record_json, records_table, window_text
@@ -52,6 +54,9 @@ __all__ = [
     "schedule_preview",
     "schedule_retire",
 ]
+
+# The flags that spell the alert keys on the command line.
+_ALERT = ("--alert-on", "--alert-command", "--alert-webhook", "--alert-deadline")
 
 
 @guarded
@@ -152,6 +157,10 @@ def schedule_add(
             help="Live Runs at once (default: none under allow, 1 under skip and replace).",
         ),
     ] = None,
+    alert_on: AlertOn = None,
+    alert_command: AlertCommand = None,
+    alert_webhook: AlertWebhook = None,
+    alert_deadline: AlertDeadline = None,
     dsn: Dsn = None,
 ) -> None:
     """Create the task NAME, its cron trigger and its schedule.
@@ -164,6 +173,9 @@ def schedule_add(
     (running, or due and queued ahead of it; manual Runs count too) does: allow waits for a
     slot, skip never executes (recorded skipped for overlap), replace cancels the oldest.
 
+    --alert-on missed,late,failed,paused records those alerts (once each, by the database) and
+    delivers them to --alert-command and/or --alert-webhook; late needs --alert-deadline.
+
     --start-at/--end-at bound when it may run; --at makes it a one-off, run once. A schedule
     that would have nothing left to run after the database's now (a one-off in the past, a
     window already ended) is refused and nothing is written.
@@ -173,7 +185,8 @@ def schedule_add(
     execution = task_execution(command, max_attempts, timeout_s, retry_backoff_ms)
     execution = with_overlap(execution, overlap, max_running, fields=("--overlap", "--max-running"))
     # Checked before connecting: a bad name is a usage error, never a database one.
-    spec = ScheduleSpec(name=name, definition=definition, execution=execution)
+    alerts = alert_settings(alert_on, alert_command, alert_webhook, alert_deadline, fields=_ALERT)
+    spec = ScheduleSpec(name=name, definition=definition, execution=execution, alerts=alerts)
     dsn = require_dsn(dsn)
     if at is not None:
         # Again with the zone rules the database records: the instant the replicas decide by.
@@ -188,6 +201,7 @@ def schedule_add(
                 execution=spec.execution,
                 require_occurrence=True,
                 pause_after_failures=pause_after_failures,
+                alerts=spec.alerts,
             )
         except InvalidArgumentError as exc:
             if exc.argument != "end_at_ms":

@@ -32,6 +32,7 @@ from ql3_runtime_core import (
 
 from ql3_cluster_control._backoff import Backoff
 from ql3_cluster_control._config import CLAIM_BATCH_DEFAULT, CYCLE_BUDGET_DEFAULT
+from ql3_cluster_control._tracing import add_attributes, span
 
 from ._cycle import (
     CycleOverlapError,
@@ -144,7 +145,8 @@ class Coordinator:
         if not self._cycle_lock.acquire(blocking=False):
             raise CycleOverlapError(f"owner {self.owner_id}: a cycle is already running")
         try:
-            return self._cycle()
+            with span("ql3.cycle", owner_id=self.owner_id):
+                return self._cycle()
         finally:
             self._cycle_lock.release()
 
@@ -213,17 +215,27 @@ class Coordinator:
             return
         committing = {commit.claim.schedule_id for commit in commits}
         undecided = [claim for claim in self._held if claim.schedule_id not in committing]
-        batch = self.repository.commit_decisions(commits)
-        state.serialization_retries += batch.serialization_retries
-        by_schedule = {commit.claim.schedule_id: commit for commit in commits}
-        # Uncertain commits are settled from durable facts before the round goes on; the cycle
-        # counts each one once (state.uncertain), however it settles.
-        settled = [
-            self._settle_uncertain(by_schedule[outcome.schedule_id], state)
-            if outcome.status is CommitStatus.UNCERTAIN
-            else outcome
-            for outcome in batch.outcomes
-        ]
+        with span("ql3.commit", owner_id=self.owner_id) as current:
+            batch = self.repository.commit_decisions(commits)
+            state.serialization_retries += batch.serialization_retries
+            by_schedule = {commit.claim.schedule_id: commit for commit in commits}
+            # Uncertain commits are settled from durable facts before the round goes on; the
+            # cycle counts each one once (state.uncertain), however it settles.
+            settled = [
+                self._settle_uncertain(by_schedule[outcome.schedule_id], state)
+                if outcome.status is CommitStatus.UNCERTAIN
+                else outcome
+                for outcome in batch.outcomes
+            ]
+            add_attributes(
+                current,
+                run_ids=[
+                    run.run_id
+                    for outcome in settled
+                    if outcome.status is CommitStatus.COMMITTED
+                    for run in outcome.runs
+                ],
+            )
         # Committed or settled: only claims that decided nothing committable stay held.
         self._set_held(undecided)
         state.outcomes.extend(settled)
@@ -237,7 +249,11 @@ class Coordinator:
         command = ClaimClusterScheduleCommand(
             owner_id=self.owner_id, claim_token=uuid.uuid4(), lease_ms=self.lease_ms
         )
-        claim_round = self.repository.claim_round(command, min(self._round_size, state.remaining))
+        with span("ql3.claim", owner_id=self.owner_id) as current:
+            claim_round = self.repository.claim_round(
+                command, min(self._round_size, state.remaining)
+            )
+            add_attributes(current, claims=len(claim_round.claims))
         claims = list(claim_round.claims)
         self._set_held(claims)
         state.claims.extend(claims)

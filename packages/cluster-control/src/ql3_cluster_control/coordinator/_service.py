@@ -298,6 +298,10 @@ class CoordinatorService:
         overdue = repository.count_overdue_schedules(self.settings.lease_ms)
         self._overdue_read_at = time.monotonic()
         self.metrics.schedules_overdue.set(overdue)
+        # The same idle polls record the alerts whose bound passed (workers do it too).
+        recorded = repository.record_due_alerts()
+        if recorded:
+            log_event(logger, logging.WARNING, "alerts.recorded", count=recorded)
 
     def _fault(self, exc: QL3Error) -> None:
         delay = self.reconnect.delay_s(exc)

@@ -45,6 +45,8 @@ from ql3_runtime_core import (
     log_event,
 )
 
+from ql3_cluster_control._tracing import span, traceparent
+
 if TYPE_CHECKING:
     from typing import IO
 
@@ -199,7 +201,15 @@ class AttemptRunner(ABC):
 
     def _main(self) -> None:
         try:
-            self._execute()
+            attempt = self.attempt
+            with span(
+                "ql3.execute",
+                run_id=attempt.run_id,
+                attempt_id=attempt.attempt_id,
+                attempt=attempt.attempt_number,
+                schedule=attempt.task_name,
+            ):
+                self._execute()
         except Exception as exc:  # noqa: BLE001  # a runner must always settle, or the worker waits on it
             log_event(
                 logger,
@@ -301,6 +311,10 @@ class CommandRunner(AttemptRunner):
             QL3_SCHEDULE=attempt.task_name,
             QL3_TASK_PAYLOAD=json.dumps(attempt.payload, sort_keys=True, separators=(",", ":")),
         )
+        # The execution span's context (the `otel` extra): the command's own spans join it.
+        parent = traceparent()
+        if parent is not None:
+            env["TRACEPARENT"] = parent
         return env
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ql3_cluster_postgres import WorkerIngress
+from ql3_cluster_postgres import AlertIngress, WorkerIngress
 
 from ql3_cluster_control._config import ConfigurationError
 
@@ -20,15 +20,36 @@ if TYPE_CHECKING:
 
     from ql3_cluster_control._config import WorkerSettings
 
-__all__ = ["postgres_ingress_factory"]
+__all__ = ["postgres_alert_factory", "postgres_ingress_factory"]
 
 
-def postgres_ingress_factory(settings: WorkerSettings) -> Callable[[], WorkerRepository]:
-    """Return a factory of the PostgreSQL ingress for `settings` (a pooled connection per slot)."""
+def _dsn(settings: WorkerSettings) -> str:
     dsn = settings.dsn_value()
     if dsn is None:
         msg = "dsn: no database given; pass --dsn or set QL3_WORKER_DSN or QL3_DSN"
         raise ConfigurationError(msg)
+    return dsn
+
+
+def postgres_alert_factory(settings: WorkerSettings) -> Callable[[], AlertIngress]:
+    """Return a factory of the alert ingress for `settings`: one connection, its own thread."""
+    dsn = _dsn(settings)
+
+    def build() -> AlertIngress:
+        return AlertIngress(
+            dsn,
+            application_name=f"{settings.application_name[:56]}-alerts",
+            max_connections=1,
+            connect_timeout_s=settings.connect_timeout_s,
+            statement_timeout_ms=settings.statement_timeout_ms,
+        )
+
+    return build
+
+
+def postgres_ingress_factory(settings: WorkerSettings) -> Callable[[], WorkerRepository]:
+    """Return a factory of the PostgreSQL ingress for `settings` (a pooled connection per slot)."""
+    dsn = _dsn(settings)
 
     def build() -> WorkerRepository:
         return WorkerIngress(

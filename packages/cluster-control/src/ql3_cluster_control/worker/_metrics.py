@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from ql3_cluster_postgres import ALERT_KINDS
 
 __all__ = ["OUTCOMES", "WorkerMetrics"]
 
@@ -50,6 +51,23 @@ class WorkerMetrics:
         self.database_faults = Counter(
             "ql3_worker_database_faults",
             "Recovered database faults (connection loss, ...)",
+            registry=reg,
+        )
+
+        # Alerts (migration 0013). Each alert is counted by the worker that takes it for its first
+        # delivery attempt, so the sum over workers is the alerts recorded; every failed delivery
+        # attempt is counted by the worker that made it.
+        self.alerts = Counter(
+            "ql3_alerts",
+            "Alerts recorded by the database, counted at their first delivery attempt, by kind",
+            ["kind"],
+            registry=reg,
+        )
+        for kind in ALERT_KINDS:
+            self.alerts.labels(kind=kind)
+        self.alert_delivery_failures = Counter(
+            "ql3_alert_delivery_failures",
+            "Alert delivery attempts (command or webhook) that failed and will be retried",
             registry=reg,
         )
 

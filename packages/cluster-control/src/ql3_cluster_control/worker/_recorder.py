@@ -33,6 +33,7 @@ from ql3_runtime_core import (
 from tenacity import retry_if_exception_type
 
 from ql3_cluster_control._backoff import RetryStopped, sleep_unless
+from ql3_cluster_control._tracing import span
 
 if TYPE_CHECKING:
     import threading
@@ -144,7 +145,14 @@ class AttemptRecorder:
 
     def record(self, runner: AttemptRunner, result: AttemptResult, settle: bool) -> None:  # noqa: FBT001  # the Recorder signature
         """Record how `runner`'s attempt ended, retrying through database faults until abort."""
-        finished = self._finish(runner.attempt, result, settle=settle)
+        attempt = runner.attempt
+        with span(
+            "ql3.finish",
+            run_id=attempt.run_id,
+            attempt_id=attempt.attempt_id,
+            outcome=result.outcome.value,
+        ):
+            finished = self._finish(attempt, result, settle=settle)
         self._report(runner, result, finished)
 
     def record_transaction(self, runner: AttemptRunner, work: Callable[[Any], None]) -> None:

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Final
 
 from ql3_runtime_core import RepositoryUnavailableError, log_event
 
+from ql3_cluster_control._tracing import add_attributes, span
+
 from ._attempt_runner import AttemptRunner, CommandRunner
 from ._python_runner import PythonRunner
 from ._recorder import attempt_ids, report_abandoned
@@ -81,14 +83,16 @@ class AttemptTaker:
             return False
         sent_at = time.monotonic()
         try:
-            taken = repository.take_attempts(
-                worker_id=self._settings.id,
-                lease_token=self._lease_token,
-                lease_ms=self._settings.lease_ms,
-                limit=free,
-                python_tasks=self._tasks.names,
-                commands=self._settings.run_commands,
-            )
+            with span("ql3.take", worker_id=self._settings.id) as current:
+                taken = repository.take_attempts(
+                    worker_id=self._settings.id,
+                    lease_token=self._lease_token,
+                    lease_ms=self._settings.lease_ms,
+                    limit=free,
+                    python_tasks=self._tasks.names,
+                    commands=self._settings.run_commands,
+                )
+                add_attributes(current, run_ids=[attempt.run_id for attempt in taken])
         except RepositoryUnavailableError:
             self.unsettled = True
             raise

@@ -17,7 +17,9 @@ PostgreSQL `WorkerIngress` in production). On each tick, at most every `_TICK_S`
   failed may have landed unseen (its answer lost) or only on a server being replaced: before
   taking again, the worker settles it from durable facts and hands back, unused, whatever it holds
   without knowing (`settle_taken_attempts`), so a lost answer never burns an attempt;
-- each taken attempt runs on its own runner thread, which records its end (`_recorder`).
+- each taken attempt runs on its own runner thread, which records its end (`_recorder`);
+- beside the loop, on its own thread and connection, it records the alerts the database clock
+  made due and delivers pending alerts (`_alerts`), so `missed` is recorded with no Coordinator.
 
 Stopping (SIGTERM / SIGINT, or `request_stop()`): take nothing more, let running attempts finish
 for up to `grace_ms` while their leases are still renewed, then kill what still runs and release
@@ -47,8 +49,9 @@ from ql3_cluster_control._config import ConfigurationError, WorkerSettings
 from ql3_cluster_control._metrics import HealthState, MetricsServer
 from ql3_cluster_control._stop_signals import install_stop_signals
 
+from ._alerts import AlertDispatcher
 from ._attempt_runner import KILL_MARGIN_S
-from ._ingress import postgres_ingress_factory
+from ._ingress import postgres_alert_factory, postgres_ingress_factory
 from ._metrics import WorkerMetrics
 from ._recorder import AttemptRecorder
 from ._release import release_runners
@@ -61,6 +64,7 @@ if TYPE_CHECKING:
 
     from ql3_runtime_core import WorkerRepository
 
+    from ._alerts import AlertRepository
     from ._python_runner import TaskFunction
 
 __all__ = ["Worker"]
@@ -71,6 +75,8 @@ logger = logging.getLogger(__name__)
 _TICK_S: Final = 0.1
 # Heartbeats before a runner's kill point: a renewal may fail twice before a command is ended.
 _BEATS_PER_LEASE: Final = 3
+# The alert duty's shortest interval (`_start_alerts`).
+_ALERT_MIN_INTERVAL_S: Final = 0.25
 
 
 class Worker:
@@ -100,9 +106,12 @@ class Worker:
         settings: WorkerSettings | None = None,
         *,
         repository_factory: Callable[[], WorkerRepository] | None = None,
+        alert_factory: Callable[[], AlertRepository] | None = None,
     ) -> None:
         self.settings = settings if settings is not None else WorkerSettings()
         self._factory = repository_factory
+        self._alert_factory = alert_factory
+        self._alerts: AlertDispatcher | None = None
         self.lease_token = uuid4()
         self.stop_event = threading.Event()
         self.metrics = WorkerMetrics()
@@ -202,6 +211,7 @@ class Worker:
         factory = self._factory or postgres_ingress_factory(self.settings)
         self._repository = factory()
         self._start_metrics()
+        self._start_alerts()
         log_event(
             logger,
             logging.INFO,
@@ -335,6 +345,27 @@ class Worker:
                 log_event(logger, logging.DEBUG, "worker.close_failed", reason=str(exc))
         if self._metrics_server is not None:
             self._metrics_server.stop()
+        if self._alerts is not None:
+            self._alerts.stop()
+
+    def _start_alerts(self) -> None:
+        """Record due alerts and deliver them beside the loop (PostgreSQL workers, or if given).
+
+        A worker built on another repository (a test's) has no alert duty unless it is given an
+        `alert_factory`: alerts are rows of the PostgreSQL schema.
+        """
+        factory = self._alert_factory
+        if factory is None and self._factory is None:
+            factory = postgres_alert_factory(self.settings)
+        if factory is None:
+            return
+        self._alerts = AlertDispatcher(
+            factory,
+            worker_id=self.worker_id,
+            metrics=self.metrics,
+            # Every poll, but at most four times a second: a busy fleet polls far more often.
+            interval_s=max(self.settings.poll_interval_ms / 1000, _ALERT_MIN_INTERVAL_S),
+        ).start()
 
     def _start_metrics(self) -> None:
         if self.settings.metrics_port is None:

@@ -39,6 +39,7 @@ from ql3_cluster_postgres._errors import (
 from ql3_cluster_postgres._pause_span import Replay, replay_of
 from ql3_cluster_postgres._replication import read_replication_state
 
+from ._alerts import set_schedule_alerts
 from ._backfill import (
     BACKFILL_BATCH_DEFAULT,
     BACKFILL_BATCH_MAX,
@@ -94,6 +95,8 @@ if TYPE_CHECKING:
     import psycopg
     from ql3_runtime_core import ZoneRules
 
+    from ql3_cluster_postgres._alerts import AlertSettings
+
 __all__ = ["ScheduleAdmin"]
 
 
@@ -124,6 +127,7 @@ class ScheduleAdmin(AdminSession):
         execution: TaskExecution | None = None,
         require_occurrence: bool = False,
         pause_after_failures: int | None = None,
+        alerts: AlertSettings | None = None,
     ) -> ScheduleRecord:
         """Create task, cron trigger and schedule in one transaction.
 
@@ -143,6 +147,7 @@ class ScheduleAdmin(AdminSession):
                 definition=definition,
                 execution=execution or TaskExecution(),
                 pause_after_failures=pause_after_failures,
+                alerts=alerts,
             )
         )
         payload = dict(payload_template or {})
@@ -168,6 +173,7 @@ class ScheduleAdmin(AdminSession):
                 )
             set_executions(conn, [(created[0].task_id, spec.execution)])
             set_pause_after_failures(conn, {created[0].schedule_id: spec.pause_after_failures})
+            set_schedule_alerts(conn, {created[0].schedule_id: spec.alerts})
             fetch_rows(conn, "notify_schedule_changed", {"reason": "created"})
             return created[0]
 
@@ -234,6 +240,7 @@ class ScheduleAdmin(AdminSession):
             ids = {r.name: r.schedule_id for r in stored.values()}
             ids.update((record.name, record.schedule_id) for record in created)
             apply_pause_settings(conn, checked, ids, now)
+            set_schedule_alerts(conn, {ids[spec.name]: spec.alerts for spec in checked})
             if plan.creates or plan.updates or plan.executions:
                 fetch_rows(conn, "notify_schedule_changed", {"reason": "applied"})
             return plan.report

@@ -27,6 +27,8 @@ __all__ = [
     "StatusReport",
 ]
 
+from ql3_cluster_postgres._alerts import AlertSettings
+
 _MODEL = ConfigDict(frozen=True, extra="forbid")
 
 # The database CHECK tasks_name_length (migration 0001): 1..200 characters.
@@ -86,6 +88,8 @@ class ScheduleSpec(BaseModel):
     pause_after_failures: int | None = Field(default=None, ge=1, le=1000)
     # Declared paused (`apply`): an active schedule is paused with this reason and until.
     paused: PauseRequest | None = None
+    # What it asks to be alerted about and how (None: nothing; migration 0013).
+    alerts: AlertSettings | None = None
 
 
 class ScheduleRecord(BaseModel):

@@ -351,4 +351,5 @@ def validated(spec: ScheduleSpec) -> ScheduleSpec:
         execution=spec.execution,
         pause_after_failures=spec.pause_after_failures,
         paused=spec.paused,
+        alerts=spec.alerts,
     )

@@ -1,7 +1,8 @@
 """The ingress room: `WorkerIngress` (role `ql3_worker_ingress`), what workers call (DESIGN §10).
 
 Owns taking, renewing, finishing, abandoning and releasing attempts, settling uncertain takes,
-appending events, and the sessions (pool, client-side deadlines) they run in.
+appending events, recording and delivering alerts (`AlertIngress`, migration 0013), and the
+sessions (pool, client-side deadlines) they run in.
 
 May import: the package's base modules and the `schema` room (the schema version check). Never
 `admin`, `repository`, `verify` or `server`: workers and Coordinators share rows, not code.
@@ -12,9 +13,11 @@ private to the room (import-linter's `private_modules`).
 
 from __future__ import annotations
 
+from ._alerts import AlertIngress
 from ._ingress import TaskConnection, WorkerIngress
 
 __all__ = [
+    "AlertIngress",
     "TaskConnection",
     "WorkerIngress",
 ]

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import psycopg
+from psycopg.rows import dict_row
 
 from ql3_cluster_postgres._bounds import check_lease
 from ql3_cluster_postgres._connect import (
@@ -104,6 +105,15 @@ class PostgresScheduleRepository(ClaimStatements, CommitStatements, PauseStateme
             "count_overdue_schedules", {"lease_ms": lease_ms}, _OVERDUE, "repository: count overdue"
         )
         return row.overdue
+
+    def record_due_alerts(self) -> int:
+        """Record the `missed` and `late` alerts whose bound has passed (migration 0013).
+
+        One autocommit call of `ql3.record_due_alerts_v1`, the statement workers send too; an
+        alert is recorded once whoever calls. Returns how many this call recorded.
+        """
+        rows = self._run("record_due_alerts", {}, dict_row, "repository: record due alerts")
+        return len(rows)
 
     def read_replication_state(self) -> ReplicationState:
         """Read the node's role, system identifier, timeline and replication mode (DESIGN §13)."""

@@ -15,6 +15,7 @@ from ql3_runtime_core import InvalidArgumentError
 from ql3_cluster_postgres._errors import DatabaseError
 
 from ._accounting import Accounting, AccountingWalk, revision_from_row
+from ._alerts import check_alerts
 from ._attempts import check_attempt_timing, check_attempts
 from ._backfill import check_backfill_runs
 from ._checkpoints import Covered, check_checkpoint_counts, check_checkpoints
@@ -110,6 +111,8 @@ class Check:
         check_attempt_timing(findings, reader.stream("verify_attempt_timing", dict_row))
         check_overlap(findings, reader.stream("verify_overlap", dict_row, now_ms=self.now_ms))
         self.overlap_skipped = int(reader.rows("verify_overlap_skips")[0]["skips"])
+        check_alerts(findings, reader.stream("verify_alerts_recorded", dict_row))
+        check_alerts(findings, reader.stream("verify_alerts_missing", dict_row))
         if self.lease_ms is not None:
             self.lateness = check_timing(
                 reader,

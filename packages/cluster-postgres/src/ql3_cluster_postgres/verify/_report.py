@@ -28,6 +28,7 @@ __all__ = [
 # Every kind of finding (`_verify`'s docstring says what each means); a `Violation` of any other
 # rule is refused, so a report's rules are a closed set a script can switch on.
 RULE_NAMES = (
+    "alert",
     "attempts",
     "backfill",
     "checkpoint",

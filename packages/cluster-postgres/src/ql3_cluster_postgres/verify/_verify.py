@@ -77,6 +77,12 @@ whole verdict is about one snapshot) and reports one `Violation` per finding (th
   executing at once (from their database start and end times) than its `max_running`. An
   overlap-skipped occurrence is accounted for once, by its Run, and counted apart
   (`overlap_skipped`).
+- `alert`: alerts (migration 0013) recorded once each and only with their condition: the same
+  alert twice; a `missed` alert raised before its occurrence's bound (due + the longest claim
+  lease + grace) or after a Run or skip record decided it, a `late` one before its deadline or
+  for a Run that succeeded by it, a `failed` one for a Run not exhausted, a `paused` one for no
+  pause after failures; and, for a schedule that asked for a kind (from when it asked), the
+  condition without its alert (`_alerts`).
 
 - `checkpoint`: pruned history (migration 0012) not proven by its checkpoints (`_checkpoints`):
   a schedule's chain not numbered 1..n, a checkpoint whose previous hash is not the prior one's
