@@ -305,16 +305,20 @@ def mutants(session: nox.Session) -> None:
 
 
 def _sync_workspace(session: nox.Session) -> None:
-    """Install the whole workspace (editable) and the dev and bench groups into the venv."""
+    """Install the whole workspace (editable), its web extra, the dev, bench and web groups."""
     session.run_install(
         "uv",
         "sync",
         "--frozen",
         "--all-packages",
+        "--extra",
+        "web",
         "--group",
         "dev",
         "--group",
         "bench",
+        "--group",
+        "web",
         env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location},
         external=True,
     )
