@@ -68,10 +68,15 @@ def _scalar(db: Ql3Database, statement: str, params: Any = None) -> Any:
     return sql_rows(db.superuser_dsn, statement, params)[0][0]
 
 
+_COLUMNS = {
+    name: f"SELECT {name} FROM ql3.trigger_schedules WHERE id = %s"  # noqa: S608  # fixed names
+    for name in ("state", "next_due_at_ms", "invalid_reason")
+}
+
+
 def _column(db: Ql3Database, column: str, schedule_id: int) -> Any:
-    """Read one column of one schedule row as the superuser (a fixed list of names)."""
-    assert column in {"state", "next_due_at_ms", "invalid_reason"}
-    return _scalar(db, f"SELECT {column} FROM ql3.trigger_schedules WHERE id = %s", [schedule_id])
+    """Read one column of one schedule row as the superuser."""
+    return _scalar(db, _COLUMNS[column], [schedule_id])
 
 
 def _ids(db: Ql3Database) -> dict[str, int]:
