@@ -73,7 +73,7 @@ CONTROL_PG18_LEAVES_OUT = ("e2e", "web")
 CONTROL_LEAVES_OUT = ("web",)
 # The web session's extra and its browser driver (Playwright, driving the system chromium that
 # scripts/setup.sh installs: nothing is downloaded at test time).
-WEB_EXTRA = ("starlette", "jinja2", "uvicorn", "python-multipart")
+WEB_EXTRA = ("starlette", "jinja2", "uvicorn")
 WEB_DRIVER = ("playwright",)
 # The sessions against real PostgreSQL spread their test files over processes (pytest-xdist,
 # `--dist loadfile`: a file's module fixtures and its clusters stay in one process). A test waits

@@ -203,11 +203,12 @@ def test_provision_roles_says_what_it_did(unprovisioned_db: Ql3Database) -> None
     """Provisioning returns a line per role, for the schema and per grant; a rerun finds them."""
     first = provision_roles(unprovisioned_db.superuser_dsn)
     found = "already exists (NOLOGIN group, attributes checked)"
-    connect = f"granted CONNECT on database {unprovisioned_db.name} to the four QL3 groups"
+    connect = f"granted CONNECT on database {unprovisioned_db.name} to the five QL3 groups"
     assert first == [
         *(f"role {name} {found}" for name in GROUP_ROLES),
         "created schema ql3, owned by ql3_owner",
-        "granted USAGE on schema ql3 to ql3_admin, ql3_runtime, ql3_worker_ingress (not PUBLIC)",
+        "granted USAGE on schema ql3 to ql3_admin, ql3_runtime, ql3_worker_ingress, ql3_observer"
+        " (not PUBLIC)",
         f"{connect}; revoked it from PUBLIC",
     ]
     again = provision_roles(unprovisioned_db.superuser_dsn)

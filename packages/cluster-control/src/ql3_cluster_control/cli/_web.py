@@ -52,6 +52,7 @@ def web_command(
         from ql3_cluster_control.web import (  # noqa: PLC0415  # the optional extra
             ConsoleSettings,
             WebAccess,
+            check_exposure,
             parse_basic_auth,
             parse_bind,
             serve_console,
@@ -64,6 +65,7 @@ def web_command(
         raise ConfigurationError(f"--bind: {bind!r}: {exc}") from None
     user, password = parse_basic_auth(basic_auth) if basic_auth is not None else (None, None)
     access = WebAccess(token=token, basic_user=user, basic_password=password)
+    check_exposure(host, access)
     settings = ConsoleSettings(dsn=require_dsn(dsn), admin_dsn=admin_dsn, access=access)
     typer.echo(f"ql3 web: serving http://{host}:{port}/ (Ctrl-C stops)", err=True)
     serve_console(settings, host, port)

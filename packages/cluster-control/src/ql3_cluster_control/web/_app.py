@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
+from urllib.parse import parse_qs
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from ql3_cluster_postgres import ConsoleReader, ScheduleAdmin
@@ -109,9 +110,9 @@ class _Console:
         admin_dsn = self._settings.admin_dsn
         if admin_dsn is None or action not in _ACTIONS:
             return PlainTextResponse("not found", status_code=404)
-        form = await request.form()
-        token = form.get("csrf")
-        if not self._csrf.matches(token if isinstance(token, str) else None):
+        # A urlencoded form of one field, read without a multipart parser.
+        form = parse_qs((await request.body()).decode("utf-8", errors="replace"))
+        if not self._csrf.matches(form.get("csrf", [None])[0]):
             return PlainTextResponse("missing or wrong CSRF token", status_code=403)
         schedule_id = int(request.path_params["schedule_id"])
 
