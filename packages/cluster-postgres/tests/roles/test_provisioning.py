@@ -207,8 +207,10 @@ def test_provision_roles_says_what_it_did(unprovisioned_db: Ql3Database) -> None
     assert first == [
         *(f"role {name} {found}" for name in GROUP_ROLES),
         "created schema ql3, owned by ql3_owner",
-        "granted USAGE on schema ql3 to ql3_admin, ql3_runtime, ql3_worker_ingress, ql3_observer"
-        " (not PUBLIC)",
+        (
+            "granted USAGE on schema ql3 to ql3_admin, ql3_runtime, ql3_worker_ingress,"
+            " ql3_observer (not PUBLIC)"
+        ),
         f"{connect}; revoked it from PUBLIC",
     ]
     again = provision_roles(unprovisioned_db.superuser_dsn)
