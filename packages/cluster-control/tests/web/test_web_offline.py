@@ -24,9 +24,10 @@ from ql3_cluster_control.web import (
     parse_basic_auth,
     parse_bind,
 )
+from ql3_cluster_control.web._app import _environment
 from ql3_cluster_control.web._format import lateness_chart
 from ql3_cluster_control.web._guard import AccessGuard, CsrfToken
-from ql3_cluster_postgres import SchedulePage
+from ql3_cluster_postgres import AlertsPage, ReplicasPage, SchedulePage, SchedulesPage, WorkersPage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -164,3 +165,88 @@ def test_the_csrf_token_matches_only_itself() -> None:
     assert not first.matches(second.value)
     assert not first.matches(None)
     assert not first.matches("")
+
+
+def _pages() -> dict[str, dict[str, Any]]:
+    """One sample of every page's values, as the reader returns them (no database)."""
+    row = _schedule_row() | {"state": "invalid", "invalid_reason": "unknown zone", "name": "b"}
+    schedule = SchedulePage.model_validate(
+        {
+            "now_ms": 10_000,
+            "schedule": row,
+            "run_counts": [{"kind": "cron", "outcome": "skipped", "runs": 3}],
+            "runs": [
+                {
+                    "run_id": 7, "kind": "cron", "scheduled_for_ms": 1_000,
+                    "created_at_ms": 1_050, "owner_id": "r1", "attempt_id": 9,
+                    "attempt_number": 1, "state": "succeeded", "worker_id": "w1",
+                    "started_at_ms": 1_060, "finished_at_ms": 1_090, "exit_code": 0,
+                    "output_tail": "<b>hello</b>",
+                }
+            ],
+            "skips": [
+                {
+                    "skip_id": 4, "reason": "overlap", "misfire_policy": None,
+                    "first_skipped_ms": 2_000, "last_skipped_ms": 2_000, "skipped_count": 1,
+                    "owner_id": None, "created_at_ms": 2_100,
+                }
+            ],
+            "lateness": [{"scheduled_for_ms": 1_000, "lateness_ms": 50}],
+        }
+    )  # fmt: skip
+    return {
+        "schedules.html": {
+            "page": SchedulesPage(now_ms=10_000, schedules=(schedule.schedule,)),
+            "nav": "schedules",
+        },
+        "schedule.html": {
+            "page": schedule,
+            "chart": lateness_chart(schedule),
+            "nav": "schedules",
+            "actions": True,
+        },
+        "replicas.html": {
+            "page": ReplicasPage.model_validate(
+                {
+                    "now_ms": 10_000,
+                    "claims": [
+                        {
+                            "now_ms": 10_000,
+                            "schedule_id": 1,
+                            "name": "b",
+                            "claim_owner_id": "r1",
+                            "claimed_at_ms": 9_000,
+                            "claim_expires_at_ms": 14_000,
+                        }
+                    ],
+                    "admissions": [{"owner_id": "r1", "last_admitted_at_ms": 9_500}],
+                    "zone_rules_version": "2026a",
+                    "zone_rules_recorded_at_ms": 5,
+                }
+            ),
+            "nav": "replicas",
+        },
+        "workers.html": {"page": WorkersPage(now_ms=10_000, running=()), "nav": "workers"},
+        "alerts.html": {
+            "page": AlertsPage(
+                now_ms=10_000,
+                columns=("id", "kind", "created_at_ms"),
+                alerts=({"id": 1, "kind": "missed", "created_at_ms": 9_000},),
+            ),
+            "nav": "alerts",
+        },
+        "verify.html": {"now_ms": 10_000, "result": None, "nav": "verify"},
+    }
+
+
+@pytest.mark.parametrize("template", sorted(_pages()))
+def test_every_template_renders_database_instants_escaped(template: str) -> None:
+    """Each page renders from its values alone: instants as given, output escaped, no script."""
+    values = {"actions": False, "csrf": "tok", "has_alerts": False} | _pages()[template]
+    html = _environment().get_template(template).render(**values)
+    assert 'id="as-of">1970-01-01 00:00:10.000Z<' in html
+    assert "<script" not in html
+    assert "http://" not in html
+    assert "https://" not in html
+    assert "<b>hello</b>" not in html
+    assert ('name="csrf" value="tok"' in html) == (template == "schedule.html")
