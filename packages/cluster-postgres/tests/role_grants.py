@@ -249,8 +249,9 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         "insert:stamped": "INSERT INTO ql3.verify_results (recorded_at_ms, recorded_by,"
         " checked_at_ms, ok, schedules, runs, violation_total, violation_counts, violations)"
         " VALUES (1, 'probe', 1, true, 0, 0, 0, '{}', '[]')",
-        "update:all": "UPDATE ql3.verify_results SET ok = ok, checked_at_ms = checked_at_ms",
-        "delete": "DELETE FROM ql3.verify_results",
+        "update:all": "UPDATE ql3.verify_results SET ok = ok, checked_at_ms = checked_at_ms"
+        " WHERE id = %(verdict)s",
+        "delete": "DELETE FROM ql3.verify_results WHERE id = %(verdict)s",
         "truncate": "TRUNCATE ql3.verify_results",
     },
     "schema_migrations": {
