@@ -36,7 +36,7 @@ def _rows(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
 
 
 def test_group_roles_cannot_log_in(ql3_db: Ql3Database) -> None:
-    """The four group roles exist, are NOLOGIN and hold no special attribute."""
+    """The five group roles exist, are NOLOGIN and hold no special attribute."""
     rows = _rows(
         ql3_db.superuser_dsn,
         "SELECT rolname, rolcanlogin, rolsuper, rolcreaterole, rolcreatedb, rolbypassrls"
