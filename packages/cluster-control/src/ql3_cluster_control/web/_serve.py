@@ -59,10 +59,18 @@ class ConsoleServer:
         self._thread = threading.Thread(target=self._server.run, name="ql3-web", daemon=True)
 
     def start(self) -> None:
-        """Start serving; return once the socket listens (or the server gave up)."""
+        """Start serving; return once the socket listens.
+
+        Raises:
+            OSError: the server gave up before listening (say, the port is taken).
+
+        """
         self._thread.start()
         while not self._server.started and self._thread.is_alive():
             self._thread.join(0.05)
+        if not self._server.started:
+            msg = f"the web console could not listen on {self.url}"
+            raise OSError(msg)
 
     def stop(self) -> None:
         """Ask the server to exit and wait for its thread."""
