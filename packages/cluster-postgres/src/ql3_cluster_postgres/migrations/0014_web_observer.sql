@@ -52,12 +52,15 @@ GRANT SELECT ON ql3.verify_results TO ql3_observer;
 -- Every process checks the schema version before it serves (the console too).
 GRANT SELECT ON ql3.schema_migrations TO ql3_observer;
 
--- The alerts table comes with its own migration, which may or may not be applied before this
--- one: when it exists, the console reads it too (a later migration that creates it grants then).
+-- The alerts table comes with its own migration (schema 13): when it exists, the console reads
+-- what each alert is and where its delivery stands, never its lease token, command or webhook
+-- (a URL may carry a secret).
 DO $$
 BEGIN
     IF to_regclass('ql3.alerts') IS NOT NULL THEN
-        GRANT SELECT ON ql3.alerts TO ql3_observer;
+        GRANT SELECT (id, schedule_id, kind, subject_key, run_id, pause_id, occurrence_ms,
+                      raised_at_ms, raised_by, delivery_state, delivery_attempts, delivered_at_ms)
+            ON ql3.alerts TO ql3_observer;
     END IF;
 END
 $$;
