@@ -7,6 +7,7 @@ tables hold, with every instant the database's.
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 import psycopg
@@ -30,8 +31,9 @@ _RUN = (
 )
 _ATTEMPT = (
     "INSERT INTO ql3.attempts (run_id, attempt_number, state, created_at_ms, updated_at_ms,"
-    " worker_id, exit_code, output_tail, started_at_ms, finished_at_ms, lease_expires_at_ms)"
-    " VALUES (%s, %s, %s, %s, %s, 'w1', %s, %s, %s, %s, %s)"
+    " worker_id, exit_code, output_tail, started_at_ms, finished_at_ms, lease_expires_at_ms,"
+    " lease_token, taken_lease_token, worker_login)"
+    " VALUES (%s, %s, %s, %s, %s, 'w1', %s, %s, %s, %s, %s, %s, %s, 'w1-login')"
 )
 
 
@@ -57,10 +59,10 @@ def _seed(db: Ql3Database) -> dict[str, int]:
             run_id = row.fetchone()[0]  # type: ignore[index]
             done = None if state == "running" else at + late + 50
             lease = at + 600_000 if state == "running" else None
-            conn.execute(
-                _ATTEMPT,
-                (run_id, 1, state, at + late, at + late, code, tail, at + late, done, lease),
-            )
+            token = uuid.uuid4() if state == "running" else None
+            admitted = at + late
+            values = (run_id, 1, state, admitted, admitted, code, tail, admitted, done, lease)
+            conn.execute(_ATTEMPT, (*values, token, token))
     return {"kept": kept.schedule_id, "held": held.schedule_id}
 
 
