@@ -219,6 +219,7 @@ def test_the_console_shows_what_the_database_holds(
     )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=10)  # noqa: S310
+    refused.value.close()  # the error holds the response: close its socket
     assert refused.value.code == 403
     assert _column(db, "state", ids["held"]) == "paused"
 
@@ -334,6 +335,7 @@ def test_a_guarded_console_asks_for_its_token(ql3_db: Ql3Database) -> None:
     try:
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"{server.url}/", timeout=10)  # noqa: S310  # loopback
+        refused.value.close()
         assert refused.value.code == 401
         request = urllib.request.Request(  # noqa: S310
             f"{server.url}/", headers={"Authorization": f"Bearer {TOKEN}"}
@@ -350,6 +352,7 @@ def test_a_guarded_console_asks_for_its_token(ql3_db: Ql3Database) -> None:
         )
         with pytest.raises(urllib.error.HTTPError) as absent:
             urllib.request.urlopen(post, timeout=10)  # noqa: S310
+        absent.value.close()
         assert absent.value.code == 404
     finally:
         server.stop()
