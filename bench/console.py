@@ -1,7 +1,8 @@
 """Page time of the web console with 1 M Runs in the history (DESIGN §15).
 
-    uv run --group bench --extra web python -m bench.console                  # 1 M Runs
-    uv run --group bench --extra web python -m bench.console --runs 20000     # smoke
+    uv sync --frozen --all-packages --extra web --group bench      # once: the console's extra
+    uv run --frozen python -m bench.console                          # 1 M Runs
+    uv run --frozen python -m bench.console --runs 20000             # smoke
 
 A throwaway PostgreSQL (durable, ql3_testkit) gets `--schedules` schedules firing every second
 and `--runs` Runs spread over them, each with a finished attempt, written by one statement

@@ -1,4 +1,4 @@
--- bench.console: %(per_schedule)s Runs per schedule, one a second back from the database clock,
+-- bench.console: the given number of Runs per schedule, one a second back from the database clock,
 -- each admitted 5..200 ms late by replica r0, r1 or r2, with one finished attempt: the history
 -- the console pages read (written as the superuser, in one statement).
 WITH obs AS MATERIALIZED (
@@ -7,8 +7,8 @@ WITH obs AS MATERIALIZED (
 made AS (
     INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,
                           created_at_ms)
-    SELECT s.id, s.task_id, obs.now_ms - obs.now_ms % 1000 - g.i * 1000, 'r' || (g.i % 3),
-           gen_random_uuid(), obs.now_ms - obs.now_ms % 1000 - g.i * 1000 + 5 + (g.i * 37) % 196
+    SELECT s.id, s.task_id, obs.now_ms - mod(obs.now_ms, 1000) - g.i * 1000, 'r' || mod(g.i, 3),
+           gen_random_uuid(), obs.now_ms - mod(obs.now_ms, 1000) - g.i * 1000 + 5 + mod(g.i * 37, 196)
     FROM obs
     CROSS JOIN ql3.trigger_schedules AS s
     CROSS JOIN generate_series(1, %(per_schedule)s) AS g (i)
