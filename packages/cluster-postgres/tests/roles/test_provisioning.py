@@ -36,7 +36,7 @@ def _rows(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
 
 
 def test_group_roles_cannot_log_in(ql3_db: Ql3Database) -> None:
-    """The four group roles exist, are NOLOGIN and hold no special attribute."""
+    """The five group roles exist, are NOLOGIN and hold no special attribute."""
     rows = _rows(
         ql3_db.superuser_dsn,
         "SELECT rolname, rolcanlogin, rolsuper, rolcreaterole, rolcreatedb, rolbypassrls"
@@ -181,7 +181,7 @@ def test_concurrent_provisioning_from_two_processes(tmp_path: Path) -> None:
             )
             assert owner == [("ql3_owner",)]
         groups = _rows(cluster.dsn(), "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'ql3\\_%%'")
-        assert groups == [(4,)]
+        assert groups == [(len(GROUP_ROLES),)]
 
 
 @pytest.fixture
@@ -203,11 +203,14 @@ def test_provision_roles_says_what_it_did(unprovisioned_db: Ql3Database) -> None
     """Provisioning returns a line per role, for the schema and per grant; a rerun finds them."""
     first = provision_roles(unprovisioned_db.superuser_dsn)
     found = "already exists (NOLOGIN group, attributes checked)"
-    connect = f"granted CONNECT on database {unprovisioned_db.name} to the four QL3 groups"
+    connect = f"granted CONNECT on database {unprovisioned_db.name} to the five QL3 groups"
     assert first == [
         *(f"role {name} {found}" for name in GROUP_ROLES),
         "created schema ql3, owned by ql3_owner",
-        "granted USAGE on schema ql3 to ql3_admin, ql3_runtime, ql3_worker_ingress (not PUBLIC)",
+        (
+            "granted USAGE on schema ql3 to ql3_admin, ql3_runtime, ql3_worker_ingress,"
+            " ql3_observer (not PUBLIC)"
+        ),
         f"{connect}; revoked it from PUBLIC",
     ]
     again = provision_roles(unprovisioned_db.superuser_dsn)

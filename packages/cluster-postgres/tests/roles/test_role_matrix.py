@@ -129,6 +129,10 @@ def _seed(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         " WHERE superseded_at_ms IS NULL"
     )
     ids["zone_version"] = one("SELECT max(seq) FROM ql3.zone_rule_versions")
+    ids["verdict"] = one(
+        "INSERT INTO ql3.verify_results (checked_at_ms, ok, schedules, runs, violation_total,"
+        " violation_counts, violations) VALUES (1, true, 0, 0, 0, '{}', '[]') RETURNING id"
+    )
     # An ended revision 1, so that a probe may insert a live revision 2.
     one(
         "INSERT INTO ql3.schedule_revisions (schedule_id, revision, reason, cron, timezone,"
@@ -230,6 +234,7 @@ def test_matrix_covers_every_table_and_role() -> None:
         "zone_rules",
         "zone_rule_data",
         "zone_rule_versions",
+        "verify_results",
     }
     for table, probe in ALLOWED:
         assert probe in PROBES[table]

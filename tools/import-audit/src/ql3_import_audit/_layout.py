@@ -33,8 +33,12 @@ FORBIDDEN_EXTERNAL: Final[dict[str, tuple[str, ...]]] = {
 ROOM_SIBLINGS: Final = " | "
 ROOMS: Final[dict[str, tuple[str, ...]]] = {
     "ql3_runtime_core": (),
-    "ql3_cluster_postgres": ("admin | verify | repository | ingress | server", "zones | schema"),
-    "ql3_cluster_control": ("cli", "demo | coordinator | worker"),
+    "ql3_cluster_postgres": (
+        "console",
+        "admin | verify | repository | ingress | server",
+        "zones | schema",
+    ),
+    "ql3_cluster_control": ("cli", "demo | coordinator | worker | web"),
     "ql3_testkit": (),
     "ql3_rooms_fixture": ("cli", "service | worker", "store"),
 }

@@ -1,13 +1,13 @@
 """The `ql3` command line (typer): schema, roles, schedules, replicas, workers, status, history.
 
 Commands: migrate, roles, schedule, zone-rules, run (a Coordinator replica), worker (DESIGN §10),
-status, runs, verify, demo.
+status, runs, verify, demo, web (the console).
 
 This module is the map of the command line: it builds the `app`, registers every verb in the
 order `ql3 --help` lists them, and turns anything that escapes a verb into one line (`main`).
 The verbs live by group: `_setup` (migrate, roles, zone-rules), `_schedule`, `_trigger`
 (schedule trigger), `_backfill` (schedule backfill),
-`_daemons` (run, worker), `_history` (status, runs, verify), `_demo`; what they share
+`_daemons` (run, worker), `_history` (status, runs, verify), `_demo`, `_web`; what they share
 (exit codes, `--dsn`, one-line errors) is in `_common`, the tables in `_tables`.
 """
 
@@ -44,6 +44,7 @@ from ._schedule import (
 )
 from ._setup import migrate_command, roles_provision, zone_rules_adopt, zone_rules_show
 from ._trigger import schedule_trigger
+from ._web import web_command
 
 __all__ = ["app", "main"]
 
@@ -142,6 +143,7 @@ app.command("worker")(worker_command)
 app.command("verify")(verify_command)
 history_app.command("prune")(history_prune)
 app.command("demo")(demo_command)
+app.command("web")(web_command)
 
 
 def main() -> None:

@@ -10,7 +10,12 @@ from enum import StrEnum
 from typing import Annotated
 
 import typer
-from ql3_cluster_postgres import HistoryReader, ScheduleAdmin, verify_history
+from ql3_cluster_postgres import (
+    HistoryReader,
+    ScheduleAdmin,
+    record_verify_report,
+    verify_history,
+)
 from ql3_runtime_core import LEASE_MS_DEFAULT, LEASE_MS_MAX, LEASE_MS_MIN, AttemptState
 
 from ql3_cluster_control._config import ConfigurationError
@@ -130,6 +135,14 @@ def verify_command(
             " offset) instead of the database clock, to repeat a report.",
         ),
     ] = None,
+    record: Annotated[
+        bool,
+        typer.Option(
+            "--record",
+            help="Also store the verdict in ql3.verify_results (the web console shows the"
+            " latest); the only write verify makes.",
+        ),
+    ] = False,
     as_json: AsJson = False,
     dsn: Dsn = None,
 ) -> None:
@@ -178,6 +191,9 @@ def verify_command(
     report = verify_history(
         require_dsn(dsn), since_ms=since_ms, lease_ms=lease_ms, as_of_ms=_as_of_ms(as_of)
     )
+    if record:
+        recorded = record_verify_report(require_dsn(dsn), report)
+        typer.echo(f"recorded as verdict {recorded} (ql3.verify_results)", err=True)
     if as_json:
         print_json(report.model_dump(mode="json"))
     else:

@@ -45,6 +45,8 @@ from ._processes import (
 from ._verdict import ROWS_PER_RUN, DemoVerdict, count_history, show_verdict
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
     from types import FrameType
 
 __all__ = ["DemoOptions", "DemoVerdict", "run_demo"]
@@ -83,6 +85,9 @@ class DemoOptions:
     schedules: int = 5
     as_json: bool = False
     dsn: str | None = None
+    # `ql3 demo --web`: given the observer's and the admin's DSNs, serves the web console for
+    # as long as the demo runs (the CLI passes it: the demo never imports the console).
+    serve: Callable[[str, str], AbstractContextManager[object]] | None = None
 
 
 @dataclass
@@ -305,7 +310,12 @@ def run_demo(options: DemoOptions) -> DemoVerdict:
     # up on Ctrl-C, so it takes SIGINT back whatever it inherited.
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        with demo_database(options.dsn, None if options.as_json else console) as env:
+        with (
+            demo_database(options.dsn, None if options.as_json else console) as env,
+            options.serve(env.observer_dsn, env.admin_dsn)
+            if options.serve is not None
+            else contextlib.nullcontext(),
+        ):
             try:
                 verdict = _demo(env, options, console)
             finally:

@@ -84,6 +84,8 @@ class Environment:
     workdir: Path
     replicas: list[Replica] = field(default_factory=list)
     worker: Replica | None = None
+    # The web console's login (`ql3 demo --web`): ql3_observer on a private server.
+    observer_dsn: str = ""
 
     @property
     def processes(self) -> list[Replica]:
@@ -126,7 +128,7 @@ def demo_database(dsn: str | None, console: Console | None) -> Iterator[Environm
         if dsn is not None:
             migrate(dsn)
             record_zone_rules(dsn)  # replicas claim only with recorded zone rules
-            yield Environment(dsn, dsn, dsn, dsn, workdir)
+            yield Environment(dsn, dsn, dsn, dsn, workdir, observer_dsn=dsn)
             return
         if console is not None:
             console.print("starting a private PostgreSQL ...")
@@ -135,10 +137,18 @@ def demo_database(dsn: str | None, console: Console | None) -> Iterator[Environm
             provision_roles(superuser_dsn)
             migrate(superuser_dsn)
             record_zone_rules(superuser_dsn)  # replicas claim only with recorded zone rules
-            admin_dsn, runtime_dsn, worker_dsn = (
-                login_user(server, role) for role in ("admin", "runtime", "worker_ingress")
+            admin_dsn, runtime_dsn, worker_dsn, observer_dsn = (
+                login_user(server, role)
+                for role in ("admin", "runtime", "worker_ingress", "observer")
             )
-            yield Environment(superuser_dsn, admin_dsn, runtime_dsn, worker_dsn, workdir)
+            yield Environment(
+                superuser_dsn,
+                admin_dsn,
+                runtime_dsn,
+                worker_dsn,
+                workdir,
+                observer_dsn=observer_dsn,
+            )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -1,4 +1,4 @@
--- Is this database provisioned for QL3 (all four group roles and schema ql3), and may the
+-- Is this database provisioned for QL3 (all five group roles and schema ql3), and may the
 -- connected user provision it? `ql3 migrate` provisions it itself only for a superuser: the
 -- provisioning statements reset role attributes (NOSUPERUSER, NOBYPASSRLS), which PostgreSQL
 -- allows a superuser alone, CREATEROLE or not.

@@ -35,7 +35,7 @@ __all__ = [
     "scram_verifier",
 ]
 
-ROLE_NAMES: Final = ("owner", "admin", "runtime", "worker_ingress")
+ROLE_NAMES: Final = ("owner", "admin", "runtime", "worker_ingress", "observer")
 GROUP_ROLES: Final = tuple(f"ql3_{role}" for role in ROLE_NAMES)
 _APPLICATION_NAME: Final = "ql3-roles"
 # What libpq's PQencryptPasswordConn is asked for: the verifier PostgreSQL 10+ stores by default.
@@ -98,7 +98,7 @@ def _with_retry(dsn: str, action: str, body: Callable[[psycopg.Connection[Any]],
 
 
 def provision_roles(superuser_dsn: str) -> list[str]:
-    """Create the four NOLOGIN group roles and prepare the database of `superuser_dsn`.
+    """Create the five NOLOGIN group roles and prepare the database of `superuser_dsn`.
 
     Idempotent. Afterwards schema `ql3` is owned by `ql3_owner`, PUBLIC has no privilege in it
     nor CONNECT on the database, and the QL3 groups may connect. Run `migrate` next: it creates
@@ -152,8 +152,11 @@ def _provisioning_steps(existing: set[str], *, schema_existed: bool, db: str) ->
     return [
         *roles,
         f"{schema}, owned by ql3_owner",
-        "granted USAGE on schema ql3 to ql3_admin, ql3_runtime, ql3_worker_ingress (not PUBLIC)",
-        f"granted CONNECT on database {db} to the four QL3 groups; revoked it from PUBLIC",
+        (
+            "granted USAGE on schema ql3 to ql3_admin, ql3_runtime, ql3_worker_ingress,"
+            " ql3_observer (not PUBLIC)"
+        ),
+        f"granted CONNECT on database {db} to the five QL3 groups; revoked it from PUBLIC",
     ]
 
 

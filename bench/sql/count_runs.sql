@@ -1,0 +1,1 @@
+SELECT count(*)::bigint AS runs FROM ql3.runs

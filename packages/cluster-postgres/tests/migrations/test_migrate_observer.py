@@ -1,0 +1,54 @@
+"""Upgrading to schema 14, the web console's reader.
+
+Existing history becomes readable by `ql3_observer`, column by column, and
+`ql3.verify_results` starts empty.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import psycopg
+import pytest
+from ql3_cluster_postgres import ConsoleReader, migrate, record_zone_rules
+from repo_helpers import fetch
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ql3_testkit import Ql3Database
+
+
+def test_upgrade_to_the_observer_keeps_history_readable(bare_db: Ql3Database, source: Path) -> None:
+    """Rows written under schema 11 are on the console after the upgrade; tokens stay hidden."""
+    for path in source.iterdir():
+        if path.name[:4] >= "0012":
+            path.unlink()
+    migrate(bare_db.dsn("owner"), source=source)
+    with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
+        conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', 1)")
+        conn.execute("INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (1, 1)")
+        conn.execute(
+            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, next_due_at_ms,"
+            " updated_at_ms, created_at_ms) VALUES (1, 1, '* * * * *', 120000, 1, 1)"
+        )
+        conn.execute(
+            "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,"
+            " created_at_ms) VALUES (1, 1, 60000, 'old-replica', gen_random_uuid(), 60250)"
+        )
+    migrate(bare_db.dsn("owner"))
+    record_zone_rules(bare_db.dsn("owner"))
+    assert fetch(bare_db.dsn("owner"), "SELECT count(*) FROM ql3.verify_results") == [(0,)]
+    with ConsoleReader(bare_db.dsn("observer")) as reader:
+        (row,) = reader.schedules().schedules
+        assert (row.name, row.last_scheduled_for_ms, row.last_outcome) == ("old", 60_000, None)
+        replicas = reader.replicas()
+        assert [(a.owner_id, a.last_admitted_at_ms) for a in replicas.admissions] == [
+            ("old-replica", 60_250)
+        ]
+        assert reader.verify_result()[1] is None
+    with (
+        psycopg.connect(bare_db.dsn("observer"), autocommit=True) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        conn.execute("SELECT claim_token FROM ql3.runs")
