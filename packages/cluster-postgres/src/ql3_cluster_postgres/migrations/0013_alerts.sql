@@ -277,9 +277,12 @@ BEGIN
                     NULL::text, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text;
             END IF;
         END IF;
-        -- The UNIQUE key's index answers it backwards in one step.
+        -- The UNIQUE key's index answers it backwards in one step. Alerted up to the bound
+        -- already: no occurrence is left to compute, and no row is returned.
         v_last := (SELECT max(a.subject_key) FROM ql3.alerts AS a
                    WHERE a.schedule_id = v_row.id AND a.kind = 'missed');
+        CONTINUE WHEN greatest(v_row.next_due_at_ms, v_last)
+                      >= v_now_ms - v_margin - v_row.misfire_grace_ms - 1;
         RETURN QUERY SELECT NULL::bigint, 'overdue'::text, v_row.id, NULL::bigint,
             v_row.next_due_at_ms, greatest(v_row.next_due_at_ms, v_last),
             v_now_ms - v_margin - v_row.misfire_grace_ms - 1, v_row.cron, v_row.timezone,
