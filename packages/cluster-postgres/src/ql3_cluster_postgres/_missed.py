@@ -6,8 +6,10 @@ per overdue schedule, what the occurrences after it are computed from: the defin
 the latest occurrence alerted so far (`after_ms`), the latest instant an occurrence may have to
 be missed now (`bound_ms`, from the database clock: rule zero holds, no local time is read) and
 the recorded zone rules version. `record_missed` computes those occurrences with the cron engine
-(at most `MISSED_PER_CALL` per schedule; the next call continues after the last one recorded) and
-hands them to `ql3.record_missed_alerts_v1`, which re-checks them all under the database clock.
+and hands them to `ql3.record_missed_alerts_v1`, which re-checks them all under the database
+clock. At most `MISSED_PER_CALL` occurrences a call over all schedules, oldest cursor first: one
+call stays short (a Coordinator sends it from its idle poll), and the next continues after the
+last one recorded; every overdue schedule has its cursor's alert at once whatever the backlog.
 Workers (`AlertIngress`) and Coordinators (the repository) both call this one function: the
 occurrences are computed in one place.
 
@@ -35,7 +37,7 @@ __all__ = ["MISSED_PER_CALL", "OverdueSchedule", "missed_occurrences", "record_m
 
 logger = logging.getLogger(__name__)
 
-# ql3.record_missed_alerts_v1 refuses more in one call.
+# ql3.record_missed_alerts_v1 refuses more in one call; record_missed hands over no more in all.
 MISSED_PER_CALL: Final = 1000
 # record_due_alerts_v1's rows that are not alerts: a schedule whose occurrences are to compute.
 OVERDUE: Final = "overdue"
@@ -60,8 +62,10 @@ class OverdueSchedule(NamedTuple):
         return cls(**{name: row[name] for name in cls._fields})
 
 
-def missed_occurrences(overdue: OverdueSchedule, rules: ZoneRules) -> list[int]:
-    """Return the occurrences in (after_ms, bound_ms] within the window, oldest first, capped.
+def missed_occurrences(
+    overdue: OverdueSchedule, rules: ZoneRules, limit: int = MISSED_PER_CALL
+) -> list[int]:
+    """Return up to `limit` occurrences in (after_ms, bound_ms] within the window, oldest first.
 
     The caller has checked that `rules` are the recorded version; an occurrence past the
     definition's end is none, and the cursor is never before its start.
@@ -76,7 +80,7 @@ def missed_occurrences(overdue: OverdueSchedule, rules: ZoneRules) -> list[int]:
     if overdue.start_at_ms is not None:
         start = max(start, overdue.start_at_ms - 1)
     for occurrence in occurrences_after_ms(overdue.cron, overdue.timezone, start, rules=rules):
-        if occurrence > last or len(found) >= MISSED_PER_CALL:
+        if occurrence > last or len(found) >= limit:
             break
         found.append(occurrence)
     return found
@@ -96,6 +100,7 @@ def record_missed(
 
     """
     recorded: list[RecordedAlert] = []
+    budget = MISSED_PER_CALL
     for row in rows:
         if row["kind"] != OVERDUE:
             recorded.append(RecordedAlert.model_validate(_alert_fields(row)))
@@ -103,10 +108,10 @@ def record_missed(
         overdue = OverdueSchedule.of(row)
         version = overdue.zone_rules_version
         rules = None if version is None else rules_for(version)
-        if rules is None or rules.version != version:
-            continue  # only the cursor's alert (the probe recorded it)
+        if budget <= 0 or rules is None or rules.version != version:
+            continue  # only the cursor's alert (the probe recorded it), this call
         try:
-            occurrences = missed_occurrences(overdue, rules)
+            occurrences = missed_occurrences(overdue, rules, budget)
         except QL3Error as exc:
             log_event(
                 logger,
@@ -118,6 +123,7 @@ def record_missed(
             continue
         if not occurrences:
             continue
+        budget -= len(occurrences)
         params = {
             "schedule_id": overdue.schedule_id,
             "cursor_ms": overdue.cursor_ms,

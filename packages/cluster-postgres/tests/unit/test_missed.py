@@ -88,3 +88,14 @@ def test_the_window_end_the_cap_and_an_unreadable_definition() -> None:
     assert record_missed([_overdue(cron="61 * * * * *")], lambda _: RULES, recorder) == []
     assert record_missed([_overdue(after_ms=CURSOR + 5_500)], lambda _: RULES, recorder) == []
     assert len(recorder.calls) == calls
+
+
+def test_one_call_hands_over_at_most_the_cap_over_all_schedules_oldest_first() -> None:
+    """Two schedules 800 s behind: 800 of the first, 200 of the second; the rest next call."""
+    recorder = _Recorder()
+    first = _overdue(schedule_id=7, bound_ms=CURSOR + 800_000)
+    second = _overdue(schedule_id=8, bound_ms=CURSOR + 800_000)
+    third = _overdue(schedule_id=9, bound_ms=CURSOR + 800_000)
+    record_missed([first, second, third], lambda _: RULES, recorder)
+    handed = [(call["schedule_id"], len(call["occurrences"])) for call in recorder.calls]
+    assert handed == [(7, 800), (8, MISSED_PER_CALL - 800)]
