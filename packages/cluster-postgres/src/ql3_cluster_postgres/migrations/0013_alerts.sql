@@ -261,10 +261,11 @@ BEGIN
     FOR v_row IN
         SELECT s.id, s.next_due_at_ms, s.misfire_grace_ms, s.cron, s.timezone, s.misfire_policy,
                s.start_at_ms, s.end_at_ms, s.claim_expires_at_ms,
-               -- The UNIQUE key's index answers both, the second backwards in one step.
-               EXISTS (SELECT 1 FROM ql3.alerts AS a
-                       WHERE a.schedule_id = s.id AND a.kind = 'missed'
-                         AND a.subject_key = s.next_due_at_ms) AS cursor_alerted,
+               -- The UNIQUE key's index answers both, the second backwards in one step. Scalar
+               -- subqueries: an EXISTS may be planned as a hash of every `missed` alert.
+               (SELECT true FROM ql3.alerts AS a
+                WHERE a.schedule_id = s.id AND a.kind = 'missed'
+                  AND a.subject_key = s.next_due_at_ms) IS NOT NULL AS cursor_alerted,
                (SELECT max(a.subject_key) FROM ql3.alerts AS a
                 WHERE a.schedule_id = s.id AND a.kind = 'missed') AS last_alerted_ms
         FROM ql3.trigger_schedules AS s
