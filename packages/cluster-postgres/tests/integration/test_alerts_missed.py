@@ -166,3 +166,23 @@ def test_what_a_caller_hands_over_is_rechecked_under_the_database_clock(
     assert _missed(faketime_db) == [cursor + 1000]
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_occurrences"):
         _record_missed(faketime_db, {**good, "occurrences": list(range(1001))})
+
+
+def test_callers_without_the_recorded_zone_rules_record_only_the_cursors_alert(
+    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
+) -> None:
+    """Recorded rules no caller holds: the cursor alone; the recorded ones back: the rest."""
+    cursor = _watched(faketime_db)
+    (recorded,) = rows(faketime_db.dsn("owner"), "SELECT version FROM ql3.zone_rules")
+    switch = "UPDATE ql3.zone_rules SET version = %s"
+    rows(faketime_db.superuser_dsn, switch + " RETURNING version", ("1999z",))
+    _freeze_past(faketime_cluster, cursor, 4)
+    with PostgresScheduleRepository(faketime_db.dsn("runtime")) as repository:
+        assert repository.record_due_alerts() == 1
+    with AlertIngress(faketime_db.dsn("worker_ingress")) as ingress:
+        assert ingress.record_due_alerts() == []
+        assert _missed(faketime_db) == [cursor]
+        rows(faketime_db.superuser_dsn, switch + " RETURNING version", (recorded["version"],))
+        later = ingress.record_due_alerts()
+    assert [alert.subject_key for alert in later] == [cursor + k * 1000 for k in range(1, 4)]
+    assert _missed(faketime_db) == [cursor + k * 1000 for k in range(4)]
