@@ -254,6 +254,8 @@ PROBES: Final[dict[str, dict[str, str]]] = {
         " lease_token = lease_token, lease_expires_at_ms = lease_expires_at_ms"
         " WHERE id = %(alert)s",
         "execute:record": "SELECT count(*) FROM ql3.record_due_alerts_v1()",
+        "execute:record_missed": "SELECT count(*) FROM ql3.record_missed_alerts_v1(%(schedule)s,"
+        " 7, 'probe', ARRAY[8]::bigint[])",
         "execute:take": "SELECT count(*) FROM ql3.worker_take_alerts_v1(gen_random_uuid(),"
         " 30000, 1)",
         "execute:finish": "SELECT count(*) FROM ql3.worker_finish_alert_v1(%(alert)s,"
@@ -375,6 +377,7 @@ ALLOWED: Final[dict[tuple[str, str], frozenset[str]]] = {
     # Coordinator or worker records due alerts; workers deliver; the admin sets what is asked.
     ("alerts", "select"): _READERS,
     ("alerts", "execute:record"): frozenset({"owner", "runtime", "worker_ingress"}),
+    ("alerts", "execute:record_missed"): frozenset({"owner", "runtime", "worker_ingress"}),
     ("alerts", "execute:take"): frozenset({"owner", "worker_ingress"}),
     ("alerts", "execute:finish"): frozenset({"owner", "worker_ingress"}),
     ("alerts", "execute:settings"): frozenset({"owner", "admin"}),

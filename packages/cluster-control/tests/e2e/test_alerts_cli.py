@@ -1,6 +1,6 @@
 """`ql3 schedule add --alert-*` and `ql3 alerts list` end to end: real `ql3` processes.
 
-No Coordinator runs: the database clock (libfaketime) is moved past the occurrence's bound and
+No Coordinator runs: the database clock (libfaketime) is frozen past the occurrence's bound and
 the alert is recorded through what workers send (`AlertIngress.record_due_alerts`); the command
 line then lists what the database holds.
 """
@@ -35,7 +35,8 @@ def test_alert_flags_are_stored_and_alerts_listed(
     ((kinds, webhook, deadline, cursor),) = stored
     assert (kinds, webhook, deadline) == (["missed", "late"], "https://ops.example/ql3", 90_000)
     assert json.loads(ql3_ok("alerts", "list", "--json", "--dsn", dsn)) == []
-    faketime_cluster.set_clock_offset_ms(ALERT_MISSED_MARGIN_MS + 5_000)
+    # Frozen where the cursor alone is past its bound (one alert per occurrence).
+    faketime_cluster.freeze_clock_at_ms(cursor + ALERT_MISSED_MARGIN_MS + 500)
     with AlertIngress(faketime_db.dsn("worker_ingress")) as alerts:
         (recorded,) = alerts.record_due_alerts()
     listed = json.loads(ql3_ok("alerts", "list", "--kind", "missed", "--json", "--dsn", dsn))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import psycopg
 import pytest
-from fix_db import wait_for
+from fix_db import db_now_ms, wait_for
 from psycopg.rows import dict_row
 from ql3_cluster_control import Worker, WorkerSettings
 from ql3_cluster_postgres import ALERT_MISSED_MARGIN_MS, AlertSettings, ScheduleAdmin
@@ -78,12 +78,21 @@ def test_missed_with_every_coordinator_stopped_is_recorded_once_and_delivered(
     # Fails on its first call (no marker yet), succeeds on the next: a command retried.
     command = f'echo "$QL3_ALERT_ID" >> {marker}; test "$(wc -l < {marker})" -ge 2'
     alerts = AlertSettings(alert_on=("missed",), command=command, webhook=receiver)
+    # One occurrence only (its window is one second, two seconds ahead): one alert, however
+    # far the clock moves; `missed` is one alert per occurrence (`test_coordinator_alerts`).
+    now = db_now_ms(faketime_db.superuser_dsn)
+    only = (now // 1000 + 2) * 1000
     definition = ScheduleDefinition(
-        cron="* * * * * *", misfire_policy=MisfirePolicy.FIRE_ONCE, misfire_grace_ms=0
+        cron="* * * * * *",
+        misfire_policy=MisfirePolicy.FIRE_ONCE,
+        misfire_grace_ms=0,
+        start_at_ms=only,
+        end_at_ms=only,
     )
     with ScheduleAdmin(faketime_db.dsn("admin")) as admin:
         record = admin.add_schedule("watched", definition, alerts=alerts)
-    faketime_cluster.set_clock_offset_ms(ALERT_MISSED_MARGIN_MS + 5_000)
+    assert record.next_due_at_ms == only
+    faketime_cluster.set_clock_offset_ms(only - now + ALERT_MISSED_MARGIN_MS + 5_000)
 
     workers = [
         Worker(

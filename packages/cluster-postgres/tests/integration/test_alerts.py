@@ -1,20 +1,19 @@
 """Alerts recorded exactly once by the database clock, and their delivery attempts (migration 0013).
 
-Every alert here is real: no Coordinator runs, the database clock is moved with libfaketime
-(`faketime_db`), runs are admitted and failed through the production paths, and
-`AlertIngress` (what workers send) records, takes and finishes alerts. What the database holds
+Every alert here is real (`missed` has its own file, `test_alerts_missed`): no Coordinator
+runs, the database clock is moved with libfaketime (`faketime_db`), runs are admitted and failed
+through the production paths, and `AlertIngress` (what workers send) records, takes and finishes
+alerts. What the database holds
 afterwards is read back by column name: one alert per schedule, kind and subject, whoever races.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
 from ingress_helpers import admit_due, rows, take
 from ql3_cluster_postgres import (
-    ALERT_MISSED_MARGIN_MS,
     AlertIngress,
     AlertSettings,
     HistoryReader,
@@ -32,7 +31,6 @@ from ql3_runtime_core import (
 from repo_helpers import db_now_ms
 
 if TYPE_CHECKING:
-    from ql3_cluster_postgres import RecordedAlert
     from ql3_testkit import Ql3Database, ThrowawayCluster
 
 EVERY_SECOND = ScheduleDefinition(
@@ -48,45 +46,6 @@ def _alerts(db: Ql3Database) -> list[dict[str, Any]]:
         " delivery_state, delivery_attempts, next_delivery_at_ms, delivered_at_ms"
         " FROM ql3.alerts ORDER BY id",
     )
-
-
-def test_missed_is_recorded_once_by_racing_workers_with_no_coordinator(
-    faketime_db: Ql3Database, faketime_cluster: ThrowawayCluster
-) -> None:
-    """Nothing before the bound; past it, two workers racing record one alert for the cursor."""
-    with ScheduleAdmin(faketime_db.dsn("admin")) as admin:
-        record = admin.add_schedule(
-            "watched", EVERY_SECOND, alerts=AlertSettings(alert_on=("missed",))
-        )
-    cursor = record.next_due_at_ms
-    assert cursor is not None
-    with AlertIngress(faketime_db.dsn("worker_ingress")) as early:
-        assert early.record_due_alerts() == []  # due, but not past due + margin + grace yet
-    faketime_cluster.set_clock_offset_ms(ALERT_MISSED_MARGIN_MS + 5_000)
-
-    start = threading.Barrier(2)
-    recorded: list[list[RecordedAlert]] = []
-
-    def worker() -> None:
-        with AlertIngress(faketime_db.dsn("worker_ingress")) as ingress:
-            start.wait()
-            recorded.append(ingress.record_due_alerts())
-
-    threads = [threading.Thread(target=worker) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert sorted(len(found) for found in recorded) == [0, 1]
-    ((alert,),) = [found for found in recorded if found]
-    assert (alert.kind, alert.subject_key) == ("missed", cursor)
-    (stored,) = _alerts(faketime_db)
-    assert (stored["kind"], stored["occurrence_ms"]) == ("missed", cursor)
-    assert stored["raised_at_ms"] > cursor + ALERT_MISSED_MARGIN_MS
-    # Asked again (a Coordinator's idle poll, another worker): still one.
-    with AlertIngress(faketime_db.dsn("worker_ingress")) as again:
-        assert again.record_due_alerts() == []
-    assert len(_alerts(faketime_db)) == 1
 
 
 def test_failed_paused_and_late_are_each_recorded_once(

@@ -1,12 +1,14 @@
 """The worker's alert duty: record due alerts, deliver pending ones (migration 0013).
 
 One thread beside the worker's loop, on its own connection, so a slow command or webhook never
-delays a heartbeat. Every `interval_s` it sends the one cheap statement that records the
-`missed` and `late` alerts the database clock made due (so `missed` is recorded while every
-Coordinator is down: any worker does it, and the UNIQUE key keeps racing workers to one alert),
-then takes the pending alerts it may try now under its lease, delivers each (`_alert_delivery`)
-and records the outcome; the database decides when a failed one is tried again (exponential
-backoff) and when it is given up. Faults are logged and retried at the next interval.
+delays a heartbeat. Every `interval_s` it records the `missed` and `late` alerts the database
+clock made due: one cheap statement when nothing is overdue, and per overdue schedule one more
+with its missed occurrences (one alert each, computed in `ql3_cluster_postgres`), so `missed` is
+recorded while every Coordinator is down: any worker does it, and the UNIQUE key keeps racing
+workers to one alert per occurrence. It then takes the pending alerts it may try now under its
+lease, delivers each (`_alert_delivery`) and records the outcome; the database decides when a
+failed one is tried again (exponential backoff) and when it is given up. Faults are logged and
+retried at the next interval.
 """
 
 from __future__ import annotations

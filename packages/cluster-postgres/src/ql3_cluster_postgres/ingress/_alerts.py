@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ql3_runtime_core import InvalidArgumentError
+from ql3_runtime_core import InvalidArgumentError, ZoneRules, wheel_zone_rules
 
 from ql3_cluster_postgres._alerts import RecordedAlert, TakenAlert
 from ql3_cluster_postgres._bounds import check_lease, check_limit
+from ql3_cluster_postgres._missed import record_missed
 
 from ._sessions import IngressSessions
 
@@ -33,9 +34,17 @@ class AlertIngress(IngressSessions):
     """Record due alerts, take pending ones and record each delivery attempt's outcome."""
 
     def record_due_alerts(self) -> list[RecordedAlert]:
-        """Record the `missed` and `late` alerts the database clock makes due; return the new."""
+        """Record the `missed` and `late` alerts the database clock makes due; return the new.
+
+        One statement when nothing is overdue; per overdue schedule one more, carrying the
+        occurrences `_missed.record_missed` computed (one `missed` alert per occurrence).
+        """
         rows = self._write("record_due_alerts", {}, "alerts: record due alerts")
-        return [RecordedAlert.model_validate(row) for row in rows]
+        return record_missed(
+            rows,
+            _node_rules,
+            lambda params: self._write("record_missed_alerts", params, "alerts: record missed"),
+        )
 
     def take_alerts(self, *, lease_token: UUID, lease_ms: int, limit: int) -> list[TakenAlert]:
         """Lease up to `limit` alerts whose delivery may be tried now (SKIP LOCKED)."""
@@ -72,3 +81,14 @@ class AlertIngress(IngressSessions):
         }
         rows = self._write("finish_alert", params, "alerts: finish")
         return str(rows[0]["delivery_state"]) if rows else None
+
+
+def _node_rules(recorded: str) -> ZoneRules | None:
+    """Return this node's tzdata rules when they are the recorded version, else None.
+
+    A worker holds no zone rules of its own: it computes missed occurrences only when its
+    node's tzdata is the version the database recorded (the same data the Coordinators load),
+    and otherwise leaves each overdue schedule with its cursor's alert alone.
+    """
+    rules = wheel_zone_rules()
+    return rules if rules.version == recorded else None

@@ -216,18 +216,38 @@ CREATE FUNCTION ql3.alert_missed_margin_ms() RETURNS bigint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT 60000::bigint $$;
 
--- Record the `missed` and `late` alerts whose bound the database clock has passed; return them.
--- missed: an active schedule asking for it whose cursor (the first occurrence nobody decided:
---   neither a Run nor a skip record) is older than now - margin - its grace. One per occurrence
---   (the UNIQUE key, whoever races); an outage that leaves the cursor where it is raises one
---   alert, for the first occurrence it held back, not one per occurrence it passes.
+-- Record the `missed` and `late` alerts whose bound the database clock has passed; return them,
+-- and return what a caller needs to compute the other missed occurrences of each overdue schedule.
+-- missed: one alert per occurrence that has neither a Run nor a skip record by its due time +
+--   margin + its grace. SQL cannot compute cron occurrences, so the work is split. Here, for
+--   each active schedule asking for it whose cursor (the first occurrence nobody decided) is past
+--   that bound, the cursor's alert is recorded (it is an occurrence: no computation needed), and
+--   one row of kind 'overdue' is returned: the cursor, after_ms (the latest occurrence alerted
+--   so far, at least the cursor), bound_ms (the latest instant an occurrence may have to be
+--   missed now), the definition in force and the recorded zone rules version, oldest cursor
+--   first. The caller computes the occurrences in (after_ms, bound_ms] with the cron engine (at
+--   most 1 000 over all schedules a call, in that order) and hands them to
+--   ql3.record_missed_alerts_v1, which re-checks everything under the database clock. A caller
+--   whose zone rules are not the recorded version computes nothing: then only the cursor's
+--   alert is recorded. Nothing overdue: no row, one cheap statement.
 -- late: each Run of a schedule asking for it, scheduled in (checked_ms, now - deadline],
 --   without an attempt that succeeded by its scheduled time + deadline. The watermark row is
 --   locked SKIP LOCKED: two callers never judge the same span twice, and never wait on each other.
+-- Alert rows carry NULL in the overdue columns; overdue rows carry a NULL alert_id and subject.
+-- A schedule a live claim holds gets no overdue row (a Coordinator is deciding it now). Custom
+-- plans only: an outage fills ql3.alerts faster than autovacuum analyzes it, and a generic plan
+-- made while it looked empty scans it whole for every overdue schedule (measured: past the
+-- 5 s statement timeout with 59 000 alerts; 0.1 ms a lookup with a custom plan). The alerts of
+-- all overdue schedules are looked up by the one driving query, planned once a call.
 CREATE FUNCTION ql3.record_due_alerts_v1()
-RETURNS TABLE (alert_id bigint, kind text, schedule_id bigint, subject_key bigint)
+RETURNS TABLE (
+    alert_id bigint, kind text, schedule_id bigint, subject_key bigint, cursor_ms bigint,
+    after_ms bigint, bound_ms bigint, cron text, timezone text, misfire_policy text,
+    misfire_grace_ms bigint, start_at_ms bigint, end_at_ms bigint, zone_rules_version text
+)
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, ql3, pg_temp
+    SET plan_cache_mode = force_custom_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -235,25 +255,51 @@ DECLARE
     v_margin bigint := ql3.alert_missed_margin_ms();
     v_row record;
     v_id bigint;
+    v_last bigint;
+    v_rules text;
 BEGIN
     FOR v_row IN
-        SELECT s.id, s.next_due_at_ms, s.misfire_grace_ms
+        SELECT s.id, s.next_due_at_ms, s.misfire_grace_ms, s.cron, s.timezone, s.misfire_policy,
+               s.start_at_ms, s.end_at_ms, s.claim_expires_at_ms,
+               -- The UNIQUE key's index answers both, the second backwards in one step. Scalar
+               -- subqueries: an EXISTS may be planned as a hash of every `missed` alert.
+               (SELECT true FROM ql3.alerts AS a
+                WHERE a.schedule_id = s.id AND a.kind = 'missed'
+                  AND a.subject_key = s.next_due_at_ms) IS NOT NULL AS cursor_alerted,
+               (SELECT max(a.subject_key) FROM ql3.alerts AS a
+                WHERE a.schedule_id = s.id AND a.kind = 'missed') AS last_alerted_ms
         FROM ql3.trigger_schedules AS s
         WHERE s.state = 'active' AND 'missed' = ANY (s.alert_on)
           AND s.next_due_at_ms < v_now_ms - v_margin
           AND s.next_due_at_ms + v_margin + s.misfire_grace_ms < v_now_ms
-          AND NOT EXISTS (SELECT 1 FROM ql3.alerts AS a
-                          WHERE a.schedule_id = s.id AND a.kind = 'missed'
-                            AND a.subject_key = s.next_due_at_ms)
+        ORDER BY s.next_due_at_ms, s.id
     LOOP
-        v_id := ql3.raise_alert_v1(
-            v_row.id, 'missed', v_row.next_due_at_ms, NULL, NULL, v_row.next_due_at_ms,
-            jsonb_build_object('occurrence_ms', v_row.next_due_at_ms,
-                               'bound_ms', v_row.next_due_at_ms + v_margin + v_row.misfire_grace_ms),
-            v_now_ms);
-        IF v_id IS NOT NULL THEN
-            RETURN QUERY SELECT v_id, 'missed'::text, v_row.id, v_row.next_due_at_ms;
+        IF v_rules IS NULL THEN
+            v_rules := (SELECT z.version FROM ql3.zone_rules AS z);
         END IF;
+        IF NOT v_row.cursor_alerted THEN
+            v_id := ql3.raise_alert_v1(
+                v_row.id, 'missed', v_row.next_due_at_ms, NULL, NULL, v_row.next_due_at_ms,
+                jsonb_build_object('occurrence_ms', v_row.next_due_at_ms,
+                                   'bound_ms', v_row.next_due_at_ms + v_margin
+                                               + v_row.misfire_grace_ms),
+                v_now_ms);
+            IF v_id IS NOT NULL THEN
+                RETURN QUERY SELECT v_id, 'missed'::text, v_row.id, v_row.next_due_at_ms,
+                    NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::text,
+                    NULL::text, NULL::bigint, NULL::bigint, NULL::bigint, NULL::text;
+            END IF;
+        END IF;
+        -- Alerted up to the bound already: no occurrence is left to compute, no row returned.
+        v_last := v_row.last_alerted_ms;
+        CONTINUE WHEN greatest(v_row.next_due_at_ms, v_last)
+                      >= v_now_ms - v_margin - v_row.misfire_grace_ms - 1
+                   OR v_row.claim_expires_at_ms > v_now_ms;
+        RETURN QUERY SELECT NULL::bigint, 'overdue'::text, v_row.id, NULL::bigint,
+            v_row.next_due_at_ms, greatest(v_row.next_due_at_ms, v_last),
+            v_now_ms - v_margin - v_row.misfire_grace_ms - 1, v_row.cron, v_row.timezone,
+            v_row.misfire_policy, v_row.misfire_grace_ms, v_row.start_at_ms, v_row.end_at_ms,
+            v_rules;
     END LOOP;
     FOR v_row IN
         SELECT w.schedule_id, w.checked_ms, s.alert_deadline_ms
@@ -264,7 +310,10 @@ BEGIN
         FOR UPDATE OF w SKIP LOCKED
     LOOP
         RETURN QUERY
-        SELECT j.alert_id, j.kind, j.schedule_id, j.subject_key FROM (
+        SELECT j.alert_id, j.kind, j.schedule_id, j.subject_key, NULL::bigint, NULL::bigint,
+               NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::bigint, NULL::bigint,
+               NULL::bigint, NULL::text
+        FROM (
         SELECT ql3.raise_alert_v1(
                    v_row.schedule_id, 'late', r.id, r.id, NULL, NULL,
                    jsonb_build_object('run_id', r.id, 'scheduled_for_ms', r.scheduled_for_ms,
@@ -285,6 +334,58 @@ BEGIN
             SET checked_ms = v_now_ms - v_row.alert_deadline_ms
             WHERE w.schedule_id = v_row.schedule_id AND w.kind = 'late';
     END LOOP;
+END
+$$;
+
+-- The missed occurrences a caller computed for one overdue schedule (record_due_alerts_v1's
+-- 'overdue' row), recorded once each. Nothing is taken on trust: under the database clock the
+-- schedule must still be active and ask for `missed`, its cursor must still be p_cursor_ms
+-- (nothing was decided meanwhile), no unexpired claim may hold it (a Coordinator deciding it now
+-- writes what happened), the recorded zone rules must be the ones the occurrences were computed
+-- with, and each occurrence must lie after the cursor and past its bound. The row is locked FOR
+-- SHARE, so a claim or commit of the schedule waits for this (or this for it, and re-checks).
+-- At most 1 000 occurrences a call; a longer outage continues at the next call, after the last
+-- one recorded. Returns the alerts recorded (the columns of record_due_alerts_v1's first four).
+CREATE FUNCTION ql3.record_missed_alerts_v1(
+    p_schedule_id bigint, p_cursor_ms bigint, p_zone_rules_version text, p_occurrences bigint[]
+) RETURNS TABLE (alert_id bigint, kind text, schedule_id bigint, subject_key bigint)
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, ql3, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now_ms bigint := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+    v_margin bigint := ql3.alert_missed_margin_ms();
+    v_grace bigint;
+BEGIN
+    IF coalesce(cardinality(p_occurrences), 0) > 1000 THEN
+        RAISE EXCEPTION 'p_occurrences: at most 1000 occurrences a call, got %',
+            cardinality(p_occurrences) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT s.misfire_grace_ms INTO v_grace
+        FROM ql3.trigger_schedules AS s
+        WHERE s.id = p_schedule_id AND s.state = 'active' AND 'missed' = ANY (s.alert_on)
+          AND s.next_due_at_ms = p_cursor_ms
+          AND (s.claim_expires_at_ms IS NULL OR s.claim_expires_at_ms <= v_now_ms)
+          AND p_zone_rules_version = (SELECT z.version FROM ql3.zone_rules AS z)
+        FOR SHARE OF s;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT j.alert_id, 'missed'::text, p_schedule_id, j.occurrence
+    FROM (
+        SELECT o.occurrence,
+               ql3.raise_alert_v1(
+                   p_schedule_id, 'missed', o.occurrence, NULL, NULL, o.occurrence,
+                   jsonb_build_object('occurrence_ms', o.occurrence,
+                                      'bound_ms', o.occurrence + v_margin + v_grace),
+                   v_now_ms) AS alert_id
+        FROM (SELECT DISTINCT u.occurrence FROM unnest(p_occurrences) AS u (occurrence)) AS o
+        WHERE o.occurrence > p_cursor_ms AND o.occurrence + v_margin + v_grace < v_now_ms
+    ) AS j
+    WHERE j.alert_id IS NOT NULL
+    ORDER BY j.occurrence;
 END
 $$;
 
@@ -414,12 +515,16 @@ REVOKE ALL ON FUNCTION
     ql3.alert_failed_v1(),
     ql3.alert_paused_v1(),
     ql3.record_due_alerts_v1(),
+    ql3.record_missed_alerts_v1(bigint, bigint, text, bigint[]),
     ql3.admin_set_alerts_v1(bigint, text[], text, text, bigint),
     ql3.worker_take_alerts_v1(uuid, bigint, integer),
     ql3.worker_finish_alert_v1(bigint, uuid, text, bigint, boolean, text)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql3.alert_missed_margin_ms() TO ql3_admin, ql3_runtime, ql3_worker_ingress;
-GRANT EXECUTE ON FUNCTION ql3.record_due_alerts_v1() TO ql3_runtime, ql3_worker_ingress;
+GRANT EXECUTE ON FUNCTION
+    ql3.record_due_alerts_v1(),
+    ql3.record_missed_alerts_v1(bigint, bigint, text, bigint[])
+    TO ql3_runtime, ql3_worker_ingress;
 GRANT EXECUTE ON FUNCTION ql3.admin_set_alerts_v1(bigint, text[], text, text, bigint) TO ql3_admin;
 GRANT EXECUTE ON FUNCTION
     ql3.worker_take_alerts_v1(uuid, bigint, integer),

@@ -30,6 +30,7 @@ from ql3_cluster_postgres._connect import (
     reuse_or_connect,
     wrap_error,
 )
+from ql3_cluster_postgres._missed import record_missed
 from ql3_cluster_postgres._replication import read_replication_state
 from ql3_cluster_postgres._rows import (
     DueInRow,
@@ -45,7 +46,7 @@ from ._commits import CommitStatements
 from ._pauses import PauseStatements
 
 if TYPE_CHECKING:
-    from ql3_runtime_core import ReplicationState
+    from ql3_runtime_core import ReplicationState, ZoneRules
 
 __all__ = ["PostgresScheduleRepository"]
 
@@ -109,11 +110,26 @@ class PostgresScheduleRepository(ClaimStatements, CommitStatements, PauseStateme
     def record_due_alerts(self) -> int:
         """Record the `missed` and `late` alerts whose bound has passed (migration 0013).
 
-        One autocommit call of `ql3.record_due_alerts_v1`, the statement workers send too; an
-        alert is recorded once whoever calls. Returns how many this call recorded.
+        One autocommit call of `ql3.record_due_alerts_v1`, the statement workers send too, and
+        per overdue schedule one more with the occurrences `_missed.record_missed` computed with
+        this replica's loaded zone rules (the recorded version only); an alert is recorded once
+        whoever calls. Returns how many this call recorded.
         """
         rows = self._run("record_due_alerts", {}, dict_row, "repository: record due alerts")
-        return len(rows)
+        recorded = record_missed(
+            rows,
+            self._recorded_rules,
+            lambda params: self._run(
+                "record_missed_alerts", params, dict_row, "repository: record missed alerts"
+            ),
+        )
+        return len(recorded)
+
+    def _recorded_rules(self, recorded: str) -> ZoneRules | None:
+        """Return the loaded zone rules when they are (or now load as) the recorded version."""
+        with self._lock:
+            check = self._zones.check(recorded)
+            return self._zones.rules if check.agrees else None
 
     def read_replication_state(self) -> ReplicationState:
         """Read the node's role, system identifier, timeline and replication mode (DESIGN §13)."""

@@ -15,7 +15,7 @@ from ql3_runtime_core import InvalidArgumentError
 from ql3_cluster_postgres._errors import DatabaseError
 
 from ._accounting import Accounting, AccountingWalk, revision_from_row
-from ._alerts import check_alerts
+from ._alerts import check_alerts, check_missed_occurrences
 from ._attempts import check_attempt_timing, check_attempts
 from ._backfill import check_backfill_runs
 from ._checkpoints import Covered, check_checkpoint_counts, check_checkpoints
@@ -113,6 +113,9 @@ class Check:
         self.overlap_skipped = int(reader.rows("verify_overlap_skips")[0]["skips"])
         check_alerts(findings, reader.stream("verify_alerts_recorded", dict_row))
         check_alerts(findings, reader.stream("verify_alerts_missing", dict_row))
+        check_missed_occurrences(
+            findings, reader.stream("verify_alerts_missed", dict_row), revisions
+        )
         if self.lease_ms is not None:
             self.lateness = check_timing(
                 reader,
