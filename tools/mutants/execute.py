@@ -192,7 +192,11 @@ def judge(
     budget_s: float,
     bounds: Mapping[str, float] | None = None,
 ) -> Outcome:
-    """Run the selection folder by folder (fastest folder first); stop at the first kill.
+    """Run the selection folder by folder, lowest layer first; stop at the first kill.
+
+    The lowest layer's tests (runtime-core's units) judge the code they import directly and take
+    seconds; a mutant that breaks it can hang the services of the layers above until their
+    watchdogs fire (minutes), so those run only when the layer below caught nothing.
 
     A test the watchdog finds hung ends its pytest process; the tests after it in the selection
     run in a new one, within the same budget, so a hang early in the order does not hide a kill.
@@ -203,8 +207,8 @@ def judge(
         groups.setdefault(suite_of(test, suites), []).append(test)
     findings: list[dict[str, str]] = []
     ran = 0
-    for suite, selected in groups.items():
-        pending = selected
+    for suite in sorted(groups, key=suites.index):
+        pending = groups[suite]
         while pending:
             left = budget_s - (time.monotonic() - started)
             record, tail = run_pytest(
