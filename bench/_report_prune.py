@@ -24,7 +24,7 @@ def prune_tables(
     out += table(
         [
             "history",
-            "runs before / after",
+            "runs before / after (expected, drift allowed)",
             "batches (checkpoints)",
             "prune s",
             "runs removed/s",
@@ -36,7 +36,10 @@ def prune_tables(
         [
             (
                 f"{c['schedules']} x {c['occurrences_per_schedule']}",
-                f"{c['runs_before']} / {c['runs_after']}",
+                (
+                    f"{c['runs_before']} / {c['runs_after']}"
+                    f" ({c.get('runs_expected_after', '-')}, {c.get('cutoff_drift_runs_max', '-')})"
+                ),
                 f"{c['batches']} ({c['checkpoints']})",
                 c["prune_s"],
                 c["runs_removed_per_s"],
