@@ -41,7 +41,8 @@ def _runner(  # noqa: PLR0911 - one lazy import per part reads best as a flat li
 
         scale = getattr(args, "sizes", None)
         pruned = None if scale is None else (parse_sizes(scale) if scale else [])
-        return lambda ctx: run_prune(ctx, pruned, getattr(args, "hours", None))
+        hours, autovacuum = getattr(args, "hours", None), getattr(args, "autovacuum", False)
+        return lambda ctx: run_prune(ctx, pruned, hours, autovacuum=autovacuum)
     if part == "throughput":
         from ._throughput import run_throughput  # noqa: PLC0415
 
@@ -148,6 +149,11 @@ def _parser() -> argparse.ArgumentParser:
         if name == "prune":
             part.add_argument(
                 "--hours", type=int, help="simulated hours of hourly pruning (default 24, 0 skips)"
+            )
+            part.add_argument(
+                "--autovacuum",
+                action="store_true",
+                help="hourly pruning: leave the vacuuming to autovacuum (no VACUUM by the bench)",
             )
     report = sub.add_parser("report", help="render the report from a JSON-lines file")
     report.add_argument("file")

@@ -55,8 +55,9 @@ def prune_tables(
         sentence = (
             f"Hourly pruning, {run['schedules']} per-second schedules, {run['hours']} simulated"
             f" hours (database clock moved by libfaketime), `--older-than {run['retain_h']}h`,"
-            f" VACUUM after each prune: flat {yes(run['met']['flat'])}, verify clean"
-            f" {yes(run['met']['verify_ok'])}."
+            f" {run.get('vacuum', 'VACUUM after each prune')}: flat {yes(run['met']['flat'])}"
+            f" (plateau / size when the retention filled: {run.get('plateau_over_full', '-')}),"
+            f" verify clean {yes(run['met']['verify_ok'])}."
         )
         out += [sentence, ""]
         out += table(
