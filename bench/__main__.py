@@ -5,7 +5,8 @@ uv run --group bench python -m bench all --quick    # smoke run, report under .t
 uv run --group bench python -m bench lateness       # one part (no report unless --report)
 uv run --group bench python -m bench report FILE    # re-render the report from JSON lines
 uv run --group bench python -m bench verify --sizes 100x100000,5x86400   # verify at scale
-uv run --group bench python -m bench prune          # retention: 1 M Runs to 100 k, hourly pruning
+uv run --group bench python -m bench prune          # retention: 1 M Runs to 90 k, 24 h hourly
+uv run --group bench python -m bench prune --sizes 10x100000,10x300000 --hours 0   # scale only
 """
 
 from __future__ import annotations
@@ -36,8 +37,12 @@ def _runner(  # noqa: PLR0911 - one lazy import per part reads best as a flat li
         return lambda ctx: run_verify(ctx, sizes)
     if part == "prune":
         from ._prune import run_prune  # noqa: PLC0415
+        from ._verify import parse_sizes  # noqa: PLC0415
 
-        return run_prune
+        scale = getattr(args, "sizes", None)
+        pruned = None if scale is None else (parse_sizes(scale) if scale else [])
+        hours, autovacuum = getattr(args, "hours", None), getattr(args, "autovacuum", False)
+        return lambda ctx: run_prune(ctx, pruned, hours, autovacuum=autovacuum)
     if part == "throughput":
         from ._throughput import run_throughput  # noqa: PLC0415
 
@@ -135,9 +140,20 @@ def _parser() -> argparse.ArgumentParser:
             action="store_true",
             help="fsync, full_page_writes, synchronous_commit off (labelled in every line)",
         )
-        if name in {"all", "verify"}:
+        if name in {"all", "verify", "prune"}:
             part.add_argument(
-                "--sizes", help="verify: SCHEDULESxOCCURRENCES,... (default 100x100000,5x86400)"
+                "--sizes",
+                help="verify, prune: SCHEDULESxOCCURRENCES,... (verify default"
+                " 100x100000,5x86400; prune default 10x100000, '' skips the scale case)",
+            )
+        if name == "prune":
+            part.add_argument(
+                "--hours", type=int, help="simulated hours of hourly pruning (default 24, 0 skips)"
+            )
+            part.add_argument(
+                "--autovacuum",
+                action="store_true",
+                help="hourly pruning: leave the vacuuming to autovacuum (no VACUUM by the bench)",
             )
     report = sub.add_parser("report", help="render the report from a JSON-lines file")
     report.add_argument("file")

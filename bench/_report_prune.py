@@ -24,7 +24,7 @@ def prune_tables(
     out += table(
         [
             "history",
-            "runs before / after",
+            "runs before / after (expected, drift allowed)",
             "batches (checkpoints)",
             "prune s",
             "runs removed/s",
@@ -36,7 +36,10 @@ def prune_tables(
         [
             (
                 f"{c['schedules']} x {c['occurrences_per_schedule']}",
-                f"{c['runs_before']} / {c['runs_after']}",
+                (
+                    f"{c['runs_before']} / {c['runs_after']}"
+                    f" ({c.get('runs_expected_after', '-')}, {c.get('cutoff_drift_runs_max', '-')})"
+                ),
                 f"{c['batches']} ({c['checkpoints']})",
                 c["prune_s"],
                 c["runs_removed_per_s"],
@@ -52,8 +55,9 @@ def prune_tables(
         sentence = (
             f"Hourly pruning, {run['schedules']} per-second schedules, {run['hours']} simulated"
             f" hours (database clock moved by libfaketime), `--older-than {run['retain_h']}h`,"
-            f" VACUUM after each prune: flat {yes(run['met']['flat'])}, verify clean"
-            f" {yes(run['met']['verify_ok'])}."
+            f" {run.get('vacuum', 'VACUUM after each prune')}: flat {yes(run['met']['flat'])}"
+            f" (plateau / size when the retention filled: {run.get('plateau_over_full', '-')}),"
+            f" verify clean {yes(run['met']['verify_ok'])}."
         )
         out += [sentence, ""]
         out += table(
