@@ -25,7 +25,7 @@ from ql3_cluster_control.web import (
     parse_basic_auth,
     parse_bind,
 )
-from ql3_cluster_control.web._app import _environment
+from ql3_cluster_control.web._app import _environment, page_number
 from ql3_cluster_control.web._format import lateness_chart
 from ql3_cluster_control.web._guard import AccessGuard, CsrfToken
 from ql3_cluster_postgres import AlertsPage, ReplicasPage, SchedulePage, SchedulesPage, WorkersPage
@@ -275,3 +275,13 @@ def test_the_schedules_page_links_its_neighbours(
     found_next = re.search(r'href="/\?page=(\d+)" rel="next"', html)
     assert (int(found_prev[1]) if found_prev else None) == prev
     assert (int(found_next[1]) if found_next else None) == next_
+
+
+@pytest.mark.parametrize(
+    ("raw", "number"),
+    [("1", 1), ("20", 20), ("9999", 9999), ("0", None), ("-1", None), ("10000", None),
+     ("", None), ("2.5", None), ("\u00b2", None), ("\u0663", None), ("x", None)],
+)  # fmt: skip
+def test_the_page_number_is_ascii_digits_from_one(raw: str, number: int | None) -> None:
+    """Superscripts and other scripts' digits are refused, not turned into a server error."""
+    assert page_number(raw) == number

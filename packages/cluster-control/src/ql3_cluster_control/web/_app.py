@@ -52,6 +52,14 @@ class ConsoleSettings:
     access: WebAccess = field(default_factory=WebAccess)
 
 
+def page_number(raw: str) -> int | None:
+    """Read `?page=`: ASCII digits, 1 to 9999; anything else is None (answered 400)."""
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > _PAGE_DIGITS:
+        return None
+    number = int(raw)
+    return number if number >= 1 else None
+
+
 def _environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(_HERE / "templates"),
@@ -83,8 +91,8 @@ class _Console:
 
     def schedules(self, request: Request) -> Response:
         raw = request.query_params.get("page", "1")
-        number = int(raw) if raw.isdigit() and len(raw) <= _PAGE_DIGITS else 0
-        if number < 1:
+        number = page_number(raw)
+        if number is None:
             return PlainTextResponse(f"page must be a number from 1, not {raw!r}", status_code=400)
         page = self._reader.schedules(number)
         return self._render("schedules.html", page=page, nav="schedules")
