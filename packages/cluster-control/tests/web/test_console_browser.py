@@ -162,9 +162,11 @@ def _last_outcomes(db: Ql3Database) -> dict[str, str | None]:
 def _lateness(db: Ql3Database, schedule_id: int, now_ms: int) -> tuple[str, str]:
     p50, p99 = sql_rows(
         db.superuser_dsn,
-        "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY created_at_ms - scheduled_for_ms),"
-        " percentile_disc(0.99) WITHIN GROUP (ORDER BY created_at_ms - scheduled_for_ms)"
-        " FROM ql3.runs WHERE schedule_id = %s AND kind = 'cron' AND scheduled_for_ms >= %s",
+        "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY late),"
+        " percentile_disc(0.99) WITHIN GROUP (ORDER BY late)"
+        " FROM (SELECT created_at_ms - scheduled_for_ms AS late FROM ql3.runs"
+        "  WHERE schedule_id = %s AND kind = 'cron' AND scheduled_for_ms >= %s"
+        "  ORDER BY scheduled_for_ms DESC LIMIT 100) AS recent",
         [schedule_id, now_ms - HOUR_MS],
     )[0]
     return ("" if p50 is None else str(p50)), ("" if p99 is None else str(p99))
@@ -239,6 +241,8 @@ def _check_schedules_page(page: Page, db: Ql3Database, ids: dict[str, int], now_
         "held": "paused",
         "broken": "invalid",
     }
+    assert page.locator("#schedule-total").get_attribute("data-total") == str(len(states))
+    assert page.locator("#pager-top").get_attribute("data-pages") == "1"
     outcomes = _last_outcomes(db)
     for name, state in states.items():
         row = f"tr[data-schedule='{name}']"
@@ -271,10 +275,13 @@ def _check_schedule_page(page: Page, console: str, db: Ql3Database, schedule_id:
         db.superuser_dsn,
         "SELECT r.kind, coalesce((SELECT a.state FROM ql3.attempts a WHERE a.run_id = r.id"
         " ORDER BY a.attempt_number DESC LIMIT 1), 'none') AS outcome, count(*)"
-        " FROM ql3.runs r WHERE r.schedule_id = %s GROUP BY 1, 2",
+        " FROM (SELECT id, kind FROM ql3.runs WHERE schedule_id = %s"
+        "  ORDER BY scheduled_for_ms DESC LIMIT 1000) r GROUP BY 1, 2",
         [schedule_id],
     )
     assert counts
+    total = _scalar(db, "SELECT count(*) FROM ql3.runs WHERE schedule_id = %s", [schedule_id])
+    assert page.locator("#run-window").get_attribute("data-total") == str(total)
     shown_rows = page.locator("#run-counts tbody tr")
     assert shown_rows.count() == len(counts)
     for kind, outcome, runs in counts:

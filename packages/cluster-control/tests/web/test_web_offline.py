@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,7 +25,7 @@ from ql3_cluster_control.web import (
     parse_basic_auth,
     parse_bind,
 )
-from ql3_cluster_control.web._app import _environment
+from ql3_cluster_control.web._app import _environment, page_number
 from ql3_cluster_control.web._format import lateness_chart
 from ql3_cluster_control.web._guard import AccessGuard, CsrfToken
 from ql3_cluster_postgres import AlertsPage, ReplicasPage, SchedulePage, SchedulesPage, WorkersPage
@@ -86,6 +87,8 @@ def test_the_chart_scales_lateness_oldest_first() -> None:
         {
             "now_ms": 10_000,
             "schedule": _schedule_row(),
+            "run_total": 0,
+            "window_runs": 1_000,
             "run_counts": [],
             "runs": [],
             "skips": [],
@@ -174,6 +177,8 @@ def _pages() -> dict[str, dict[str, Any]]:
         {
             "now_ms": 10_000,
             "schedule": row,
+            "run_total": 3,
+            "window_runs": 1_000,
             "run_counts": [{"kind": "cron", "outcome": "skipped", "runs": 3}],
             "runs": [
                 {
@@ -196,7 +201,9 @@ def _pages() -> dict[str, dict[str, Any]]:
     )  # fmt: skip
     return {
         "schedules.html": {
-            "page": SchedulesPage(now_ms=10_000, schedules=(schedule.schedule,)),
+            "page": SchedulesPage(
+                now_ms=10_000, page=1, per_page=50, total=1, schedules=(schedule.schedule,)
+            ),
             "nav": "schedules",
         },
         "schedule.html": {
@@ -250,3 +257,31 @@ def test_every_template_renders_database_instants_escaped(template: str) -> None
     assert "https://" not in html
     assert "<b>hello</b>" not in html
     assert ('name="csrf" value="tok"' in html) == (template == "schedule.html")
+
+
+@pytest.mark.parametrize(
+    ("number", "total", "prev", "next_"),
+    [(1, 1, None, None), (1, 120, None, 2), (2, 120, 1, 3), (3, 120, 2, None), (9, 120, 3, None)],
+)
+def test_the_schedules_page_links_its_neighbours(
+    number: int, total: int, prev: int | None, next_: int | None
+) -> None:
+    """Previous/next links go to existing pages only; a page past the last links back to it."""
+    page = SchedulesPage(now_ms=10_000, page=number, per_page=50, total=total, schedules=())
+    values = {"actions": False, "csrf": "tok", "has_alerts": False, "page": page}
+    html = _environment().get_template("schedules.html").render(nav="schedules", **values)
+    assert f'data-pages="{-(-total // 50)}"' in html
+    found_prev = re.search(r'href="/\?page=(\d+)" rel="prev"', html)
+    found_next = re.search(r'href="/\?page=(\d+)" rel="next"', html)
+    assert (int(found_prev[1]) if found_prev else None) == prev
+    assert (int(found_next[1]) if found_next else None) == next_
+
+
+@pytest.mark.parametrize(
+    ("raw", "number"),
+    [("1", 1), ("20", 20), ("9999", 9999), ("0", None), ("-1", None), ("10000", None),
+     ("", None), ("2.5", None), ("\u00b2", None), ("\u0663", None), ("x", None)],
+)  # fmt: skip
+def test_the_page_number_is_ascii_digits_from_one(raw: str, number: int | None) -> None:
+    """Superscripts and other scripts' digits are refused, not turned into a server error."""
+    assert page_number(raw) == number

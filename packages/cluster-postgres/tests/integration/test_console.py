@@ -91,6 +91,7 @@ def test_every_page_says_what_the_tables_hold(ql3_db: Ql3Database) -> None:
         assert one is not None
         counts = {(c.kind, c.outcome): c.runs for c in one.run_counts}
         assert counts == {("cron", "succeeded"): 1, ("cron", "failed"): 1, ("cron", "running"): 1}
+        assert one.run_total == 3
         assert [r.state for r in one.runs] == ["running", "failed", "succeeded"]
         assert one.runs[1].output_tail == "x" * 400  # the tail, not the whole output
         assert sorted(p.lateness_ms for p in one.lateness) == [100, 200, 300]
@@ -106,6 +107,21 @@ def test_every_page_says_what_the_tables_hold(ql3_db: Ql3Database) -> None:
         assert (running.name, running.worker_id) == ("kept", "w1")
         has_table = fetch(ql3_db.superuser_dsn, "SELECT to_regclass('ql3.alerts') IS NOT NULL")
         assert (reader.alerts() is not None) == has_table[0][0]
+
+
+def test_pages_and_windows_bound_what_a_page_reads(ql3_db: Ql3Database) -> None:
+    """Schedules come a page at a time by name; Run counts cover the latest Runs, the total all."""
+    ids = _seed(ql3_db)
+    with ConsoleReader(ql3_db.dsn("observer"), per_page=1, window=2) as reader:
+        pages = [reader.schedules(number) for number in (1, 2, 3)]
+        assert [[row.name for row in page.schedules] for page in pages] == [["held"], ["kept"], []]
+        assert {(page.total, page.pages) for page in pages} == {(2, 2)}
+        one = reader.schedule(ids["kept"])
+        assert one is not None
+        assert (one.run_total, one.window_runs) == (3, 2)
+        counts = {(c.kind, c.outcome): c.runs for c in one.run_counts}
+        assert counts == {("cron", "failed"): 1, ("cron", "running"): 1}
+        assert len(one.runs) == 3  # the list of latest Runs keeps its own limit
 
 
 def test_a_recorded_verdict_is_stamped_by_the_database(ql3_db: Ql3Database) -> None:

@@ -39,6 +39,8 @@ __all__ = ["ConsoleSettings", "console_app"]
 
 _HERE: Final = Path(__file__).parent
 _ACTIONS: Final = frozenset({"pause", "resume", "trigger"})
+# `?page=` is refused beyond this many digits (a page past the last one is merely empty).
+_PAGE_DIGITS: Final = 4
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,14 @@ class ConsoleSettings:
     dsn: str
     admin_dsn: str | None = None
     access: WebAccess = field(default_factory=WebAccess)
+
+
+def page_number(raw: str) -> int | None:
+    """Read `?page=`: ASCII digits, 1 to 9999; anything else is None (answered 400)."""
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > _PAGE_DIGITS:
+        return None
+    number = int(raw)
+    return number if number >= 1 else None
 
 
 def _environment() -> Environment:
@@ -79,8 +89,13 @@ class _Console:
         body = self._env.get_template(template).render(**values)
         return HTMLResponse(body, status_code=status_code)
 
-    def schedules(self, _request: Request) -> Response:
-        return self._render("schedules.html", page=self._reader.schedules(), nav="schedules")
+    def schedules(self, request: Request) -> Response:
+        raw = request.query_params.get("page", "1")
+        number = page_number(raw)
+        if number is None:
+            return PlainTextResponse(f"page must be a number from 1, not {raw!r}", status_code=400)
+        page = self._reader.schedules(number)
+        return self._render("schedules.html", page=page, nav="schedules")
 
     def schedule(self, request: Request) -> Response:
         page = self._reader.schedule(int(request.path_params["schedule_id"]))

@@ -32,7 +32,12 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
 class ScheduleRow(BaseModel):
-    """One schedule as the schedules page lists it (`console_schedules.sql`)."""
+    """One schedule as the schedules page lists it (`console_schedules.sql`).
+
+    The lateness percentiles cover its latest cron Runs of the last hour, at most a bounded
+    number of them (`runs_last_hour` says how many), so a page of schedules costs the same
+    whatever each schedule's rate.
+    """
 
     model_config = _FROZEN
 
@@ -74,12 +79,24 @@ class ScheduleRow(BaseModel):
 
 
 class SchedulesPage(BaseModel):
-    """The schedules page: every schedule at one database instant."""
+    """One page of the schedules page (by name) at one database instant.
+
+    `page` counts from 1; `total` is how many schedules there are, so the page links and the
+    heading need no further read.
+    """
 
     model_config = _FROZEN
 
     now_ms: int
+    page: int
+    per_page: int
+    total: int
     schedules: tuple[ScheduleRow, ...]
+
+    @property
+    def pages(self) -> int:
+        """How many pages the schedules fill (at least one, the empty page)."""
+        return max(1, -(-self.total // self.per_page))
 
 
 class RunCountRow(BaseModel):
@@ -137,12 +154,18 @@ class LatenessPoint(BaseModel):
 
 
 class SchedulePage(BaseModel):
-    """One schedule: its row, Run counts, latest Runs with attempts, skips and lateness."""
+    """One schedule: its row, Run counts, latest Runs with attempts, skips and lateness.
+
+    `run_counts` covers the schedule's latest `window_runs` Runs at most (a bounded window, so
+    the page's cost does not grow with the history); `run_total` counts all its Runs.
+    """
 
     model_config = _FROZEN
 
     now_ms: int
     schedule: ScheduleRow
+    run_total: int
+    window_runs: int
     run_counts: tuple[RunCountRow, ...]
     runs: tuple[RunAttemptRow, ...]
     skips: tuple[SkipRow, ...]

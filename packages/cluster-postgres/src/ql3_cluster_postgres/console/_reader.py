@@ -42,11 +42,17 @@ from ._models import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-__all__ = ["CONSOLE_ROWS_DEFAULT", "ConsoleReader"]
+__all__ = ["CONSOLE_ROWS_DEFAULT", "RUN_COUNT_WINDOW", "SCHEDULES_PER_PAGE", "ConsoleReader"]
 
 # How many Runs, skip records, chart points and running attempts a page lists.
 CONSOLE_ROWS_DEFAULT: Final = 50
 _CHART_POINTS: Final = 200
+# Bounds that keep every page's cost independent of the history and of the number of schedules:
+# schedules per page of the schedules page, cron Runs behind each schedule's lateness
+# percentiles, and the latest Runs one schedule's counts by outcome cover.
+SCHEDULES_PER_PAGE: Final = 50
+_LATENESS_RUNS: Final = 100
+RUN_COUNT_WINDOW: Final = 1000
 
 _T = TypeVar("_T")
 
@@ -54,6 +60,16 @@ _T = TypeVar("_T")
 class _Now(BaseModel):
     model_config = ConfigDict(frozen=True)
     now_ms: int
+
+
+class _Count(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    schedules: int
+
+
+class _RunTotal(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    runs: int
 
 
 class _Present(BaseModel):
@@ -79,12 +95,25 @@ class ConsoleReader(Closing):
         conninfo: libpq connection string of a `ql3_observer` login (any role that may read
             what the console shows works; the console is meant to run as the observer).
         rows: how many Runs, skip records and running attempts a page lists.
+        per_page: how many schedules a page of the schedules page lists.
+        window: how many of one schedule's latest Runs its counts by outcome cover.
 
     """
 
-    def __init__(self, conninfo: str, *, rows: int = CONSOLE_ROWS_DEFAULT) -> None:
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        rows: int = CONSOLE_ROWS_DEFAULT,
+        per_page: int = SCHEDULES_PER_PAGE,
+        window: int = RUN_COUNT_WINDOW,
+    ) -> None:
         check_limit(rows, "rows")
+        check_limit(per_page, "per_page")
+        check_limit(window, "window")
         self._rows_limit = rows
+        self._per_page = per_page
+        self._window = window
         self._options = ConnectionOptions(
             conninfo,
             application_name="ql3-web",
@@ -128,31 +157,50 @@ class ConsoleReader(Closing):
                     self._conn = None
                 raise wrap_error(exc, f"console: {action}") from exc
 
-    def schedules(self) -> SchedulesPage:
-        """Return every schedule: state, reason, window, next due, last outcome, lateness."""
+    def schedules(self, page: int = 1) -> SchedulesPage:
+        """Return one page of schedules by name: state, reason, window, next due, outcome, lateness.
+
+        Pages count from 1; a page past the last one is empty (its links lead back).
+        """
+        check_limit(page, "page")
+        per_page = self._per_page
 
         def read(q: _Send) -> SchedulesPage:
             now = q.one("database_now_ms", {}, _Now).now_ms
-            rows = q.all("console_schedules", {"schedule_id": None}, ScheduleRow)
-            return SchedulesPage(now_ms=now, schedules=tuple(rows))
+            total = q.one("console_schedule_count", {}, _Count).schedules
+            listed = {
+                "schedule_id": None,
+                "skip": (page - 1) * per_page,
+                "batch_limit": per_page,
+                "lateness_runs": _LATENESS_RUNS,
+            }
+            rows = q.all("console_schedules", listed, ScheduleRow)
+            return SchedulesPage(
+                now_ms=now, page=page, per_page=per_page, total=total, schedules=tuple(rows)
+            )
 
         return self._page("schedules", read)
 
     def schedule(self, schedule_id: int) -> SchedulePage | None:
         """Return one schedule's page, or None when no schedule has this id."""
         limit = self._rows_limit
+        window_runs = self._window
 
         def read(q: _Send) -> SchedulePage | None:
             now = q.one("database_now_ms", {}, _Now).now_ms
             by_id = {"schedule_id": schedule_id}
-            found = q.all("console_schedules", by_id, ScheduleRow)
+            head = {**by_id, "skip": 0, "batch_limit": 1, "lateness_runs": _LATENESS_RUNS}
+            found = q.all("console_schedules", head, ScheduleRow)
             if not found:
                 return None
             listed = {**by_id, "batch_limit": limit}
+            window = {**by_id, "window_runs": window_runs}
             return SchedulePage(
                 now_ms=now,
                 schedule=found[0],
-                run_counts=tuple(q.all("console_run_counts", by_id, RunCountRow)),
+                run_total=q.one("console_run_total", by_id, _RunTotal).runs,
+                window_runs=window_runs,
+                run_counts=tuple(q.all("console_run_counts", window, RunCountRow)),
                 runs=tuple(q.all("console_runs", listed, RunAttemptRow)),
                 skips=tuple(q.all("console_skips", listed, SkipRow)),
                 lateness=tuple(
