@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import psycopg
+from migration_files import keep_up_to
 from ql3_cluster_postgres import AlertIngress, migrate, record_zone_rules, verify_history
 from repo_helpers import fetch
 
@@ -24,9 +25,7 @@ def test_upgrade_to_alerts_asks_for_nothing_and_records_nothing(
     bare_db: Ql3Database, source: Path
 ) -> None:
     """Old schedules get `alert_on = {}`; their history raises no alert, before or after."""
-    for path in source.glob("*.sql"):
-        if int(path.name[:4]) >= 13:
-            path.unlink()
+    keep_up_to(source, 12)
     migrate(bare_db.dsn("owner"), source=source)
     with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
         conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', 1)")

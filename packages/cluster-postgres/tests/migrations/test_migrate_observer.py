@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
+from migration_files import keep_up_to
 from ql3_cluster_postgres import ConsoleReader, migrate, record_zone_rules
 from repo_helpers import fetch
 
@@ -21,9 +22,7 @@ if TYPE_CHECKING:
 
 def test_upgrade_to_the_observer_keeps_history_readable(bare_db: Ql3Database, source: Path) -> None:
     """Rows written under schema 11 are on the console after the upgrade; tokens stay hidden."""
-    for path in source.iterdir():
-        if path.name[:4] >= "0012":
-            path.unlink()
+    keep_up_to(source, 11)
     migrate(bare_db.dsn("owner"), source=source)
     with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
         conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', 1)")

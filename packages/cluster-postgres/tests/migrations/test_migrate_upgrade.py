@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
+from migration_files import keep_up_to
 from ql3_cluster_postgres import (
     PostgresScheduleRepository,
     ScheduleAdmin,
@@ -35,9 +36,7 @@ def test_upgrade_backfills_a_revision_for_existing_schedules(
     bare_db: Ql3Database, source: Path
 ) -> None:
     """Schedules older than schema 4 get a revision 1 'migrated' starting at their cursor."""
-    for path in source.iterdir():
-        if not path.name.startswith(("0001_", "0002_")):
-            path.unlink()
+    keep_up_to(source, 2)
     migrate(bare_db.dsn("owner"), source=source)
     with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
         conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', 1)")
@@ -69,9 +68,7 @@ def test_history_older_than_accounting_verifies_clean_after_the_upgrade(
     bare_db: Ql3Database, source: Path
 ) -> None:
     """Runs admitted under schema 2 are not judged by accounting; later occurrences are."""
-    for path in source.iterdir():
-        if not path.name.startswith(("0001_", "0002_")):
-            path.unlink()
+    keep_up_to(source, 2)
     migrate(bare_db.dsn("owner"), source=source)
     now = db_now_ms(bare_db.dsn("owner"))
     first = now - now % 10_000 - 30_000
@@ -115,9 +112,7 @@ def test_upgrade_keeps_a_quarantined_schedule_accountable(
     bare_db: Ql3Database, source: Path
 ) -> None:
     """A schedule quarantined under schema 3 gets a migrated revision; verify passes once fixed."""
-    for path in source.iterdir():
-        if not path.name.startswith(("0001_", "0002_", "0003_")):
-            path.unlink()
+    keep_up_to(source, 3)
     migrate(bare_db.dsn("owner"), source=source)
     now = db_now_ms(bare_db.dsn("owner"))
     cursor = now - now % 60_000 + 60_000
@@ -158,9 +153,7 @@ def test_upgrade_keeps_a_quarantined_schedule_accountable(
 
 def _schema_3_database(database: Ql3Database, source: Path, zone_rules: str) -> int:
     """Migrate to schema 3, record `zone_rules` as that schema did, add one schedule (its id)."""
-    for path in source.iterdir():
-        if not path.name.startswith(("0001_", "0002_", "0003_")):
-            path.unlink()
+    keep_up_to(source, 3)
     migrate(database.dsn("owner"), source=source)
     now = db_now_ms(database.dsn("owner"))
     with psycopg.connect(database.dsn("owner"), autocommit=True) as conn:
@@ -240,9 +233,7 @@ def test_upgrade_to_manual_runs_keeps_one_run_per_occurrence(
     bare_db: Ql3Database, source: Path
 ) -> None:
     """Runs of schema 7 become cron Runs; their occurrence key still refuses a second Run."""
-    for path in source.glob("*.sql"):
-        if int(path.name[:4]) >= 8:  # schema 7: what follows needs 0008
-            path.unlink()
+    keep_up_to(source, 7)
     migrate(bare_db.dsn("owner"), source=source)
     with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
         conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', 1)")
@@ -276,9 +267,7 @@ def test_upgrade_to_backfill_keeps_the_kinds_and_the_occurrence_key(
     bare_db: Ql3Database, source: Path
 ) -> None:
     """Cron and manual Runs of schema 8 keep their kind; a backfilled Run meets the same key."""
-    for path in source.glob("*.sql"):
-        if int(path.name[:4]) >= 9:  # schema 8, whatever later migrations ship
-            path.unlink()
+    keep_up_to(source, 8)
     migrate(bare_db.dsn("owner"), source=source)
     with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
         conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', 1)")
