@@ -142,6 +142,13 @@ def test_a_backfill_admits_each_skipped_occurrence_once_linked_to_its_record(
         login,
     )
     assert_clean(ql3_db)
+    # Counted apart from the cron series by status and verify, each from its own statement.
+    ((cron,),) = fetch(ql3_db.dsn("owner"), "SELECT count(*) FROM ql3.runs WHERE kind = 'cron'")
+    with ScheduleAdmin(ql3_db.dsn("admin")) as admin:
+        (status,) = admin.status().schedules
+    assert (status.runs_admitted, status.backfilled_runs) == (cron, len(instants))
+    verified = verify_history(ql3_db.dsn("admin"))
+    assert (verified.runs, verified.backfilled_runs) == (cron, len(instants))
 
 
 def test_a_dry_run_writes_nothing_and_a_rerun_admits_nothing_new(ql3_db: Ql3Database) -> None:

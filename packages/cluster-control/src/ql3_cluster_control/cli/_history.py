@@ -200,8 +200,8 @@ def verify_command(
         if report.ok:
             typer.echo(
                 f"ok: {report.schedules} schedules, {report.runs} runs,"
-                f" {report.manual_runs} manual runs, {report.overlap_skipped} skipped for"
-                " overlap, no violation"
+                f" {report.manual_runs} manual runs, {report.backfilled_runs} backfilled,"
+                f" {report.overlap_skipped} skipped for overlap, no violation"
                 f" (checked at {format_ms(report.checked_at_ms)})"
             )
         else:

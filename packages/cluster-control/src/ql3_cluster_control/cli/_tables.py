@@ -193,7 +193,8 @@ def status_text(report: StatusReport) -> None:
     table = Table(box=None, pad_edge=False)
     for column in (
         "name", "state", "window (UTC)", "next due (UTC)", "due in", "claimed by",
-        "claim expires in", "runs", "manual", "last admitted (UTC)", "reason", "overlap",
+        "claim expires in", "runs", "manual", "backfilled", "last admitted (UTC)", "reason",
+        "overlap",
     ):  # fmt: skip
         table.add_column(column)
     for item in report.schedules:
@@ -207,6 +208,7 @@ def status_text(report: StatusReport) -> None:
             in_ms(item.claim_expires_in_ms),
             str(item.runs_admitted),
             str(item.manual_runs),
+            str(item.backfilled_runs),
             format_ms(item.last_admitted_at_ms),
             cell(state_reason(item.state, item.invalid_reason)),
             item.overlap.value

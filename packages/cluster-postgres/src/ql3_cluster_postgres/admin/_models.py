@@ -138,8 +138,9 @@ class ScheduleStatus(BaseModel):
     misfire grace behind the database clock: no replica is deciding it. A quarantined schedule
     (state `invalid`) is never overdue (nothing may decide it); it carries its reason instead.
     `runs_admitted` and `last_admitted_at_ms` are of its cron series; `manual_runs` counts the
-    Runs triggered by hand, apart. `start_at_ms` and `end_at_ms` are its window (None: unbounded
-    on that side); an `exhausted` schedule has no occurrence left in it. `overlap` and
+    Runs triggered by hand, apart, and `backfilled_runs` those a backfill admitted for
+    occurrences first recorded skipped. `start_at_ms` and `end_at_ms` are its window (None:
+    unbounded on that side); an `exhausted` schedule has no occurrence left in it. `overlap` and
     `max_running` are its task's overlap policy and cap of live Runs (None: no cap).
     """
 
@@ -157,6 +158,8 @@ class ScheduleStatus(BaseModel):
     last_admitted_at_ms: int | None
     # Manual Runs (`ql3 schedule trigger`): counted apart, never in `runs_admitted`.
     manual_runs: int = 0
+    # Backfilled Runs (`ql3 schedule backfill`): counted apart, never in `runs_admitted`.
+    backfilled_runs: int = 0
     invalid_reason: str | None = None
     invalidated_at_ms: int | None = None
     overdue: bool = False

@@ -59,6 +59,7 @@ def schedule_status(row: _Row, now: int, lease_ms: int) -> ScheduleStatus:
         version=row["version"],
         runs_admitted=row["runs"],
         manual_runs=row["manual_runs"],
+        backfilled_runs=row["backfilled_runs"],
         last_admitted_at_ms=row["last_admitted_at_ms"],
         invalid_reason=row["invalid_reason"],
         invalidated_at_ms=row["invalidated_at_ms"],

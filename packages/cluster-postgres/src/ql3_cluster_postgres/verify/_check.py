@@ -7,7 +7,7 @@ and which rule sees which rows.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from psycopg.rows import dict_row
 from ql3_runtime_core import InvalidArgumentError
@@ -49,6 +49,14 @@ if TYPE_CHECKING:
 __all__ = ["Check"]
 
 
+class RunKinds(NamedTuple):
+    """The Runs in scope by kind: only cron Runs are occurrences decided on time."""
+
+    cron: int
+    manual: int
+    backfill: int
+
+
 class Check:
     """One verify: the reads in order, each handing its rows to the rules."""
 
@@ -68,8 +76,8 @@ class Check:
         # Each pruned schedule's checkpoint chain: its accounting starts at the latest boundary.
         self.covered: dict[int, Covered] = {}
 
-    def run(self) -> tuple[list[ScheduleVerdict], int, int]:
-        """Check everything; return each schedule's verdict, cron and manual runs in scope."""
+    def run(self) -> tuple[list[ScheduleVerdict], RunKinds]:
+        """Check everything; return each schedule's verdict and the Runs in scope by kind."""
         reader, findings = self.reader, self.findings
         # Before any cursor is declared: the setting applies to cursors planned after it.
         reader.execute("verify_plan_whole_results")
@@ -131,7 +139,9 @@ class Check:
             for schedule in schedules
         ]
         count = reader.rows("verify_run_count")[0]
-        return verdicts, int(count["runs"]), int(count["manual_runs"])
+        return verdicts, RunKinds(
+            int(count["runs"]), int(count["manual_runs"]), int(count["backfilled_runs"])
+        )
 
     def _revisions(
         self, schedules: Sequence[Schedule], skipped: set[int]

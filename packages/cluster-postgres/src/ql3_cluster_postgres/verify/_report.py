@@ -133,6 +133,8 @@ class VerifyReport(BaseModel):
     runs: int
     # Manual Runs ("trigger now") in scope: counted apart, never occurrences (migration 0008).
     manual_runs: int = 0
+    # Backfilled Runs in scope (migration 0011): occurrences first recorded skipped, counted apart.
+    backfilled_runs: int = 0
     # Occurrences skipped for overlap (migration 0009): each also a Run that never executed,
     # accounted for once, counted here apart.
     overlap_skipped: int = 0

@@ -199,7 +199,7 @@ def verify_history(
             conn.read_only = True
             check = Check(SnapshotReader(conn, since_ms), findings, stale_claim_grace_ms)
             check.lease_ms, check.as_of_ms = lease_ms, as_of_ms
-            verdicts, runs, manual_runs = check.run()
+            verdicts, counts = check.run()
             conn.rollback()  # nothing to keep: a read-only transaction ends either way
     except psycopg.Error as exc:
         raise DatabaseError(f"verify_history: cannot read the QL3 history: {exc}") from exc
@@ -209,8 +209,9 @@ def verify_history(
         violation_counts=dict(sorted(findings.counts.items())),
         violations_per_rule=violations_per_rule,
         schedules=check.schedule_rows,
-        runs=runs,
-        manual_runs=manual_runs,
+        runs=counts.cron,
+        manual_runs=counts.manual,
+        backfilled_runs=counts.backfill,
         overlap_skipped=check.overlap_skipped,
         checked_at_ms=check.now_ms,
         since_ms=since_ms,
