@@ -41,6 +41,8 @@ EVENTS_PER_EXECUTED_RUN = 4
 ROWS_PER_RUN = f"1:1:{EVENTS_PER_EXECUTED_RUN}"
 # Events of a run skipped for overlap: the two at admission, then `attempt.skipped`.
 EVENTS_PER_SKIPPED_RUN = 3
+# An overlap-skipped Run never executed: its attempt was taken and ended `skipped`.
+OVERLAP_SKIP_ROWS = f"1:1:{EVENTS_PER_SKIPPED_RUN}"
 
 
 class DemoVerdict(BaseModel):
@@ -208,7 +210,10 @@ def show_verdict(verdict: DemoVerdict, console: Console) -> None:
                 " overlap (each recorded; never two at once: ql3 verify)"
             ),
         ),
-        ("rows per run (run:attempt:events)", verdict.rows_per_run),
+        (
+            f"rows per run (run:attempt:events; {OVERLAP_SKIP_ROWS} an overlap skip)",
+            verdict.rows_per_run,
+        ),
         ("claims left at rest", verdict.claims_at_rest),
         ("ql3 verify", "clean" if verdict.verify_ok else f"{len(verdict.violations)} violations"),
     ):
