@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import psycopg
-from migration_files import keep_up_to
+from migration_files import keep_up_to, seed_minute_schedule
 from ql3_cluster_postgres import AlertIngress, migrate, record_zone_rules, verify_history
 from repo_helpers import fetch
 
@@ -27,13 +26,7 @@ def test_upgrade_to_alerts_asks_for_nothing_and_records_nothing(
     """Old schedules get `alert_on = {}`; their history raises no alert, before or after."""
     keep_up_to(source, 12)
     migrate(bare_db.dsn("owner"), source=source)
-    with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
-        conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', 1)")
-        conn.execute("INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (1, 1)")
-        conn.execute(
-            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, next_due_at_ms,"
-            " updated_at_ms, created_at_ms) VALUES (1, 1, '* * * * *', 120000, 1, 1)"
-        )
+    seed_minute_schedule(bare_db.dsn("owner"))
     migrate(bare_db.dsn("owner"))
     record_zone_rules(bare_db.dsn("owner"))  # as `ql3 migrate` does
     assert fetch(

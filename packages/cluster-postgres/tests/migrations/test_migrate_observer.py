@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
-from migration_files import keep_up_to
+from migration_files import keep_up_to, seed_minute_schedule
 from ql3_cluster_postgres import ConsoleReader, migrate, record_zone_rules
 from repo_helpers import fetch
 
@@ -24,17 +24,7 @@ def test_upgrade_to_the_observer_keeps_history_readable(bare_db: Ql3Database, so
     """Rows written under schema 11 are on the console after the upgrade; tokens stay hidden."""
     keep_up_to(source, 11)
     migrate(bare_db.dsn("owner"), source=source)
-    with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
-        conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', 1)")
-        conn.execute("INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (1, 1)")
-        conn.execute(
-            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, next_due_at_ms,"
-            " updated_at_ms, created_at_ms) VALUES (1, 1, '* * * * *', 120000, 1, 1)"
-        )
-        conn.execute(
-            "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,"
-            " created_at_ms) VALUES (1, 1, 60000, 'old-replica', gen_random_uuid(), 60250)"
-        )
+    seed_minute_schedule(bare_db.dsn("owner"), run=("old-replica", 60250))
     migrate(bare_db.dsn("owner"))
     record_zone_rules(bare_db.dsn("owner"))
     assert fetch(bare_db.dsn("owner"), "SELECT count(*) FROM ql3.verify_results") == [(0,)]

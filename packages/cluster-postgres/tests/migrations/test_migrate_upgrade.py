@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
-from migration_files import keep_up_to
+from migration_files import keep_up_to, seed_minute_schedule
 from ql3_cluster_postgres import (
     PostgresScheduleRepository,
     ScheduleAdmin,
@@ -235,17 +235,7 @@ def test_upgrade_to_manual_runs_keeps_one_run_per_occurrence(
     """Runs of schema 7 become cron Runs; their occurrence key still refuses a second Run."""
     keep_up_to(source, 7)
     migrate(bare_db.dsn("owner"), source=source)
-    with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
-        conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', 1)")
-        conn.execute("INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (1, 1)")
-        conn.execute(
-            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, next_due_at_ms,"
-            " updated_at_ms, created_at_ms) VALUES (1, 1, '* * * * *', 120000, 1, 1)"
-        )
-        conn.execute(
-            "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,"
-            " created_at_ms) VALUES (1, 1, 60000, 'old', gen_random_uuid(), 60005)"
-        )
+    seed_minute_schedule(bare_db.dsn("owner"), run=("old", 60005))
     _migrate_as_ql3_migrate_does(bare_db)
     assert fetch(bare_db.dsn("admin"), "SELECT kind, request_id, payload FROM ql3.runs") == [
         ("cron", None, None)
@@ -269,17 +259,7 @@ def test_upgrade_to_backfill_keeps_the_kinds_and_the_occurrence_key(
     """Cron and manual Runs of schema 8 keep their kind; a backfilled Run meets the same key."""
     keep_up_to(source, 8)
     migrate(bare_db.dsn("owner"), source=source)
-    with psycopg.connect(bare_db.dsn("owner"), autocommit=True) as conn:
-        conn.execute("INSERT INTO ql3.tasks (name, created_at_ms) VALUES ('old', 1)")
-        conn.execute("INSERT INTO ql3.triggers (task_id, created_at_ms) VALUES (1, 1)")
-        conn.execute(
-            "INSERT INTO ql3.trigger_schedules (trigger_id, task_id, cron, next_due_at_ms,"
-            " updated_at_ms, created_at_ms) VALUES (1, 1, '* * * * *', 120000, 1, 1)"
-        )
-        conn.execute(
-            "INSERT INTO ql3.runs (schedule_id, task_id, scheduled_for_ms, owner_id, claim_token,"
-            " created_at_ms) VALUES (1, 1, 60000, 'old', gen_random_uuid(), 60005)"
-        )
+    seed_minute_schedule(bare_db.dsn("owner"), run=("old", 60005))
     _migrate_as_ql3_migrate_does(bare_db)
     assert fetch(bare_db.dsn("admin"), "SELECT kind, backfill_id FROM ql3.runs") == [("cron", None)]
     with (
