@@ -11,7 +11,7 @@ own reading of the database clock minus the duration: nothing here reads a clock
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Final
+from typing import Final
 
 import psycopg
 from pydantic import BaseModel, ConfigDict
@@ -21,9 +21,6 @@ from ql3_cluster_postgres._connect import ConnectionOptions, open_connection
 from ql3_cluster_postgres._errors import DatabaseError
 
 from ._statements import fetch_rows
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
 
 __all__ = [
     "PRUNE_BATCH_DEFAULT",
@@ -105,22 +102,6 @@ def parse_duration_ms(text: str, argument: str = "--older-than") -> int:
     return value
 
 
-def _batch(row: Mapping[str, Any]) -> PruneBatch:
-    return PruneBatch(
-        schedule_id=row["schedule_id"],
-        seq=row["seq"],
-        cutoff_ms=row["cutoff_ms"],
-        covered_below_ms=row["covered_below_ms"],
-        last_occurrence_ms=row["last_occurrence_ms"],
-        runs=row["runs"],
-        skip_records=row["skip_records"],
-        attempts=row["attempts"],
-        events=row["events"],
-        clipped_by=row["clipped_by"],
-        more=row["more"],
-    )
-
-
 def prune_history(
     conninfo: str,
     *,
@@ -159,7 +140,11 @@ def prune_history(
                 )
             params = {"older_than_ms": older_than_ms, "batch": batch, "dry_run": dry_run}
             while max_batches is None or batches < max_batches:
-                rows = [_batch(row) for row in fetch_rows(conn, "prune_history", params)]
+                # prune_history.sql names exactly the fields (extra="forbid" says so if not).
+                rows = [
+                    PruneBatch.model_validate(row)
+                    for row in fetch_rows(conn, "prune_history", params)
+                ]
                 batches += 1
                 done.extend(rows)
                 if dry_run or not rows:
