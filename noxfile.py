@@ -177,10 +177,14 @@ _REINSTALL_OURS = tuple(
 def _pytest(
     session: nox.Session, tests: Path, *options: str, env: dict[str, str] | None = None
 ) -> None:
-    """Run pytest on `tests` from outside any src tree, with that folder importable for helpers."""
+    """Run pytest on `tests` from outside any src tree, with that folder importable for helpers.
+
+    The slowest tests are listed at the end (`--durations`): CI has a time budget, and the log
+    says where it goes.
+    """
     session.run(
         "pytest", str(tests), "-o", f"pythonpath={tests}", "-p", "no:cacheprovider",
-        *options, *session.posargs, env=env,
+        "--durations=15", *options, *session.posargs, env=env,
     )  # fmt: skip
 
 
