@@ -1,0 +1,373 @@
+"""Benchmark 7: the worker (execution), `python -m bench worker`.
+
+Every figure is read from the database's own timestamps (`runs.created_at_ms`, the attempts'
+`started_at_ms` / `finished_at_ms`); the harness only paces with `time.monotonic()`. Workers are
+OS processes (`bench/_worker_child.py`), started and idle before the work is admitted, so their
+start-up is never inside a window. Work is admitted by `bench/sql/worker_seed.sql`: the rows an
+admission commit writes, in one transaction at one database instant, notifying
+`ql3_attempt_queued` once as an admission does (migration 0015).
+
+- throughput: a backlog of no-op Python tasks drained by 4 QL3 workers (4 slots each), then the
+  same backlog by 4 bare SKIP LOCKED take/finish loops writing the same rows, alternating, every
+  pass reported; rate = succeeded / (last finish - first start).
+- start latency: with 4 idle QL3 workers, Runs admitted one at a time; admission -> attempt start
+  at p50 / p99 / max, with LISTEN (the default) and, for comparison, polling only.
+- command burst: 1,000 Runs of `true` admitted at one instant, 2 QL3 workers; the instant -> the
+  last attempt's end, every pass, per slot count (the default 4, and 16).
+- RSS: one QL3 worker under a steady stream of no-op tasks for 10 minutes (`--quick`: 1), its
+  VmRSS from /proc every second, kept at the end of each minute.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from ql3_cluster_control import WorkerSettings
+from ql3_cluster_postgres import ScheduleAdmin
+from ql3_runtime_core import ScheduleDefinition, TaskExecution
+
+from ._common import db_now_ms
+from ._replicas import ReplicaSet
+from ._sql import connect, load_sql
+from ._worker_child import NOOP_TASK
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import psycopg
+    from ql3_testkit import Ql3Database
+
+    from ._common import BenchContext
+
+__all__ = ["TARGETS", "run_worker"]
+
+TARGETS: Final = {
+    "throughput_ratio": 0.8,
+    "start_p99_ms": 20.0,
+    "burst_last_finished_s": 1.0,
+    "rss_mb": 80.0,
+}
+SHELL_TASK: Final = "shell"
+# The worker's default slot count, read from its settings model: the burst is judged with it.
+DEFAULT_SLOTS: Final[int] = WorkerSettings.model_fields["concurrency"].default
+# Never due on its own: no Coordinator runs here; every Run is admitted by the seed statement.
+_NEVER: Final = ScheduleDefinition(cron="0 0 1 1 *")
+_DRAIN_TIMEOUT_S: Final = 600.0
+
+
+def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not a flag argument
+    if quick:
+        return {
+            "backlog": 2_000,
+            "tput_passes": 1,
+            "latency_runs": 40,
+            "burst_passes": 2,
+            "burst_slots": (DEFAULT_SLOTS, 16),
+            "rss_s": 60.0,
+            "rss_rate_per_s": 50,
+        }
+    return {
+        "backlog": 20_000,
+        "tput_passes": 3,
+        "latency_runs": 300,
+        "burst_passes": 5,
+        "burst_slots": (DEFAULT_SLOTS, 16),
+        "rss_s": 600.0,
+        "rss_rate_per_s": 50,
+    }
+
+
+def _child(mode: str, dsn: str, worker_id: str, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "bench._worker_child",
+        mode,
+        "--dsn",
+        dsn,
+        "--id",
+        worker_id,
+        *extra,
+    ]
+
+
+@contextmanager
+def _workers(commands: dict[str, list[str]], log_dir: Path) -> Iterator[ReplicaSet]:
+    with ReplicaSet(commands=commands, log_dir=log_dir) as started:
+        yield started
+
+
+def _seed(su: psycopg.Connection[dict[str, Any]], task: str, count: int) -> int:
+    """Admit `count` Runs of `task` at one database instant; that instant (ms)."""
+    row = su.execute(load_sql("worker_seed"), {"task": task, "count": count}).fetchone() or {}
+    return int(row["admitted_at_ms"])
+
+
+def _last_run(su: psycopg.Connection[dict[str, Any]]) -> int:
+    row = su.execute(load_sql("worker_last_run")).fetchone() or {}
+    return int(row["run_id"])
+
+
+def _window(su: psycopg.Connection[dict[str, Any]], after: int) -> dict[str, Any]:
+    return dict(su.execute(load_sql("worker_window"), {"after_run_id": after}).fetchone() or {})
+
+
+def _wait_ready(su: psycopg.Connection[dict[str, Any]], expected: int, workers: ReplicaSet) -> None:
+    """Wait until the workers' sessions are open (pacing only; nothing measured yet)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        row = su.execute(load_sql("worker_sessions")).fetchone() or {}
+        if int(row.get("sessions", 0)) >= expected:
+            time.sleep(0.5)  # let the first polls end: the workers are idle when work arrives
+            return
+        if not workers.alive():
+            break
+        time.sleep(0.1)
+    msg = f"worker processes not ready: {workers.tail(workers.owners[0])}"
+    raise RuntimeError(msg)
+
+
+def _wait_drained(su: psycopg.Connection[dict[str, Any]], workers: ReplicaSet) -> None:
+    deadline = time.monotonic() + _DRAIN_TIMEOUT_S
+    while time.monotonic() < deadline and workers.alive():
+        row = su.execute(load_sql("worker_open")).fetchone() or {}
+        if int(row["queued"]) == 0 and int(row["running"]) == 0:
+            return
+        time.sleep(0.05)
+    msg = f"attempts left undone: {workers.tail(workers.owners[0])}"
+    raise RuntimeError(msg)
+
+
+def _setup(ctx: BenchContext) -> Ql3Database:
+    db = ctx.database("worker")
+    with ScheduleAdmin(db.dsn("admin")) as admin:
+        admin.add_schedule(NOOP_TASK, _NEVER, execution=TaskExecution())
+        admin.add_schedule(SHELL_TASK, _NEVER, execution=TaskExecution(command="true"))
+    return db
+
+
+def _throughput(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> list[dict[str, Any]]:
+    cells: list[dict[str, Any]] = []
+    log_dir = ctx.work_dir / "worker-throughput"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with connect(db.superuser_dsn) as su:
+        for index in range(params["tput_passes"]):
+            for variant in ("ql3", "bare"):
+                if variant == "ql3":
+                    commands = {
+                        f"q{i}": _child("ql3", db.dsn("worker_ingress"), f"q{index}-{i}")
+                        for i in range(4)
+                    }
+                    sessions = 8  # each: its pool's first connection and its listener
+                else:
+                    commands = {
+                        f"b{i}": _child("bare", db.dsn("owner"), f"b{index}-{i}") for i in range(4)
+                    }
+                    sessions = 4
+                with _workers(commands, log_dir) as workers:
+                    _wait_ready(su, sessions, workers)
+                    after = _last_run(su)
+                    _seed(su, NOOP_TASK, params["backlog"])
+                    _wait_drained(su, workers)
+                window = _window(su, after)
+                span_ms = max(1, window["last_finished_ms"] - window["first_started_ms"])
+                ctx.refresh_machine(su)
+                cells.append(
+                    ctx.emit(
+                        "worker_throughput",
+                        {
+                            "pass": index + 1,
+                            "variant": variant,
+                            "workers": 4,
+                            "backlog": params["backlog"],
+                            "succeeded": window["succeeded"],
+                            "other_ends": window["other_ends"],
+                            "span_ms": span_ms,
+                            "rate_per_s": round(window["succeeded"] * 1000 / span_ms, 1),
+                        },
+                    )
+                )
+    return cells
+
+
+def _latency(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> list[dict[str, Any]]:
+    cells: list[dict[str, Any]] = []
+    log_dir = ctx.work_dir / "worker-latency"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with connect(db.superuser_dsn) as su:
+        for listen in (True, False):
+            extra = [] if listen else ["--no-listen"]
+            commands = {
+                f"l{i}": _child("ql3", db.dsn("worker_ingress"), f"l{int(listen)}-{i}", *extra)
+                for i in range(4)
+            }
+            with _workers(commands, log_dir) as workers:
+                _wait_ready(su, 8 if listen else 4, workers)
+                after = _last_run(su)
+                for _ in range(params["latency_runs"]):
+                    _seed(su, NOOP_TASK, 1)
+                    time.sleep(0.05)
+                _wait_drained(su, workers)
+            window = _window(su, after)
+            ctx.refresh_machine(su)
+            cells.append(
+                ctx.emit(
+                    "worker_start_latency",
+                    {
+                        "listen": listen,
+                        "workers": 4,
+                        "poll_interval_ms": 1_000,
+                        "runs": window["attempts"],
+                        "p50_ms": window["start_p50_ms"],
+                        "p99_ms": window["start_p99_ms"],
+                        "max_ms": window["start_max_ms"],
+                        "target_p99_ms": TARGETS["start_p99_ms"] if listen else None,
+                    },
+                )
+            )
+    return cells
+
+
+def _burst(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> list[dict[str, Any]]:
+    cells: list[dict[str, Any]] = []
+    log_dir = ctx.work_dir / "worker-burst"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with connect(db.superuser_dsn) as su:
+        for slots in params["burst_slots"]:
+            commands = {
+                f"c{i}": _child(
+                    "ql3",
+                    db.dsn("worker_ingress"),
+                    f"c{slots}-{i}",
+                    "--commands",
+                    "--concurrency",
+                    str(slots),
+                )
+                for i in range(2)
+            }
+            passes: list[float] = []
+            with _workers(commands, log_dir) as workers:
+                _wait_ready(su, 4, workers)
+                for _ in range(params["burst_passes"]):
+                    after = _last_run(su)
+                    admitted_at = _seed(su, SHELL_TASK, 1_000)
+                    _wait_drained(su, workers)
+                    window = _window(su, after)
+                    passes.append(round((window["last_finished_ms"] - admitted_at) / 1000, 3))
+            ctx.refresh_machine(su)
+            cells.append(
+                ctx.emit(
+                    "worker_burst",
+                    {
+                        "commands": 1_000,
+                        "workers": 2,
+                        "slots_per_worker": slots,
+                        "last_finished_s_passes": passes,
+                        "worst_s": max(passes),
+                        "median_s": statistics.median(passes),
+                        "target_s": TARGETS["burst_last_finished_s"],
+                    },
+                )
+            )
+    return cells
+
+
+def _rss_kb(pid: int) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
+        key, _, value = line.partition(":")
+        if key in {"VmHWM", "VmRSS"}:
+            found[key] = int(value.split()[0])
+    return found
+
+
+def _rss(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> dict[str, Any]:
+    log_dir = ctx.work_dir / "worker-rss"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    per_minute: list[float] = []
+    last = peak = 0
+    with connect(db.superuser_dsn) as su:
+        commands = {"r0": _child("ql3", db.dsn("worker_ingress"), "rss-0")}
+        with _workers(commands, log_dir) as workers:
+            _wait_ready(su, 2, workers)
+            after = _last_run(su)
+            started = time.monotonic()
+            next_mark = started + 60.0
+            while time.monotonic() - started < params["rss_s"] and workers.alive():
+                _seed(su, NOOP_TASK, params["rss_rate_per_s"])
+                status = _rss_kb(workers.pids[0])
+                last, peak = status.get("VmRSS", 0), max(peak, status.get("VmHWM", 0))
+                if time.monotonic() >= next_mark:
+                    per_minute.append(round(last / 1024, 1))
+                    next_mark += 60.0
+                time.sleep(1.0)
+            _wait_drained(su, workers)
+        window = _window(su, after)
+        ctx.refresh_machine(su)
+    rss_mb = round(last / 1024, 1)
+    return ctx.emit(
+        "worker_rss",
+        {
+            "run_s": params["rss_s"],
+            "rate_per_s": params["rss_rate_per_s"],
+            "executed": window["succeeded"],
+            "rss_end_mb": rss_mb,
+            "rss_peak_mb": round(peak / 1024, 1),
+            "rss_per_minute_mb": per_minute,
+            "target_mb": TARGETS["rss_mb"],
+            "met": rss_mb <= TARGETS["rss_mb"],
+        },
+    )
+
+
+def run_worker(ctx: BenchContext) -> list[dict[str, Any]]:
+    """Run the four worker measurements on one fresh database; emit a summary line last."""
+    params = _params(ctx.quick)
+    db = _setup(ctx)
+    with connect(db.superuser_dsn) as su:
+        started_ms = db_now_ms(su)
+    tput = _throughput(ctx, db, params)
+    latency = _latency(ctx, db, params)
+    burst = _burst(ctx, db, params)
+    rss = _rss(ctx, db, params)
+    ratios = [
+        round(q["rate_per_s"] / b["rate_per_s"], 2)
+        for q, b in zip(
+            (c for c in tput if c["variant"] == "ql3"),
+            (c for c in tput if c["variant"] == "bare"),
+            strict=True,
+        )
+        if b["rate_per_s"]
+    ]
+    listened = next((c for c in latency if c["listen"]), {})
+    default_burst = next((c for c in burst if c["slots_per_worker"] == DEFAULT_SLOTS), {})
+    best_burst = min((c["worst_s"] for c in burst), default=None)
+    summary = ctx.emit(
+        "worker_summary",
+        {
+            "started_ms": started_ms,
+            "throughput_ratios": ratios,
+            "throughput_ratio_worst": min(ratios, default=None),
+            "throughput_ratio_median": statistics.median(ratios) if ratios else None,
+            "start_p99_ms": listened.get("p99_ms"),
+            "burst_worst_s_default_slots": default_burst.get("worst_s"),
+            "burst_worst_s_best_slots": best_burst,
+            "rss_end_mb": rss["rss_end_mb"],
+            "targets": TARGETS,
+            "met": {
+                "throughput": bool(ratios) and min(ratios) >= TARGETS["throughput_ratio"],
+                "start_p99": listened.get("p99_ms") is not None
+                and listened["p99_ms"] <= TARGETS["start_p99_ms"],
+                "burst": default_burst.get("worst_s") is not None
+                and default_burst["worst_s"] <= TARGETS["burst_last_finished_s"],
+                "rss": rss["met"],
+            },
+        },
+    )
+    ctx.drop(db)
+    return [*tput, *latency, *burst, rss, summary]
