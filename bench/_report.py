@@ -144,9 +144,9 @@ def write_report(
         "",
         (
             f"Run them: `{COMMAND}` (smoke run: add `--quick`; one part: `python -m bench "
-            "throughput|burst|lateness|claim-scale|footprint|verify|prune|worker`; `--non-durable` for a "
-            "labelled run on a cluster without fsync). The run starts its own throwaway "
-            "PostgreSQL, needs nothing else, and is not part of any test session."
+            "throughput|burst|lateness|claim-scale|footprint|verify|prune|worker`; "
+            "`--non-durable` for a labelled run on a cluster without fsync). The run starts its "
+            "own throwaway PostgreSQL, needs nothing else, and is not part of any test session."
         ),
         "",
         (

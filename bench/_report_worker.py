@@ -20,8 +20,10 @@ def worker_summary_rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, st
         ratios = summary["throughput_ratios"]
         rows.append(
             (
-                "Worker: no-op Python tasks/s, 4 workers / bare SKIP LOCKED take-finish loop "
-                "(worst; every pass)",
+                (
+                    "Worker: no-op Python tasks/s, 4 workers / bare SKIP LOCKED take-finish loop "
+                    "(worst; every pass)"
+                ),
                 f"{summary['throughput_ratio_worst']} ({', '.join(str(r) for r in ratios)})",
                 f">= {targets['throughput_ratio']}",
                 yes(met["throughput"]),
@@ -38,25 +40,31 @@ def worker_summary_rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, st
         burst = pick(results, "worker_burst")
         rows.extend(
             (
-                f"Worker: 1,000 `true` at one instant, 2 workers x {c['slots_per_worker']} slots:"
-                " last finished (worst; median; passes)",
-                f"{c['worst_s']} s ({c['median_s']} s; "
-                f"{', '.join(str(v) for v in c['last_finished_s_passes'])})",
+                (
+                    "Worker: 1,000 `true` at one instant, 2 workers x "
+                    f"{c['slots_per_worker']} slots: last finished (worst; median; passes)"
+                ),
+                (
+                    f"{c['worst_s']} s ({c['median_s']} s; "
+                    f"{', '.join(str(v) for v in c['last_finished_s_passes'])})"
+                ),
                 f"<= {targets['burst_last_finished_s']} s",
                 yes(c["worst_s"] <= targets["burst_last_finished_s"]),
             )
             for c in burst
         )
-        for rss in pick(results, "worker_rss")[-1:]:
-            rows.append(
+        rows.extend(
+            (
                 (
                     f"Worker: RSS after {rss['run_s'] / 60:.0f} min of steady work "
-                    f"({rss['rate_per_s']} tasks/s)",
-                    f"{rss['rss_end_mb']} MB (peak {rss['rss_peak_mb']} MB)",
-                    f"<= {rss['target_mb']:.0f} MB",
-                    yes(rss["met"]),
-                )
+                    f"({rss['rate_per_s']} tasks/s)"
+                ),
+                f"{rss['rss_end_mb']} MB (peak {rss['rss_peak_mb']} MB)",
+                f"<= {rss['target_mb']:.0f} MB",
+                yes(rss["met"]),
             )
+            for rss in pick(results, "worker_rss")[-1:]
+        )
     return rows
 
 
