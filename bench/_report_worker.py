@@ -65,6 +65,18 @@ def worker_summary_rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, st
             )
             for rss in pick(results, "worker_rss")[-1:]
         )
+        rows.extend(
+            (
+                (
+                    "Admitting transactions/s with / without the `ql3_attempt_queued` trigger "
+                    f"({c['connections']} connections, 1 Run each; median; passes)"
+                ),
+                f"{c['ratio_median']} ({', '.join(str(r) for r in c['ratio_passes'])})",
+                "reported",
+                "-",
+            )
+            for c in pick(results, "worker_notify_cost")[-1:]
+        )
     return rows
 
 
@@ -132,6 +144,19 @@ def worker_tables(
                 c["rss_peak_mb"],
             )
             for c in pick(results, "worker_rss")
+        ],
+    )
+    out += table(
+        ["connections", "transactions/pass", "with trigger /s", "without /s", "ratio (each pass)"],
+        [
+            (
+                c["connections"],
+                c["transactions_per_pass"],
+                ", ".join(str(v) for v in c["with_trigger_per_s"]),
+                ", ".join(str(v) for v in c["without_trigger_per_s"]),
+                ", ".join(str(v) for v in c["ratio_passes"]),
+            )
+            for c in pick(results, "worker_notify_cost")
         ],
     )
     return out

@@ -16,12 +16,16 @@ admission commit writes, in one transaction at one database instant, notifying
   last attempt's end, every pass, per slot count (the default 4, and 16).
 - RSS: one QL3 worker under a steady stream of no-op tasks for 10 minutes (`--quick`: 1), its
   VmRSS from /proc every second, kept at the end of each minute.
+- NOTIFY cost: admitting transactions per second from 4 connections at once, with migration
+  0015's trigger on and off (alternating passes), one Run per transaction (the worst case: the
+  notification's share of a commit is largest), no worker running.
 """
 
 from __future__ import annotations
 
 import statistics
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,6 +62,7 @@ DEFAULT_SLOTS: Final[int] = WorkerSettings.model_fields["concurrency"].default
 # Never due on its own: no Coordinator runs here; every Run is admitted by the seed statement.
 _NEVER: Final = ScheduleDefinition(cron="0 0 1 1 *")
 _DRAIN_TIMEOUT_S: Final = 600.0
+_NOTIFY_CONNECTIONS: Final = 4
 
 
 def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not a flag argument
@@ -70,6 +75,8 @@ def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not
             "burst_slots": (DEFAULT_SLOTS, 16),
             "rss_s": 60.0,
             "rss_rate_per_s": 50,
+            "notify_txns": 200,
+            "notify_passes": 2,
         }
     return {
         "backlog": 20_000,
@@ -79,6 +86,8 @@ def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not
         "burst_slots": (DEFAULT_SLOTS, 16),
         "rss_s": 600.0,
         "rss_rate_per_s": 50,
+        "notify_txns": 1_000,
+        "notify_passes": 3,
     }
 
 
@@ -117,12 +126,18 @@ def _window(su: psycopg.Connection[dict[str, Any]], after: int) -> dict[str, Any
     return dict(su.execute(load_sql("worker_window"), {"after_run_id": after}).fetchone() or {})
 
 
-def _wait_ready(su: psycopg.Connection[dict[str, Any]], expected: int, workers: ReplicaSet) -> None:
+def _wait_ready(
+    su: psycopg.Connection[dict[str, Any]],
+    workers: ReplicaSet,
+    *,
+    sessions: int,
+    listeners: int = 0,
+) -> None:
     """Wait until the workers' sessions are open (pacing only; nothing measured yet)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         row = su.execute(load_sql("worker_sessions")).fetchone() or {}
-        if int(row.get("sessions", 0)) >= expected:
+        if int(row["sessions"]) >= sessions and int(row["listeners"]) >= listeners:
             time.sleep(0.5)  # let the first polls end: the workers are idle when work arrives
             return
         if not workers.alive():
@@ -148,6 +163,8 @@ def _setup(ctx: BenchContext) -> Ql3Database:
     with ScheduleAdmin(db.dsn("admin")) as admin:
         admin.add_schedule(NOOP_TASK, _NEVER, execution=TaskExecution())
         admin.add_schedule(SHELL_TASK, _NEVER, execution=TaskExecution(command="true"))
+        for index in range(_NOTIFY_CONNECTIONS):
+            admin.add_schedule(f"notify-{index}", _NEVER, execution=TaskExecution())
     return db
 
 
@@ -163,14 +180,14 @@ def _throughput(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> l
                         f"q{i}": _child("ql3", db.dsn("worker_ingress"), f"q{index}-{i}")
                         for i in range(4)
                     }
-                    sessions = 8  # each: its pool's first connection and its listener
+                    listeners = 4  # each: its pool's first connection and its listener
                 else:
                     commands = {
                         f"b{i}": _child("bare", db.dsn("owner"), f"b{index}-{i}") for i in range(4)
                     }
-                    sessions = 4
+                    listeners = 0
                 with _workers(commands, log_dir) as workers:
-                    _wait_ready(su, sessions, workers)
+                    _wait_ready(su, workers, sessions=4 + listeners, listeners=listeners)
                     after = _last_run(su)
                     _seed(su, NOOP_TASK, params["backlog"])
                     _wait_drained(su, workers)
@@ -207,7 +224,7 @@ def _latency(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> list
                 for i in range(4)
             }
             with _workers(commands, log_dir) as workers:
-                _wait_ready(su, 8 if listen else 4, workers)
+                _wait_ready(su, workers, sessions=8 if listen else 4, listeners=4 if listen else 0)
                 after = _last_run(su)
                 for _ in range(params["latency_runs"]):
                     _seed(su, NOOP_TASK, 1)
@@ -252,7 +269,7 @@ def _burst(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> list[d
             }
             passes: list[float] = []
             with _workers(commands, log_dir) as workers:
-                _wait_ready(su, 4, workers)
+                _wait_ready(su, workers, sessions=4, listeners=2)
                 for _ in range(params["burst_passes"]):
                     after = _last_run(su)
                     admitted_at = _seed(su, SHELL_TASK, 1_000)
@@ -294,7 +311,7 @@ def _rss(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> dict[str
     with connect(db.superuser_dsn) as su:
         commands = {"r0": _child("ql3", db.dsn("worker_ingress"), "rss-0")}
         with _workers(commands, log_dir) as workers:
-            _wait_ready(su, 2, workers)
+            _wait_ready(su, workers, sessions=2, listeners=1)
             after = _last_run(su)
             started = time.monotonic()
             next_mark = started + 60.0
@@ -325,6 +342,51 @@ def _rss(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> dict[str
     )
 
 
+def _admit_loop(dsn: str, task: str, count: int) -> None:
+    with connect(dsn) as conn:
+        for _ in range(count):
+            _seed(conn, task, 1)
+
+
+def _notify_cost(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> dict[str, Any]:
+    """Admitting transactions/s, 4 connections at once, with the notification trigger on / off."""
+    rates: dict[str, list[float]] = {"on": [], "off": []}
+    with connect(db.superuser_dsn) as su:
+        for _ in range(params["notify_passes"]):
+            for variant in ("on", "off"):
+                su.execute(load_sql(f"worker_notify_{variant}"))
+                threads = [
+                    threading.Thread(
+                        target=_admit_loop,
+                        args=(db.superuser_dsn, f"notify-{index}", params["notify_txns"]),
+                    )
+                    for index in range(_NOTIFY_CONNECTIONS)
+                ]
+                started = time.monotonic()
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                elapsed = time.monotonic() - started
+                total = _NOTIFY_CONNECTIONS * params["notify_txns"]
+                rates[variant].append(round(total / elapsed, 1))
+        su.execute(load_sql("worker_notify_on"))
+        ctx.refresh_machine(su)
+    ratios = [round(on / off, 3) for on, off in zip(rates["on"], rates["off"], strict=True)]
+    return ctx.emit(
+        "worker_notify_cost",
+        {
+            "connections": _NOTIFY_CONNECTIONS,
+            "runs_per_transaction": 1,
+            "transactions_per_pass": _NOTIFY_CONNECTIONS * params["notify_txns"],
+            "with_trigger_per_s": rates["on"],
+            "without_trigger_per_s": rates["off"],
+            "ratio_passes": ratios,
+            "ratio_median": statistics.median(ratios),
+        },
+    )
+
+
 def run_worker(ctx: BenchContext) -> list[dict[str, Any]]:
     """Run the four worker measurements on one fresh database; emit a summary line last."""
     params = _params(ctx.quick)
@@ -335,6 +397,7 @@ def run_worker(ctx: BenchContext) -> list[dict[str, Any]]:
     latency = _latency(ctx, db, params)
     burst = _burst(ctx, db, params)
     rss = _rss(ctx, db, params)
+    notify = _notify_cost(ctx, db, params)
     ratios = [
         round(q["rate_per_s"] / b["rate_per_s"], 2)
         for q, b in zip(
@@ -358,6 +421,7 @@ def run_worker(ctx: BenchContext) -> list[dict[str, Any]]:
             "burst_worst_s_default_slots": default_burst.get("worst_s"),
             "burst_worst_s_best_slots": best_burst,
             "rss_end_mb": rss["rss_end_mb"],
+            "notify_ratio_median": notify["ratio_median"],
             "targets": TARGETS,
             "met": {
                 "throughput": bool(ratios) and min(ratios) >= TARGETS["throughput_ratio"],
@@ -370,4 +434,4 @@ def run_worker(ctx: BenchContext) -> list[dict[str, Any]]:
         },
     )
     ctx.drop(db)
-    return [*tput, *latency, *burst, rss, summary]
+    return [*tput, *latency, *burst, rss, notify, summary]
