@@ -24,26 +24,30 @@ admission commit writes, in one transaction at one database instant, notifying
 from __future__ import annotations
 
 import statistics
-import sys
 import threading
 import time
-from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ql3_cluster_control import WorkerSettings
-from ql3_cluster_postgres import ScheduleAdmin
-from ql3_runtime_core import ScheduleDefinition, TaskExecution
 
 from ._common import db_now_ms
-from ._replicas import ReplicaSet
 from ._sql import connect, load_sql
 from ._worker_child import NOOP_TASK
+from ._worker_tools import (
+    NOTIFY_CONNECTIONS,
+    SHELL_TASK,
+    child,
+    last_run,
+    read_window,
+    rss_kb,
+    seed,
+    setup,
+    started_workers,
+    wait_drained,
+    wait_ready,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
-    import psycopg
     from ql3_testkit import Ql3Database
 
     from ._common import BenchContext
@@ -56,13 +60,8 @@ TARGETS: Final = {
     "burst_last_finished_s": 1.0,
     "rss_mb": 80.0,
 }
-SHELL_TASK: Final = "shell"
 # The worker's default slot count, read from its settings model: the burst is judged with it.
 DEFAULT_SLOTS: Final[int] = WorkerSettings.model_fields["concurrency"].default
-# Never due on its own: no Coordinator runs here; every Run is admitted by the seed statement.
-_NEVER: Final = ScheduleDefinition(cron="0 0 1 1 *")
-_DRAIN_TIMEOUT_S: Final = 600.0
-_NOTIFY_CONNECTIONS: Final = 4
 
 
 def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not a flag argument
@@ -91,83 +90,6 @@ def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not
     }
 
 
-def _child(mode: str, dsn: str, worker_id: str, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "bench._worker_child",
-        mode,
-        "--dsn",
-        dsn,
-        "--id",
-        worker_id,
-        *extra,
-    ]
-
-
-@contextmanager
-def _workers(commands: dict[str, list[str]], log_dir: Path) -> Iterator[ReplicaSet]:
-    with ReplicaSet(commands=commands, log_dir=log_dir) as started:
-        yield started
-
-
-def _seed(su: psycopg.Connection[dict[str, Any]], task: str, count: int) -> int:
-    """Admit `count` Runs of `task` at one database instant; that instant (ms)."""
-    row = su.execute(load_sql("worker_seed"), {"task": task, "count": count}).fetchone() or {}
-    return int(row["admitted_at_ms"])
-
-
-def _last_run(su: psycopg.Connection[dict[str, Any]]) -> int:
-    row = su.execute(load_sql("worker_last_run")).fetchone() or {}
-    return int(row["run_id"])
-
-
-def _window(su: psycopg.Connection[dict[str, Any]], after: int) -> dict[str, Any]:
-    return dict(su.execute(load_sql("worker_window"), {"after_run_id": after}).fetchone() or {})
-
-
-def _wait_ready(
-    su: psycopg.Connection[dict[str, Any]],
-    workers: ReplicaSet,
-    *,
-    sessions: int,
-    listeners: int = 0,
-) -> None:
-    """Wait until the workers' sessions are open (pacing only; nothing measured yet)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        row = su.execute(load_sql("worker_sessions")).fetchone() or {}
-        if int(row["sessions"]) >= sessions and int(row["listeners"]) >= listeners:
-            time.sleep(0.5)  # let the first polls end: the workers are idle when work arrives
-            return
-        if not workers.alive():
-            break
-        time.sleep(0.1)
-    msg = f"worker processes not ready: {workers.tail(workers.owners[0])}"
-    raise RuntimeError(msg)
-
-
-def _wait_drained(su: psycopg.Connection[dict[str, Any]], workers: ReplicaSet) -> None:
-    deadline = time.monotonic() + _DRAIN_TIMEOUT_S
-    while time.monotonic() < deadline and workers.alive():
-        row = su.execute(load_sql("worker_open")).fetchone() or {}
-        if int(row["queued"]) == 0 and int(row["running"]) == 0:
-            return
-        time.sleep(0.05)
-    msg = f"attempts left undone: {workers.tail(workers.owners[0])}"
-    raise RuntimeError(msg)
-
-
-def _setup(ctx: BenchContext) -> Ql3Database:
-    db = ctx.database("worker")
-    with ScheduleAdmin(db.dsn("admin")) as admin:
-        admin.add_schedule(NOOP_TASK, _NEVER, execution=TaskExecution())
-        admin.add_schedule(SHELL_TASK, _NEVER, execution=TaskExecution(command="true"))
-        for index in range(_NOTIFY_CONNECTIONS):
-            admin.add_schedule(f"notify-{index}", _NEVER, execution=TaskExecution())
-    return db
-
-
 def _throughput(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> list[dict[str, Any]]:
     cells: list[dict[str, Any]] = []
     log_dir = ctx.work_dir / "worker-throughput"
@@ -177,21 +99,21 @@ def _throughput(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> l
             for variant in ("ql3", "bare"):
                 if variant == "ql3":
                     commands = {
-                        f"q{i}": _child("ql3", db.dsn("worker_ingress"), f"q{index}-{i}")
+                        f"q{i}": child("ql3", db.dsn("worker_ingress"), f"q{index}-{i}")
                         for i in range(4)
                     }
                     listeners = 4  # each: its pool's first connection and its listener
                 else:
                     commands = {
-                        f"b{i}": _child("bare", db.dsn("owner"), f"b{index}-{i}") for i in range(4)
+                        f"b{i}": child("bare", db.dsn("owner"), f"b{index}-{i}") for i in range(4)
                     }
                     listeners = 0
-                with _workers(commands, log_dir) as workers:
-                    _wait_ready(su, workers, sessions=4 + listeners, listeners=listeners)
-                    after = _last_run(su)
-                    _seed(su, NOOP_TASK, params["backlog"])
-                    _wait_drained(su, workers)
-                window = _window(su, after)
+                with started_workers(commands, log_dir) as running:
+                    wait_ready(su, running, sessions=4 + listeners, listeners=listeners)
+                    after = last_run(su)
+                    seed(su, NOOP_TASK, params["backlog"])
+                    wait_drained(su, running)
+                window = read_window(su, after)
                 span_ms = max(1, window["last_finished_ms"] - window["first_started_ms"])
                 ctx.refresh_machine(su)
                 cells.append(
@@ -220,17 +142,17 @@ def _latency(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> list
         for listen in (True, False):
             extra = [] if listen else ["--no-listen"]
             commands = {
-                f"l{i}": _child("ql3", db.dsn("worker_ingress"), f"l{int(listen)}-{i}", *extra)
+                f"l{i}": child("ql3", db.dsn("worker_ingress"), f"l{int(listen)}-{i}", *extra)
                 for i in range(4)
             }
-            with _workers(commands, log_dir) as workers:
-                _wait_ready(su, workers, sessions=8 if listen else 4, listeners=4 if listen else 0)
-                after = _last_run(su)
+            with started_workers(commands, log_dir) as running:
+                wait_ready(su, running, sessions=8 if listen else 4, listeners=4 if listen else 0)
+                after = last_run(su)
                 for _ in range(params["latency_runs"]):
-                    _seed(su, NOOP_TASK, 1)
+                    seed(su, NOOP_TASK, 1)
                     time.sleep(0.05)
-                _wait_drained(su, workers)
-            window = _window(su, after)
+                wait_drained(su, running)
+            window = read_window(su, after)
             ctx.refresh_machine(su)
             cells.append(
                 ctx.emit(
@@ -257,7 +179,7 @@ def _burst(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> list[d
     with connect(db.superuser_dsn) as su:
         for slots in params["burst_slots"]:
             commands = {
-                f"c{i}": _child(
+                f"c{i}": child(
                     "ql3",
                     db.dsn("worker_ingress"),
                     f"c{slots}-{i}",
@@ -268,13 +190,13 @@ def _burst(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> list[d
                 for i in range(2)
             }
             passes: list[float] = []
-            with _workers(commands, log_dir) as workers:
-                _wait_ready(su, workers, sessions=4, listeners=2)
+            with started_workers(commands, log_dir) as running:
+                wait_ready(su, running, sessions=4, listeners=2)
                 for _ in range(params["burst_passes"]):
-                    after = _last_run(su)
-                    admitted_at = _seed(su, SHELL_TASK, 1_000)
-                    _wait_drained(su, workers)
-                    window = _window(su, after)
+                    after = last_run(su)
+                    admitted_at = seed(su, SHELL_TASK, 1_000)
+                    wait_drained(su, running)
+                    window = read_window(su, after)
                     passes.append(round((window["last_finished_ms"] - admitted_at) / 1000, 3))
             ctx.refresh_machine(su)
             cells.append(
@@ -294,37 +216,28 @@ def _burst(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> list[d
     return cells
 
 
-def _rss_kb(pid: int) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
-        key, _, value = line.partition(":")
-        if key in {"VmHWM", "VmRSS"}:
-            found[key] = int(value.split()[0])
-    return found
-
-
 def _rss(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> dict[str, Any]:
     log_dir = ctx.work_dir / "worker-rss"
     log_dir.mkdir(parents=True, exist_ok=True)
     per_minute: list[float] = []
     last = peak = 0
     with connect(db.superuser_dsn) as su:
-        commands = {"r0": _child("ql3", db.dsn("worker_ingress"), "rss-0")}
-        with _workers(commands, log_dir) as workers:
-            _wait_ready(su, workers, sessions=2, listeners=1)
-            after = _last_run(su)
+        commands = {"r0": child("ql3", db.dsn("worker_ingress"), "rss-0")}
+        with started_workers(commands, log_dir) as running:
+            wait_ready(su, running, sessions=2, listeners=1)
+            after = last_run(su)
             started = time.monotonic()
             next_mark = started + 60.0
-            while time.monotonic() - started < params["rss_s"] and workers.alive():
-                _seed(su, NOOP_TASK, params["rss_rate_per_s"])
-                status = _rss_kb(workers.pids[0])
+            while time.monotonic() - started < params["rss_s"] and running.alive():
+                seed(su, NOOP_TASK, params["rss_rate_per_s"])
+                status = rss_kb(running.pids[0])
                 last, peak = status.get("VmRSS", 0), max(peak, status.get("VmHWM", 0))
                 if time.monotonic() >= next_mark:
                     per_minute.append(round(last / 1024, 1))
                     next_mark += 60.0
                 time.sleep(1.0)
-            _wait_drained(su, workers)
-        window = _window(su, after)
+            wait_drained(su, running)
+        window = read_window(su, after)
         ctx.refresh_machine(su)
     rss_mb = round(last / 1024, 1)
     return ctx.emit(
@@ -345,7 +258,7 @@ def _rss(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> dict[str
 def _admit_loop(dsn: str, task: str, count: int) -> None:
     with connect(dsn) as conn:
         for _ in range(count):
-            _seed(conn, task, 1)
+            seed(conn, task, 1)
 
 
 def _notify_cost(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> dict[str, Any]:
@@ -360,7 +273,7 @@ def _notify_cost(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> 
                         target=_admit_loop,
                         args=(db.superuser_dsn, f"notify-{index}", params["notify_txns"]),
                     )
-                    for index in range(_NOTIFY_CONNECTIONS)
+                    for index in range(NOTIFY_CONNECTIONS)
                 ]
                 started = time.monotonic()
                 for thread in threads:
@@ -368,7 +281,7 @@ def _notify_cost(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> 
                 for thread in threads:
                     thread.join()
                 elapsed = time.monotonic() - started
-                total = _NOTIFY_CONNECTIONS * params["notify_txns"]
+                total = NOTIFY_CONNECTIONS * params["notify_txns"]
                 rates[variant].append(round(total / elapsed, 1))
         su.execute(load_sql("worker_notify_on"))
         ctx.refresh_machine(su)
@@ -376,9 +289,9 @@ def _notify_cost(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> 
     return ctx.emit(
         "worker_notify_cost",
         {
-            "connections": _NOTIFY_CONNECTIONS,
+            "connections": NOTIFY_CONNECTIONS,
             "runs_per_transaction": 1,
-            "transactions_per_pass": _NOTIFY_CONNECTIONS * params["notify_txns"],
+            "transactions_per_pass": NOTIFY_CONNECTIONS * params["notify_txns"],
             "with_trigger_per_s": rates["on"],
             "without_trigger_per_s": rates["off"],
             "ratio_passes": ratios,
@@ -390,7 +303,7 @@ def _notify_cost(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> 
 def run_worker(ctx: BenchContext) -> list[dict[str, Any]]:
     """Run the four worker measurements on one fresh database; emit a summary line last."""
     params = _params(ctx.quick)
-    db = _setup(ctx)
+    db = setup(ctx)
     with connect(db.superuser_dsn) as su:
         started_ms = db_now_ms(su)
     tput = _throughput(ctx, db, params)
