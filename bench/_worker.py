@@ -70,6 +70,7 @@ def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not
             "backlog": 2_000,
             "tput_passes": 1,
             "latency_runs": 40,
+            "burst_commands": 1_000,
             "burst_passes": 2,
             "burst_slots": (DEFAULT_SLOTS, 16),
             "rss_s": 60.0,
@@ -81,6 +82,7 @@ def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not
         "backlog": 20_000,
         "tput_passes": 3,
         "latency_runs": 300,
+        "burst_commands": 1_000,
         "burst_passes": 5,
         "burst_slots": (DEFAULT_SLOTS, 16),
         "rss_s": 600.0,
@@ -194,7 +196,7 @@ def _burst(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> list[d
                 wait_ready(su, running, sessions=4, listeners=2)
                 for _ in range(params["burst_passes"]):
                     after = last_run(su)
-                    admitted_at = seed(su, SHELL_TASK, 1_000)
+                    admitted_at = seed(su, SHELL_TASK, params["burst_commands"])
                     wait_drained(su, running)
                     window = read_window(su, after)
                     passes.append(round((window["last_finished_ms"] - admitted_at) / 1000, 3))
@@ -203,7 +205,7 @@ def _burst(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> list[d
                 ctx.emit(
                     "worker_burst",
                     {
-                        "commands": 1_000,
+                        "commands": params["burst_commands"],
                         "workers": 2,
                         "slots_per_worker": slots,
                         "last_finished_s_passes": passes,
