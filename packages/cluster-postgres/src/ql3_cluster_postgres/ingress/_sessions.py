@@ -179,20 +179,15 @@ class IngressSessions(Closing):
     def _write_on(
         self, conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any], action: str
     ) -> list[Row]:
-        """Send `sql/<name>.sql` in its own transaction; its rows once the COMMIT is clean.
-
-        BEGIN, the statement and COMMIT go in one pipeline batch (one round trip instead of
-        three); the rows are read once the batch's answers, the COMMIT's included, are in.
-        """
+        """Send `sql/<name>.sql` in its own transaction; its rows once the COMMIT is clean."""
         with self._deadline(conn, action):
             try:
                 with (
                     acknowledged_write(conn, action),
+                    conn.transaction(),
                     conn.cursor(row_factory=dict_row) as cur,
                 ):
-                    with conn.pipeline(), conn.transaction():
-                        send(cur, name, params)
-                    rows = cur.fetchall()
+                    rows = send(cur, name, params).fetchall()
             except UncertainWriteError:
                 close_quietly(conn)  # the pool replaces it: the next call may reach a new primary
                 raise
