@@ -111,7 +111,13 @@ def _throughput(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> l
                     }
                     listeners = 0
                 with started_workers(commands, log_dir) as running:
-                    wait_ready(su, running, sessions=4 + listeners, listeners=listeners)
+                    wait_ready(
+                        su,
+                        running,
+                        prefix=f"{variant[0]}{index}-",
+                        sessions=4 + listeners,
+                        listeners=listeners,
+                    )
                     after = last_run(su)
                     seed(su, NOOP_TASK, params["backlog"])
                     wait_drained(su, running)
@@ -148,7 +154,13 @@ def _latency(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> list
                 for i in range(4)
             }
             with started_workers(commands, log_dir) as running:
-                wait_ready(su, running, sessions=8 if listen else 4, listeners=4 if listen else 0)
+                wait_ready(
+                    su,
+                    running,
+                    prefix=f"l{int(listen)}-",
+                    sessions=8 if listen else 4,
+                    listeners=4 if listen else 0,
+                )
                 after = last_run(su)
                 for _ in range(params["latency_runs"]):
                     seed(su, NOOP_TASK, 1)
@@ -193,7 +205,7 @@ def _burst(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> list[d
             }
             passes: list[float] = []
             with started_workers(commands, log_dir) as running:
-                wait_ready(su, running, sessions=4, listeners=2)
+                wait_ready(su, running, prefix=f"c{slots}-", sessions=4, listeners=2)
                 for _ in range(params["burst_passes"]):
                     after = last_run(su)
                     admitted_at = seed(su, SHELL_TASK, params["burst_commands"])
@@ -226,7 +238,7 @@ def _rss(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> dict[str
     with connect(db.superuser_dsn) as su:
         commands = {"r0": child("ql3", db.dsn("worker_ingress"), "rss-0")}
         with started_workers(commands, log_dir) as running:
-            wait_ready(su, running, sessions=2, listeners=1)
+            wait_ready(su, running, prefix="rss-", sessions=2, listeners=1)
             after = last_run(su)
             started = time.monotonic()
             next_mark = started + 60.0

@@ -88,13 +88,14 @@ def wait_ready(
     su: psycopg.Connection[dict[str, Any]],
     workers: ReplicaSet,
     *,
+    prefix: str,
     sessions: int,
     listeners: int = 0,
 ) -> None:
-    """Wait until the workers' sessions are open (pacing only; nothing measured yet)."""
+    """Wait until the sessions of the workers whose ids start with `prefix` are open (pacing)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        row = su.execute(load_sql("worker_sessions")).fetchone() or {}
+        row = su.execute(load_sql("worker_sessions"), {"prefix": prefix}).fetchone() or {}
         if int(row["sessions"]) >= sessions and int(row["listeners"]) >= listeners:
             time.sleep(0.5)  # let the first polls end: the workers are idle when work arrives
             return
