@@ -170,6 +170,7 @@ def write_report(
     lines += detail_tables(results)
     lines += worker_tables(results, table)
     lines += _resource("analysis.md")
+    lines += _resource("analysis_worker.md")
     lines += _resource("method.md")
     lines += [
         "<details><summary>Raw JSON lines of this run</summary>",
