@@ -23,7 +23,16 @@ if TYPE_CHECKING:
 
     from ._common import BenchContext
 
-PARTS = ("throughput", "burst", "lateness", "claim-scale", "footprint", "verify", "prune")
+PARTS = (
+    "throughput",
+    "burst",
+    "lateness",
+    "claim-scale",
+    "footprint",
+    "verify",
+    "prune",
+    "worker",
+)
 
 
 def _runner(  # noqa: PLR0911 - one lazy import per part reads best as a flat list
@@ -43,6 +52,10 @@ def _runner(  # noqa: PLR0911 - one lazy import per part reads best as a flat li
         pruned = None if scale is None else (parse_sizes(scale) if scale else [])
         hours, autovacuum = getattr(args, "hours", None), getattr(args, "autovacuum", False)
         return lambda ctx: run_prune(ctx, pruned, hours, autovacuum=autovacuum)
+    if part == "worker":
+        from ._worker import run_worker  # noqa: PLC0415
+
+        return run_worker
     if part == "throughput":
         from ._throughput import run_throughput  # noqa: PLC0415
 

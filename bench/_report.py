@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._report_details import FLUSH_LIMIT, detail_tables, table
 from ._report_rows import pick, summary_rows
+from ._report_worker import worker_summary_rows, worker_tables
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -143,9 +144,9 @@ def write_report(
         "",
         (
             f"Run them: `{COMMAND}` (smoke run: add `--quick`; one part: `python -m bench "
-            "throughput|burst|lateness|claim-scale|footprint|verify|prune`; `--non-durable` for a "
-            "labelled run on a cluster without fsync). The run starts its own throwaway "
-            "PostgreSQL, needs nothing else, and is not part of any test session."
+            "throughput|burst|lateness|claim-scale|footprint|verify|prune|worker`; "
+            "`--non-durable` for a labelled run on a cluster without fsync). The run starts its "
+            "own throwaway PostgreSQL, needs nothing else, and is not part of any test session."
         ),
         "",
         (
@@ -162,11 +163,14 @@ def write_report(
         "## Figures against targets",
         "",
     ]
-    lines += table(["figure", "measured", "target", "met"], summary_rows(results))
+    rows = [*summary_rows(results), *worker_summary_rows(results)]
+    lines += table(["figure", "measured", "target", "met"], rows)
     if plotted:
         lines += [f"![benchmark plot]({plot.name})", ""]
     lines += detail_tables(results)
+    lines += worker_tables(results, table)
     lines += _resource("analysis.md")
+    lines += _resource("analysis_worker.md")
     lines += _resource("method.md")
     lines += [
         "<details><summary>Raw JSON lines of this run</summary>",

@@ -230,7 +230,10 @@ class WorkerSettings(ProcessSettingsChecks):
     (at least `WORKER_LEASE_MS_MIN`; heartbeats go every third of the lease minus the kill
     margin); `grace_ms` how long a stopping worker lets running attempts finish before it kills
     and releases them; `run_commands` whether it runs command tasks (a service that runs only
-    its Python tasks turns it off); `statement_timeout_ms` how long one database call may take
+    its Python tasks turns it off); `listen` whether one extra connection waits for the
+    `ql3_attempt_queued` notification so an idle worker takes new work at once rather than at its
+    next poll (off behind a pooler in transaction mode, where LISTEN does not work);
+    `statement_timeout_ms` how long one database call may take
     (the server's statement timeout; the worker cuts the connection 1 s later).
     """
 
@@ -248,6 +251,8 @@ class WorkerSettings(ProcessSettingsChecks):
     poll_interval_ms: int = Field(default=1_000, ge=10, le=60_000)
     grace_ms: int = Field(default=30_000, ge=0, le=3_600_000)
     run_commands: bool = True
+    # One extra connection LISTENs for queued attempts, so an idle worker polls at once.
+    listen: bool = True
     retry_initial_ms: int = Field(default=200, ge=1, le=60_000)
     retry_max_ms: int = Field(default=10_000, ge=1, le=600_000)
     metrics_port: int | None = Field(default=None, ge=0, le=65_535)

@@ -68,7 +68,7 @@ from .console import (
     WorkersPage,
     record_verify_report,
 )
-from .ingress import AlertIngress, TaskConnection, WorkerIngress
+from .ingress import AlertIngress, AttemptWakeups, TaskConnection, WorkerIngress
 from .repository import PostgresScheduleRepository
 from .schema import (
     GROUP_ROLES,
@@ -136,6 +136,7 @@ __all__ = [
     "ApplyReport",
     "AttemptCounts",
     "AttemptRecord",
+    "AttemptWakeups",
     "BackfillBatch",
     "BackfillPlan",
     "BackfillReport",

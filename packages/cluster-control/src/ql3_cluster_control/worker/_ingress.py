@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ql3_cluster_postgres import AlertIngress, WorkerIngress
+from ql3_cluster_postgres import AlertIngress, AttemptWakeups, WorkerIngress
 
 from ql3_cluster_control._config import ConfigurationError
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from ql3_cluster_control._config import WorkerSettings
 
-__all__ = ["postgres_alert_factory", "postgres_ingress_factory"]
+__all__ = ["postgres_alert_factory", "postgres_ingress_factory", "postgres_wakeup_factory"]
 
 
 def _dsn(settings: WorkerSettings) -> str:
@@ -60,6 +60,20 @@ def postgres_ingress_factory(settings: WorkerSettings) -> Callable[[], WorkerRep
             max_connections=settings.concurrency + 2,
             connect_timeout_s=settings.connect_timeout_s,
             statement_timeout_ms=settings.statement_timeout_ms,
+        )
+
+    return build
+
+
+def postgres_wakeup_factory(settings: WorkerSettings) -> Callable[[], AttemptWakeups]:
+    """Return a factory of the worker's LISTEN connection (`ql3_attempt_queued`, one connection)."""
+    dsn = _dsn(settings)
+
+    def build() -> AttemptWakeups:
+        return AttemptWakeups(
+            dsn,
+            application_name=f"{settings.application_name[:56]}-listen",
+            connect_timeout_s=settings.connect_timeout_s,
         )
 
     return build

@@ -1,7 +1,10 @@
 """Taking work for one worker: abandon expired leases, settle a lost take, fill the free slots.
 
-Every poll first marks abandoned the attempts of other workers whose lease expired by the
-database clock (queuing their successors), then takes as many eligible attempts as there are
+A poll first marks abandoned the attempts of other workers whose lease expired by the database
+clock (queuing their successors), at most once per poll interval: a poll made at once (a slot
+freed, attempts queued) skips that sweep when the last one is younger, so a busy worker spends
+one transaction per attempt on taking, not two (leases last seconds; a sweep a poll interval
+late changes nothing). It then takes as many eligible attempts as there are
 free slots, oldest eligible first. A take that failed may have landed unseen (its answer lost)
 or only on a server being replaced: before taking again, the attempts it may have given this
 worker are settled from durable facts and handed back unused (`settle_taken_attempts`), so a lost
@@ -66,6 +69,8 @@ class AttemptTaker:
         self._on_done = on_done
         # A take failed: it may have landed unseen; settle before taking again.
         self.unsettled = False
+        # When the next sweep of expired leases is due (monotonic).
+        self._next_sweep = 0.0
 
     def poll(self, repository: WorkerRepository) -> bool:
         """Abandon expired leases, settle a lost take, take; True when every free slot was filled.
@@ -74,9 +79,7 @@ class AttemptTaker:
             QL3Error: a database fault (a take's fault leaves it to settle at the next poll).
 
         """
-        for abandoned in repository.abandon_expired_attempts(_ABANDON_BATCH):
-            self._metrics.abandoned.inc()
-            report_abandoned(abandoned)
+        self._sweep(repository)
         self.settle(repository)
         free = self._settings.concurrency - self._slots.busy()
         if free <= 0:
@@ -99,6 +102,17 @@ class AttemptTaker:
         for attempt in taken:
             self._start(attempt, sent_at)
         return len(taken) == free
+
+    def _sweep(self, repository: WorkerRepository) -> None:
+        """Abandon other workers' expired leases, unless a sweep ran within the poll interval."""
+        now = time.monotonic()
+        if now < self._next_sweep:
+            return
+        for abandoned in repository.abandon_expired_attempts(_ABANDON_BATCH):
+            self._metrics.abandoned.inc()
+            report_abandoned(abandoned)
+        # Set only once the sweep succeeded: a failed one is tried again at the next poll.
+        self._next_sweep = now + self._settings.poll_interval_ms / 1000
 
     def settle(self, repository: WorkerRepository) -> None:
         """After a failed take: hand back what it gave this worker unseen (no attempt used)."""

@@ -18,6 +18,10 @@ PostgreSQL `WorkerIngress` in production). On each tick, at most every `_TICK_S`
   taking again, the worker settles it from durable facts and hands back, unused, whatever it holds
   without knowing (`settle_taken_attempts`), so a lost answer never burns an attempt;
 - each taken attempt runs on its own runner thread, which records its end (`_recorder`);
+- beside the loop, on its own thread and connection, it LISTENs for `ql3_attempt_queued`
+  (`_wakeups`, migration 0015) and makes the loop poll at once when attempts were queued, so an
+  idle worker starts new work within a round trip instead of a poll interval; polling stays the
+  fallback, and a lost listener only costs that latency until it is back;
 - beside the loop, on its own thread and connection, it records the alerts the database clock
   made due and delivers pending alerts (`_alerts`), so `missed` is recorded with no Coordinator.
 
@@ -51,13 +55,14 @@ from ql3_cluster_control._stop_signals import install_stop_signals
 
 from ._alerts import AlertDispatcher
 from ._attempt_runner import KILL_MARGIN_S
-from ._ingress import postgres_alert_factory, postgres_ingress_factory
+from ._ingress import postgres_alert_factory, postgres_ingress_factory, postgres_wakeup_factory
 from ._metrics import WorkerMetrics
 from ._recorder import AttemptRecorder
 from ._release import release_runners
 from ._slots import RunnerSlots
 from ._taking import AttemptTaker
 from ._tasks import TaskRegistry
+from ._wakeups import WakeupListener
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -66,6 +71,7 @@ if TYPE_CHECKING:
 
     from ._alerts import AlertRepository
     from ._python_runner import TaskFunction
+    from ._wakeups import WakeupSource
 
 __all__ = ["Worker"]
 
@@ -107,11 +113,14 @@ class Worker:
         *,
         repository_factory: Callable[[], WorkerRepository] | None = None,
         alert_factory: Callable[[], AlertRepository] | None = None,
+        wakeup_factory: Callable[[], WakeupSource] | None = None,
     ) -> None:
         self.settings = settings if settings is not None else WorkerSettings()
         self._factory = repository_factory
         self._alert_factory = alert_factory
         self._alerts: AlertDispatcher | None = None
+        self._wakeup_factory = wakeup_factory
+        self.wakeups: WakeupListener | None = None
         self.lease_token = uuid4()
         self.stop_event = threading.Event()
         self.metrics = WorkerMetrics()
@@ -212,6 +221,7 @@ class Worker:
         self._repository = factory()
         self._start_metrics()
         self._start_alerts()
+        self._start_wakeups()
         log_event(
             logger,
             logging.INFO,
@@ -347,6 +357,8 @@ class Worker:
             self._metrics_server.stop()
         if self._alerts is not None:
             self._alerts.stop()
+        if self.wakeups is not None:
+            self.wakeups.stop()
 
     def _start_alerts(self) -> None:
         """Record due alerts and deliver them beside the loop (PostgreSQL workers, or if given).
@@ -366,6 +378,26 @@ class Worker:
             # Every poll, but at most four times a second: a busy fleet polls far more often.
             interval_s=max(self.settings.poll_interval_ms / 1000, _ALERT_MIN_INTERVAL_S),
         ).start()
+
+    def _start_wakeups(self) -> None:
+        """LISTEN beside the loop (PostgreSQL workers with `listen`, or when given a factory).
+
+        A worker built on another repository (a test's) polls only, unless given a
+        `wakeup_factory`: the notification is sent by the PostgreSQL schema.
+        """
+        factory = self._wakeup_factory
+        if factory is None and self._factory is None and self.settings.listen:
+            factory = postgres_wakeup_factory(self.settings)
+        if factory is None:
+            return
+        self.wakeups = WakeupListener(
+            factory, wake=self._poll_now, backoff=self.backoff, worker_id=self.worker_id
+        ).start()
+
+    def _poll_now(self) -> None:
+        """Poll at the next tick and make that tick now: attempts were queued."""
+        self._next_poll = 0.0
+        self._wake.set()
 
     def _start_metrics(self) -> None:
         if self.settings.metrics_port is None:

@@ -1,7 +1,8 @@
 """The ingress room: `WorkerIngress` (role `ql3_worker_ingress`), what workers call (DESIGN §10).
 
 Owns taking, renewing, finishing, abandoning and releasing attempts, settling uncertain takes,
-appending events, recording and delivering alerts (`AlertIngress`, migration 0013), and the
+appending events, waking idle workers when attempts are queued (`AttemptWakeups`, migration
+0015), recording and delivering alerts (`AlertIngress`, migration 0013), and the
 sessions (pool, client-side deadlines) they run in.
 
 May import: the package's base modules and the `schema` room (the schema version check). Never
@@ -15,9 +16,11 @@ from __future__ import annotations
 
 from ._alerts import AlertIngress
 from ._ingress import TaskConnection, WorkerIngress
+from ._wakeups import AttemptWakeups
 
 __all__ = [
     "AlertIngress",
+    "AttemptWakeups",
     "TaskConnection",
     "WorkerIngress",
 ]

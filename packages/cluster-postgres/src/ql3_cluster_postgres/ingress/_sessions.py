@@ -9,13 +9,16 @@ durability barrier on a fresh, unpooled connection before reading what is durabl
 Every call has a client-side deadline: the sessions' `statement_timeout` + 1 s, measured with
 `time.monotonic()` by one `Watchdog` thread, which shuts a late connection's socket down. The
 sessions also run with that `idle_in_transaction_session_timeout` and `lock_timeout` (the
-server's side of a call the client gave up on ends too) and `jit = off`. A pooled connection is
-checked (an empty query, under the deadline) before it is handed out.
+server's side of a call the client gave up on ends too) and `jit = off`. A pooled connection
+that may be dead (its socket has input: the server closed it or said why it ends it) is checked
+with an empty query, under the deadline, before it is handed out; a quiet one costs no round
+trip.
 """
 
 from __future__ import annotations
 
 import contextlib
+import select
 import threading
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -42,6 +45,18 @@ __all__ = ["IngressSessions", "Row"]
 
 Row = dict[str, Any]
 _T = TypeVar("_T")
+
+
+def _may_be_dead(conn: psycopg.Connection[Any]) -> bool:
+    """Whether an idle pooled connection is broken, or has input it should not have."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
 
 # The client waits this much longer than the server's statement_timeout before it cuts the
 # connection, so a reachable server ends a slow statement itself, with a clean error.
@@ -88,10 +103,10 @@ class IngressSessions(Closing):
         self._durability_timeout_s = durability_timeout_ms / 1000
         self._watchdog = Watchdog(f"{application_name}-deadlines")
         # A worker process usually runs several executor threads; a small pool lets them take
-        # and report attempts concurrently. Each connection is checked (an empty query, under
-        # the deadline) before it is handed out: after a server restart every pooled connection
-        # is dead, and failing one call per dead connection would keep heartbeats from
-        # confirming leases for seconds.
+        # and report attempts concurrently. Each connection that may be dead is checked (an
+        # empty query, under the deadline) before it is handed out: after a server restart every
+        # pooled connection is dead, and failing one call per dead connection would keep
+        # heartbeats from confirming leases for seconds (`_check_connection`).
         self._pool = self._options.pool(
             max_size=max_connections, timeout_s=connect_timeout_s, check=self._check_connection
         )
@@ -109,6 +124,16 @@ class IngressSessions(Closing):
     # -- sending ----------------------------------------------------------------------------
 
     def _check_connection(self, conn: psycopg.Connection[Any]) -> None:
+        """Probe a pooled connection that may be dead (an empty query under the deadline).
+
+        An idle connection of this pool receives nothing (no LISTEN, no SET): when its socket
+        has something to read, the server closed it or sent the error it ends sessions with (a
+        restart, `pg_terminate_backend`), and the probe fails and the pool replaces it. A quiet
+        socket needs no round trip; a connection silently cut since its last use fails its call
+        like any call cut mid-way, under the same deadline.
+        """
+        if not _may_be_dead(conn):
+            return
         with self._watchdog.deadline(conn, self._deadline_s):
             conn.execute("")
 
