@@ -144,6 +144,7 @@ def _profiled_burst(
     """Drain one burst with one replica under the profiler; return what it measured."""
     db = ctx.database("profile", template=template.name)
     out = ctx.work_dir / f"{db.name}.{'raw' if spy_exe else 'prof'}"
+    spy_log = ctx.work_dir / f"{db.name}.py-spy.log"
     user = login_user(db.dsn("runtime"))
     spy: subprocess.Popen[bytes] | None = None
     try:
@@ -160,9 +161,8 @@ def _profiled_burst(
                     command = [spy_exe, "record", "--format", "raw", "--nonblocking"]
                     command += ["--rate", str(RATE_HZ), "-o", str(out)]
                     command += ["--pid", str(replica.pids[0])]
-                    spy = subprocess.Popen(
-                        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-                    )
+                    with spy_log.open("wb") as sink:
+                        spy = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
                 meter = CpuMeter(su, user, replica.pids)
                 meter.start()
 
@@ -183,7 +183,7 @@ def _profiled_burst(
         ctx.drop(db)
     if spy_exe is not None:
         if not out.is_file():
-            detail = spy.stderr.read().decode(errors="replace") if spy and spy.stderr else ""
+            detail = spy_log.read_text(errors="replace") if spy_log.is_file() else ""
             return {"failed": f"py-spy exited {spy_code} without output: {detail[-400:]}"}
         total, own, cumulative = fold_raw(out.read_text(encoding="utf-8").splitlines())
     else:
