@@ -7,7 +7,7 @@ from the installed ql3-cluster-postgres, with parameters bound as the repository
 the claim of one default batch (128) among S due rows, in a READ COMMITTED transaction rolled
 back; then a real claim of one batch, and the fenced commit of that batch (one occurrence per
 claim, cursor one period on, as the burst decides) in a SERIALIZABLE transaction rolled back.
-Each plan is kept whole, with its execution time and the node that took the most time of its own.
+Each plan is kept whole, with its execution time and the nodes with the most time of their own.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _explain(
     query = sql.SQL(load_sql("profile_explain")).format(statement=sql.SQL(_product_sql(name)))
     with conn.transaction(force_rollback=True):
         lines = [str(row["QUERY PLAN"]) for row in conn.execute(query, params).fetchall()]
-    return {"statement": name, "execution_ms": _execution_ms(lines), **_heaviest(lines)}
+    return {"statement": name, "execution_ms": _execution_ms(lines), **_top_nodes(lines)}
 
 
 def _execution_ms(lines: list[str]) -> float | None:
@@ -60,15 +60,41 @@ def _execution_ms(lines: list[str]) -> float | None:
     return None
 
 
-def _heaviest(lines: list[str]) -> dict[str, Any]:
-    """Return the plan and its node with the longest total time (end x loops, children in)."""
-    best: tuple[float, str] = (-1.0, "")
+def _top_nodes(lines: list[str]) -> dict[str, Any]:
+    """Return the plan and its nodes with the most time of their own (children subtracted).
+
+    A node's time is its end time x loops; its own time is that minus its direct children's
+    (found by indentation). A `CTE Scan` is left out of the ranking: its time is the CTE's
+    plan, which it runs, and which is ranked under its own nodes.
+    """
+    nodes: list[tuple[int, float, str]] = []  # (indent, total ms, line)
+    own: list[float] = []
+    stack: list[int] = []
     for line in lines:
         found = _ACTUAL.search(line)
-        if found:
-            total = float(found.group(2)) * int(found.group(3))
-            best = max(best, (total, line.strip()))
-    return {"heaviest_node": best[1], "heaviest_node_ms": round(best[0], 3), "plan": lines}
+        if not found:
+            continue
+        indent = line.index("->") if "->" in line else 0
+        total = float(found.group(2)) * int(found.group(3))
+        while stack and nodes[stack[-1]][0] >= indent:
+            stack.pop()
+        if stack:
+            own[stack[-1]] -= total
+        nodes.append((indent, total, line.strip().removeprefix("->").strip()))
+        own.append(total)
+        stack.append(len(nodes) - 1)
+    ranked = sorted(
+        (
+            (round(own[index], 3), text.split("  (cost=")[0])
+            for index, (_, _, text) in enumerate(nodes)
+            if not text.startswith("CTE Scan")
+        ),
+        reverse=True,
+    )
+    return {
+        "top_nodes": [{"own_ms": ms, "node": text} for ms, text in ranked[:4]],
+        "plan": lines,
+    }
 
 
 def _claim_params(version: str) -> dict[str, Any]:

@@ -74,13 +74,13 @@ def profile_tables(
         ],
     )
     out += table(
-        ["statement", "claims", "execution ms", "heaviest node (ms, total over loops)"],
+        ["statement", "claims", "execution ms", "nodes with the most own time (ms)"],
         [
             (
                 plan["statement"],
                 plan.get("claims", "-"),
                 plan.get("execution_ms"),
-                f"{plan.get('heaviest_node_ms')}: `{plan.get('heaviest_node')}`",
+                "; ".join(f"`{n['node']}` {n['own_ms']}" for n in plan.get("top_nodes") or []),
             )
             for plan in run.get("plans") or []
         ],
