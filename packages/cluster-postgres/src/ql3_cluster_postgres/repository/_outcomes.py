@@ -193,13 +193,19 @@ def _fenced_outcome(
     commit: ClaimCommit, observed: int, runs: tuple[AdmittedRun, ...]
 ) -> CommitOutcome:
     """Build COMMITTED with the runs written; decided occurrences without one already had one."""
-    written = {run.scheduled_for_ms for run in runs}
+    occurrences = commit.decision.occurrences
+    already: tuple[int, ...] = ()
+    # The decided occurrences are distinct (the commit check) and each run is one of them, so as
+    # many runs as occurrences means none had a run already: the usual case needs no set.
+    if len(runs) != len(occurrences):
+        written = {run.scheduled_for_ms for run in runs}
+        already = tuple(t for t in occurrences if t not in written)
     return CommitOutcome(
         schedule_id=commit.claim.schedule_id,
         status=CommitStatus.COMMITTED,
         committed_at_ms=observed,
         runs=runs,
-        already_admitted=tuple(t for t in commit.decision.occurrences if t not in written),
+        already_admitted=already,
     )
 
 
