@@ -7,6 +7,7 @@ uv run --group bench python -m bench report FILE    # re-render the report from 
 uv run --group bench python -m bench verify --sizes 100x100000,5x86400   # verify at scale
 uv run --group bench python -m bench prune          # retention: 1 M Runs to 90 k, 24 h hourly
 uv run --group bench python -m bench prune --sizes 10x100000,10x300000 --hours 0   # scale only
+uv run --group bench python -m bench profile        # py-spy on a replica under a burst, EXPLAINs
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ PARTS = (
     "verify",
     "prune",
     "worker",
+    "profile",
 )
 
 
@@ -68,6 +70,10 @@ def _runner(  # noqa: PLR0911 - one lazy import per part reads best as a flat li
         from ._lateness import run_lateness  # noqa: PLC0415
 
         return run_lateness
+    if part == "profile":
+        from ._profile import run_profile  # noqa: PLC0415
+
+        return run_profile
     if part == "claim-scale":
         from ._claim_scale import run_claim_scale  # noqa: PLC0415
 

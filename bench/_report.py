@@ -12,6 +12,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from ._report_details import FLUSH_LIMIT, detail_tables, table
+from ._report_profile import profile_rows
 from ._report_rows import pick, summary_rows
 from ._report_worker import worker_summary_rows, worker_tables
 
@@ -144,7 +145,7 @@ def write_report(
         "",
         (
             f"Run them: `{COMMAND}` (smoke run: add `--quick`; one part: `python -m bench "
-            "throughput|burst|lateness|claim-scale|footprint|verify|prune|worker`; "
+            "throughput|burst|lateness|claim-scale|footprint|verify|prune|worker|profile`; "
             "`--non-durable` for a labelled run on a cluster without fsync). The run starts its "
             "own throwaway PostgreSQL, needs nothing else, and is not part of any test session."
         ),
@@ -163,7 +164,7 @@ def write_report(
         "## Figures against targets",
         "",
     ]
-    rows = [*summary_rows(results), *worker_summary_rows(results)]
+    rows = [*summary_rows(results), *worker_summary_rows(results), *profile_rows(results)]
     lines += table(["figure", "measured", "target", "met"], rows)
     if plotted:
         lines += [f"![benchmark plot]({plot.name})", ""]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._report_profile import profile_tables
 from ._report_prune import prune_tables
 from ._report_rows import pick
 
@@ -252,4 +253,5 @@ def detail_tables(results: Sequence[dict[str, Any]]) -> list[str]:
         ],
     )
     out += prune_tables(results, table)
+    out += profile_tables(results, table)
     return out

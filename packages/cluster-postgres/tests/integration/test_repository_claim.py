@@ -224,3 +224,33 @@ def test_idle_schedules_cost_the_claim_nothing(make_ql3_db: Callable[..., Ql3Dat
         make_schedules(db, 16, prefix="due")
         make_schedules(db, idle, prefix="idle", shift_back_ms=0, cron="0 0 1 1 *")
         assert _due_scan_rows(db) == 16, idle
+
+
+def _update_probes(db: Ql3Database, batch: int) -> list[dict[str, Any]]:
+    """Return the claim's scans of the rows it updates (alias `t`), EXPLAIN ANALYZE rolled back."""
+    sql = resources.files("ql3_cluster_postgres").joinpath("sql/claim_due_schedules.sql")
+    with owner_conn(db) as owner:
+        owner.execute("ANALYZE ql3.trigger_schedules")
+    with PostgresScheduleRepository(db.dsn("runtime")) as repo:
+        conn = repo._connection()  # the repository's own session settings apply
+        conn.execute("BEGIN")
+        params = {**_EXPLAIN_PARAMS, "batch_limit": batch}
+        row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql.read_text(), params).fetchone()
+        conn.execute("ROLLBACK")
+    assert row is not None
+    return list(_scans_of(row[0][0]["Plan"], "t"))
+
+
+def test_the_claim_updates_its_rows_by_key_not_by_reading_the_table(
+    ql3_db: Ql3Database,
+) -> None:
+    """All 600 schedules due, a batch of 128: the update visits the 128 claimed rows only.
+
+    On a table this small a join with the claimed ids was planned as a hash join reading the
+    whole primary key: the claim's cost grew with the number of schedules, not the batch.
+    """
+    make_schedules(ql3_db, 600, prefix="due")
+    scans = _update_probes(ql3_db, 128)
+    assert scans, "no scan of the updated rows in the plan"
+    visited = sum(int(scan["Actual Rows"]) * int(scan["Actual Loops"]) for scan in scans)
+    assert visited == 128, scans

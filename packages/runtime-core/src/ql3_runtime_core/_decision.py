@@ -17,10 +17,17 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from ._contracts import MisfirePolicy, ScheduleState
-from ._cron import count_occurrences_ms, latest_occurrence_ms, next_occurrence_ms
+from ._cron import (
+    count_occurrences_ms,
+    latest_occurrence_ms,
+    next_occurrence_ms,
+    occurrences_after_ms,
+)
 from ._errors import InvalidArgumentError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from ._contracts import ClusterScheduleClaim, ScheduleDefinition
     from ._zones import ZoneRules
 
@@ -106,6 +113,9 @@ class _Zone:
     def next(self, after_ms: int) -> int:
         return next_occurrence_ms(self.cron, self.timezone, after_ms, rules=self.rules)
 
+    def walk(self, after_ms: int) -> Iterator[int]:
+        return occurrences_after_ms(self.cron, self.timezone, after_ms, rules=self.rules)
+
     def latest(self, at_or_before_ms: int, not_before_ms: int) -> int | None:
         return latest_occurrence_ms(
             self.cron, self.timezone, at_or_before_ms, not_before_ms, rules=self.rules
@@ -158,12 +168,23 @@ def _take(
 ) -> tuple[tuple[int, ...], int]:
     """Admit occurrences from `start` (an occurrence) up to `high` within the budget.
 
-    Returns the admissions and the first occurrence left undecided.
+    Returns the admissions and the first occurrence left undecided. The first step asks
+    `next_occurrence_ms`, whose answers are remembered (schedules sharing a cron step from the
+    same instant: the one-occurrence claim of the steady state); a backlog then walks on with
+    `occurrences_after_ms`, which yields the very same instants (a property test pins it) for a
+    small fraction of the cost of asking again from each one (a catch-up claim admits up to the
+    whole cycle budget, each occurrence a new question the memory cannot answer).
     """
     current = start
-    while current <= high and len(admitted) < budget:
-        admitted.append(current)
-        current = zone.next(current)
+    if current > high or len(admitted) >= budget:
+        return tuple(admitted), current
+    admitted.append(current)
+    current = zone.next(current)
+    if current <= high and len(admitted) < budget:
+        following = zone.walk(current)
+        while current <= high and len(admitted) < budget:
+            admitted.append(current)
+            current = next(following)
     return tuple(admitted), current
 
 

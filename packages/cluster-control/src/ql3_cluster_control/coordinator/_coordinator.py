@@ -227,22 +227,16 @@ class Coordinator:
                 else outcome
                 for outcome in batch.outcomes
             ]
-            add_attributes(
-                current,
-                run_ids=[
-                    run.run_id
-                    for outcome in settled
-                    if outcome.status is CommitStatus.COMMITTED
-                    for run in outcome.runs
-                ],
-            )
+            committed = [o for o in settled if o.status is CommitStatus.COMMITTED]
+            runs = [run for outcome in committed for run in outcome.runs]
+            add_attributes(current, run_ids=[run.run_id for run in runs])
         # Committed or settled: only claims that decided nothing committable stay held.
         self._set_held(undecided)
         state.outcomes.extend(settled)
-        for outcome in settled:
-            if outcome.status is CommitStatus.COMMITTED:
-                self._admitted(outcome.runs, state)
-                self._already_admitted(outcome)
+        # The round's runs at once: the admission counters move once a round, not once a claim.
+        self._admitted(runs, state)
+        for outcome in committed:
+            self._already_admitted(outcome)
 
     def _claim(self, state: CycleState) -> tuple[list[ClusterScheduleClaim], int, ZoneRules | None]:
         """Run one claim statement: its readable claims, how many it quarantined, its rules."""

@@ -40,6 +40,7 @@ from ql3_cluster_postgres._rows import (
     named_row,
 )
 
+from ._arrays import bigint_array, tid_array
 from ._fences import claim_key, claim_params
 from ._outcomes import (
     StoredSchedule,
@@ -100,32 +101,40 @@ class CommitStatements(RepositorySession):
                     self._ctids.pop(claim_key(commit.claim), None)
 
     def _commit_params(self, commits: Sequence[ClaimCommit]) -> dict[str, Any]:
+        """Bind a batch: integers and ctids as array literals (`_arrays`), text as lists."""
         claims = [commit.claim for commit in commits]
         ctids = self._ctids_for(claims)
         occurrence_ids: list[int] = []
         occurrence_ms: list[int] = []
         for commit in commits:
-            for occurrence in commit.decision.occurrences:
-                occurrence_ids.append(commit.claim.schedule_id)
-                occurrence_ms.append(occurrence)
+            occurrences = commit.decision.occurrences
+            occurrence_ids += [commit.claim.schedule_id] * len(occurrences)
+            occurrence_ms += occurrences
         # Normalization checked each range; only decisions that skipped something get a record.
         skipping = [commit for commit in commits if commit.decision.skipped > 0]
         return {
-            **claim_params(claims),
+            "schedule_ids": bigint_array([claim.schedule_id for claim in claims]),
+            "owner_ids": [claim.owner_id for claim in claims],
+            "claim_tokens": [claim.claim_token for claim in claims],
+            "versions": bigint_array([claim.version for claim in claims]),
+            "acquired_ms": bigint_array([claim.claim_acquired_at_ms for claim in claims]),
+            "expires_ms": bigint_array([claim.claim_expires_at_ms for claim in claims]),
             # The version the decisions were made with: the statement writes nothing when it is
             # no longer the recorded one (an adopt came first).
             "zone_rules_version": commits[0].zone_rules_version,
             # (0,0) is no row's ctid: a claim whose row was not found fails its fence, never
             # lands on another row.
-            "row_ctids": [ctids.get(claim.schedule_id, "(0,0)") for claim in claims],
-            "next_due_ms": [commit.decision.next_due_at_ms for commit in commits],
+            "row_ctids": tid_array([ctids.get(claim.schedule_id, "(0,0)") for claim in claims]),
+            "next_due_ms": bigint_array([commit.decision.next_due_at_ms for commit in commits]),
             "states": [commit.decision.state.value for commit in commits],
-            "occurrence_schedule_ids": occurrence_ids,
-            "occurrence_ms": occurrence_ms,
-            "skip_schedule_ids": [commit.claim.schedule_id for commit in skipping],
-            "skip_first_ms": [commit.decision.skipped_first_ms for commit in skipping],
-            "skip_last_ms": [commit.decision.skipped_last_ms for commit in skipping],
-            "skip_counts": [commit.decision.skipped for commit in skipping],
+            "occurrence_schedule_ids": bigint_array(occurrence_ids),
+            "occurrence_ms": bigint_array(occurrence_ms),
+            "skip_schedule_ids": bigint_array([commit.claim.schedule_id for commit in skipping]),
+            "skip_first_ms": bigint_array(
+                [commit.decision.skipped_first_ms for commit in skipping]
+            ),
+            "skip_last_ms": bigint_array([commit.decision.skipped_last_ms for commit in skipping]),
+            "skip_counts": bigint_array([commit.decision.skipped for commit in skipping]),
             "skip_policies": [commit.claim.definition.misfire_policy.value for commit in skipping],
         }
 
