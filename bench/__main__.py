@@ -7,6 +7,8 @@ uv run --group bench python -m bench report FILE    # re-render the report from 
 uv run --group bench python -m bench verify --sizes 100x100000,5x86400   # verify at scale
 uv run --group bench python -m bench prune          # retention: 1 M Runs to 90 k, 24 h hourly
 uv run --group bench python -m bench prune --sizes 10x100000,10x300000 --hours 0   # scale only
+uv run --group bench python -m bench pg-cron        # pg_cron and QL3, 1,000 jobs a minute, 3 min
+uv run --group bench python -m bench ceiling        # commit ceiling of one primary, QL3 per commit
 """
 
 from __future__ import annotations
@@ -23,7 +25,17 @@ if TYPE_CHECKING:
 
     from ._common import BenchContext
 
-PARTS = ("throughput", "burst", "lateness", "claim-scale", "footprint", "verify", "prune")
+PARTS = (
+    "throughput",
+    "burst",
+    "lateness",
+    "claim-scale",
+    "footprint",
+    "verify",
+    "prune",
+    "pg-cron",
+    "ceiling",
+)
 
 
 def _runner(  # noqa: PLR0911 - one lazy import per part reads best as a flat list
@@ -55,6 +67,14 @@ def _runner(  # noqa: PLR0911 - one lazy import per part reads best as a flat li
         from ._lateness import run_lateness  # noqa: PLC0415
 
         return run_lateness
+    if part == "pg-cron":
+        from ._pg_cron import run_pg_cron  # noqa: PLC0415
+
+        return run_pg_cron
+    if part == "ceiling":
+        from ._ceiling import run_ceiling  # noqa: PLC0415
+
+        return run_ceiling
     if part == "claim-scale":
         from ._claim_scale import run_claim_scale  # noqa: PLC0415
 

@@ -12,6 +12,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from ._report_details import FLUSH_LIMIT, detail_tables, table
+from ._report_pg_cron import pg_cron_rows, pg_cron_tables
 from ._report_rows import pick, summary_rows
 
 if TYPE_CHECKING:
@@ -143,9 +144,9 @@ def write_report(
         "",
         (
             f"Run them: `{COMMAND}` (smoke run: add `--quick`; one part: `python -m bench "
-            "throughput|burst|lateness|claim-scale|footprint|verify|prune`; `--non-durable` for a "
-            "labelled run on a cluster without fsync). The run starts its own throwaway "
-            "PostgreSQL, needs nothing else, and is not part of any test session."
+            "throughput|burst|lateness|claim-scale|footprint|verify|prune|pg-cron|ceiling`; "
+            "`--non-durable` for a labelled run on a cluster without fsync). The run starts its "
+            "own throwaway PostgreSQL, needs nothing else, and is not part of any test session."
         ),
         "",
         (
@@ -162,10 +163,13 @@ def write_report(
         "## Figures against targets",
         "",
     ]
-    lines += table(["figure", "measured", "target", "met"], summary_rows(results))
+    lines += table(
+        ["figure", "measured", "target", "met"], summary_rows(results) + pg_cron_rows(results)
+    )
     if plotted:
         lines += [f"![benchmark plot]({plot.name})", ""]
     lines += detail_tables(results)
+    lines += pg_cron_tables(results, table)
     lines += _resource("analysis.md")
     lines += _resource("method.md")
     lines += [

@@ -1,0 +1,244 @@
+"""Where one primary ends: the durable commit ceiling of this disk, and QL3's admissions per commit.
+
+Two measurements on the benchmark cluster, both against `pg_stat_wal` (`_meters.WalMeter`):
+
+1. A bare loop of single-row durable commits (`pgbench -f sql/ceiling_commit.sql`, the server's
+   own client in C, so the client's CPU is not the limit) at rising concurrency (1, 2, 4, ...):
+   commits per second (rows written, counted in the database, over the monotonic span), WAL
+   flushes per second and commits per flush (group commit), until two levels in a row gain
+   under GAIN. The highest rate is the commit ceiling of this disk and these two cores.
+2. QL3 catch-up throughput at R = 1, 2, 4 (`_throughput`'s shape: 2 000 schedules
+   `* * * * * *` ten minutes behind): admissions per second, fenced commits per second (distinct
+   claim token and commit observation of the Runs), admissions per commit, WAL flushes per
+   admission, and CPU per admission (replicas and their backends).
+
+The summary line does the arithmetic: admissions per second one primary can carry when the
+commits are what bounds it (commit ceiling x admissions per commit), and when CPU is.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from ._common import DEFAULTS_LABEL, db_now_ms, wait_until
+from ._meters import CpuMeter, WalMeter, login_user
+from ._replicas import ql3_replicas
+from ._sql import connect, load_sql
+
+if TYPE_CHECKING:
+    from ql3_testkit import Ql3Database
+
+    from ._common import BenchContext
+
+__all__ = ["run_ceiling"]
+
+BACKLOG_MS = 600_000
+GAIN = 1.05  # a level must add 5 % commits/s over the best so far to count as rising
+MAX_CONNECTIONS = 32  # the cluster allows 60; the harness and its meters need a few
+
+
+def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not a flag argument
+    if quick:
+        return {
+            "levels": (1, 4, 16),
+            "commit_s": 2,
+            "replicas": (1, 2),
+            "warmup_s": 1.5,
+            "window_s": 3.0,
+            "schedules": 1000,
+        }
+    return {
+        "levels": (1, 2, 4, 8, 16, 32),
+        "commit_s": 5,
+        "replicas": (1, 2, 4),
+        "warmup_s": 3.0,
+        "window_s": 6.0,
+        "schedules": 2000,
+    }
+
+
+def _rows(su: Any) -> int:  # noqa: ANN401 - psycopg connection
+    return int((su.execute(load_sql("ceiling_rows")).fetchone() or {}).get("n") or 0)
+
+
+def _commit_level(ctx: BenchContext, db: Ql3Database, clients: int, seconds: int) -> dict[str, Any]:
+    """Run pgbench's single-row commits with `clients` connections for `seconds`."""
+    script = resources.files("bench").joinpath("sql", "ceiling_commit.sql")
+    pgbench = ctx.cluster.bin_dir / "pgbench"
+    command = [
+        str(pgbench),
+        "--no-vacuum",
+        "--protocol=prepared",
+        f"--file={script}",
+        f"--client={clients}",
+        f"--jobs={min(clients, os.cpu_count() or 1)}",
+        f"--time={seconds}",
+        db.superuser_dsn,
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    with connect(db.superuser_dsn) as su:
+        wal = WalMeter(su)
+        before = _rows(su)
+        wal.start()
+        started = time.monotonic()
+        done = subprocess.run(
+            command, capture_output=True, text=True, env=env, check=False, timeout=seconds + 60
+        )
+        span_s = time.monotonic() - started
+        commits = _rows(su) - before
+        disk = wal.stop(commits, ctx.disk.get("flushes_per_s"))
+    if done.returncode != 0:
+        msg = f"pgbench -c {clients} failed ({done.returncode}): {done.stderr.strip()[-400:]}"
+        raise RuntimeError(msg)
+    wal_syncs = disk["wal_syncs"]
+    return ctx.emit(
+        "ceiling_commits",
+        {
+            "clients": clients,
+            "span_s": round(span_s, 2),
+            "commits": commits,
+            "commits_per_s": round(commits / span_s, 1),
+            "wal_syncs": wal_syncs,
+            "wal_syncs_per_s": disk["wal_syncs_per_s"],
+            "commits_per_flush": round(commits / wal_syncs, 2) if wal_syncs else None,
+            "flush_limit_share": disk["flush_limit_share"],
+            "tool": "pgbench --protocol=prepared, one INSERT per transaction",
+        },
+    )
+
+
+def _commit_ceiling(ctx: BenchContext, params: dict[str, Any]) -> list[dict[str, Any]]:
+    db = ctx.database("ceiling")
+    cells: list[dict[str, Any]] = []
+    try:
+        with connect(db.superuser_dsn) as su:
+            su.execute(load_sql("ceiling_create"))
+        best, flat = 0.0, 0
+        for clients in params["levels"]:
+            cell = _commit_level(ctx, db, min(clients, MAX_CONNECTIONS), params["commit_s"])
+            cells.append(cell)
+            flat = flat + 1 if cell["commits_per_s"] < best * GAIN else 0
+            best = max(best, cell["commits_per_s"])
+            if flat >= 2:  # noqa: PLR2004 - two levels in a row without a gain: the plateau
+                break
+    finally:
+        ctx.drop(db)
+    return cells
+
+
+def _ql3_cell(
+    ctx: BenchContext, template: Ql3Database, replicas: int, params: dict[str, Any]
+) -> dict[str, Any]:
+    db = ctx.database("ceil", template=template.name)
+    log_dir = ctx.work_dir / db.name
+    log_dir.mkdir(parents=True, exist_ok=True)
+    owners = [f"ceil-r{index}" for index in range(1, replicas + 1)]
+    try:
+        with connect(db.superuser_dsn) as su:
+            su.execute(load_sql("set_backlog"), {"backlog_ms": BACKLOG_MS})
+            with ql3_replicas(db.dsn("runtime"), owners, log_dir) as workers:
+
+                def admitted() -> bool:
+                    row = su.execute(load_sql("run_count")).fetchone() or {}
+                    return not workers.alive() or int(row.get("runs") or 0) > 0
+
+                if not wait_until(admitted, timeout_s=60) or not workers.alive():
+                    tails = "\n".join(f"--- {o}\n{workers.tail(o)}" for o in owners)
+                    msg = f"replicas did not admit within 60 s (or died):\n{tails}"
+                    raise RuntimeError(msg)
+                time.sleep(params["warmup_s"])
+                meter = CpuMeter(su, login_user(db.dsn("runtime")), workers.pids)
+                meter.start()
+                wal = WalMeter(su)
+                wal.start()
+                t0 = db_now_ms(su)
+                time.sleep(params["window_s"])
+                t1 = db_now_ms(su)
+                window = {"since_ms": t0, "until_ms": t1}
+                rounds = su.execute(load_sql("ceiling_rounds"), window).fetchone() or {}
+                admissions = int(rounds.get("admissions") or 0)
+                cpu = meter.stop(admissions)
+                disk = wal.stop(admissions, ctx.disk.get("flushes_per_s"))
+                backlog = su.execute(load_sql("backlog"), {"at_ms": t1}).fetchone() or {}
+                workers.stop()
+            ctx.refresh_machine(su)
+    finally:
+        ctx.drop(db)
+    commits = int(rounds.get("commits") or 0)
+    span_s = (t1 - t0) / 1000
+    return ctx.emit(
+        "ceiling_ql3",
+        {
+            "replicas": replicas,
+            "schedules": params["schedules"],
+            "shape": "catch-up (cursors 600 s behind, every-second crons)",
+            "settings": DEFAULTS_LABEL,
+            "window_ms": t1 - t0,
+            "admissions": admissions,
+            "admissions_per_s": round(admissions / span_s, 1),
+            "fenced_commits": commits,
+            "fenced_commits_per_s": round(commits / span_s, 1),
+            "admissions_per_commit": round(admissions / commits, 1) if commits else None,
+            "behind_at_end": int(backlog.get("behind") or 0),
+            **cpu,
+            **disk,
+        },
+    )
+
+
+def run_ceiling(ctx: BenchContext) -> list[dict[str, Any]]:
+    """Measure the commit ceiling, then QL3 at each R; emit the cells and the arithmetic."""
+    params = _params(ctx.quick)
+    commits = _commit_ceiling(ctx, params)
+    template = ctx.schedules_database("ceil", ["* * * * * *"] * params["schedules"])
+    try:
+        ql3 = [_ql3_cell(ctx, template, r, params) for r in params["replicas"]]
+    finally:
+        ctx.drop(template)
+    return [*commits, *ql3, _summary(ctx, commits, ql3)]
+
+
+def _summary(
+    ctx: BenchContext, commits: list[dict[str, Any]], ql3: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Do the arithmetic: commit ceiling x admissions per commit, and the CPU bound beside it."""
+    top = max(commits, key=lambda c: c["commits_per_s"])
+    single = next((c for c in commits if c["clients"] == 1), commits[0])
+    cores = os.cpu_count() or 1
+    per_r = []
+    for cell in ql3:
+        per_commit = cell["admissions_per_commit"] or 0.0
+        cpu_ms = (cell.get("worker_cpu_ms_per_admission") or 0.0) + (
+            cell.get("backend_cpu_ms_per_admission") or 0.0
+        )
+        per_r.append(
+            {
+                "replicas": cell["replicas"],
+                "admissions_per_s": cell["admissions_per_s"],
+                "admissions_per_commit": per_commit,
+                "fenced_commits_per_s": cell["fenced_commits_per_s"],
+                "commit_ceiling_share": round(
+                    cell["fenced_commits_per_s"] / top["commits_per_s"], 4
+                ),
+                "wal_syncs_per_admission": cell.get("wal_syncs_per_admission"),
+                "wal_bound_admissions_per_s": round(top["commits_per_s"] * per_commit),
+                "cpu_ms_per_admission": round(cpu_ms, 4),
+                "cpu_bound_admissions_per_s": round(cores * 1000 / cpu_ms) if cpu_ms else None,
+            }
+        )
+    return ctx.emit(
+        "ceiling_summary",
+        {
+            "commit_ceiling_per_s": top["commits_per_s"],
+            "commit_ceiling_clients": top["clients"],
+            "commit_ceiling_commits_per_flush": top["commits_per_flush"],
+            "single_client_commits_per_s": single["commits_per_s"],
+            "disk_flushes_per_s": ctx.disk.get("flushes_per_s"),
+            "cores": cores,
+            "ql3": per_r,
+        },
+    )
