@@ -224,10 +224,11 @@ def run_pg_cron(ctx: BenchContext) -> list[dict[str, Any]]:
             },
         )
         ql3 = ql3_side(ctx, cluster, params)
+        summary = _summary(ctx, line, ql3)
     finally:
         cluster.stop()
         ctx.machine = saved_machine
-    return [line, ql3, _summary(ctx, line, ql3)]
+    return [line, ql3, summary]
 
 
 def _summary(ctx: BenchContext, pg_cron: dict[str, Any], ql3: dict[str, Any]) -> dict[str, Any]:

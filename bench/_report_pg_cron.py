@@ -40,7 +40,7 @@ def pg_cron_rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, str,
             (
                 f"pg_cron 1.4 ({scope}): job start lateness p50 / p99 / max (row stamp)",
                 _ms(cron["start_p50_ms"], cron["start_p99_ms"], cron["start_max_ms"]) + " ms"
-                f" (pg_cron's end_time p99 {cron['details_end_p99_ms']} ms)",
+                f" (pg_cron's end_time p99 {_ms(cron['details_end_p99_ms'])} ms)",
                 "reported",
                 "-",
             ),
@@ -59,7 +59,7 @@ def pg_cron_rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, str,
             (
                 f"QL3, {ql3['workers']} workers, command `true`: attempt start p50 / p99 / max",
                 _ms(ql3["start_p50_ms"], ql3["start_p99_ms"], ql3["start_max_ms"]) + " ms"
-                f" (end p99 {ql3['end_p99_ms']} ms)",
+                f" (end p99 {_ms(ql3['end_p99_ms'])} ms)",
                 "reported",
                 "-",
             ),
@@ -75,8 +75,8 @@ def pg_cron_rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, str,
             (
                 "Durable commit ceiling of one primary (single-row commits, pgbench)",
                 (
-                    f"{s['commit_ceiling_per_s']:,.0f}/s at {s['commit_ceiling_clients']} clients"
-                    f" ({s['commit_ceiling_commits_per_flush']} per flush; 1 client"
+                    f"{s['commit_ceiling_per_s']:,.0f}/s with {s['commit_ceiling_clients']}"
+                    f" client(s) ({s['commit_ceiling_commits_per_flush']} per flush; 1 client"
                     f" {s['single_client_commits_per_s']:,.0f}/s; disk {s['disk_flushes_per_s']}"
                     " fdatasync/s)"
                 ),
@@ -112,7 +112,7 @@ def pg_cron_tables(
     for cron in pick(results, "pg_cron")[-1:]:
         settings = ", ".join(f"`{k}={v}`" for k, v in cron["cron_settings"].items())
         out += [
-            "## 7. pg_cron side by side (1,000 jobs due at the top of each minute)",
+            f"## 7. pg_cron side by side ({cron['jobs']:,} jobs due at the top of each minute)",
             "",
             f"pg_cron {cron['pg_cron_version']}, settings read back from the server: {settings}.",
             "",
@@ -149,8 +149,8 @@ def pg_cron_tables(
     for ql3 in pick(results, "pg_cron_ql3")[-1:]:
         out += [
             (
-                f"QL3 on the same server: R={ql3['replicas']} `ql3 run` ({ql3['settings']}),"
-                f" {ql3['workers']} `ql3 worker` ({ql3['worker_settings']}),"
+                f"QL3 on the same server: R={ql3['replicas']} `ql3 run`, {ql3['settings']};"
+                f" {ql3['workers']} `ql3 worker`, {ql3['worker_settings']};"
                 f" task `{ql3['command']}`."
             ),
             "",
