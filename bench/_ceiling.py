@@ -18,10 +18,13 @@ commits are what bounds it (commit ceiling x admissions per commit), and when CP
 
 from __future__ import annotations
 
+import math
 import os
+import shutil
 import subprocess
 import time
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._common import DEFAULTS_LABEL, db_now_ms, wait_until
@@ -38,7 +41,13 @@ __all__ = ["run_ceiling"]
 
 BACKLOG_MS = 600_000
 GAIN = 1.05  # a level must add 5 % commits/s over the best so far to count as rising
-MAX_CONNECTIONS = 32  # the cluster allows 60; the harness and its meters need a few
+RAMP_S = 1.5  # pgbench's connections are made before the window opens
+STATS_SETTLE_S = 1.0  # exited backends' statistics reach pg_stat_wal
+MAX_CONNECTIONS = 32
+_EVER = {
+    "since_ms": 0,
+    "until_ms": 2**62,
+}  # every Run of a database  # the cluster allows 60; the harness and its meters need a few
 
 
 def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not a flag argument
@@ -53,7 +62,7 @@ def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not
         }
     return {
         "levels": (1, 2, 4, 8, 16, 32),
-        "commit_s": 5,
+        "commit_s": 6,
         "replicas": (1, 2, 4),
         "warmup_s": 3.0,
         "window_s": 6.0,
@@ -66,9 +75,16 @@ def _rows(su: Any) -> int:  # noqa: ANN401 - psycopg connection
 
 
 def _commit_level(ctx: BenchContext, db: Ql3Database, clients: int, seconds: int) -> dict[str, Any]:
-    """Run pgbench's single-row commits with `clients` connections for `seconds`."""
+    """Run pgbench's single-row commits with `clients` connections; measure `seconds` of it.
+
+    The window opens RAMP_S after pgbench starts (its connections are made: SCRAM logins cost
+    CPU that no commit does) and closes before it stops; commits are the rows the database
+    gained in the window, over the window's monotonic length.
+    """
     script = resources.files("bench").joinpath("sql", "ceiling_commit.sql")
     pgbench = ctx.cluster.bin_dir / "pgbench"
+    if not pgbench.exists():
+        pgbench = Path(shutil.which("pgbench") or pgbench)
     command = [
         str(pgbench),
         "--no-vacuum",
@@ -76,36 +92,57 @@ def _commit_level(ctx: BenchContext, db: Ql3Database, clients: int, seconds: int
         f"--file={script}",
         f"--client={clients}",
         f"--jobs={min(clients, os.cpu_count() or 1)}",
-        f"--time={seconds}",
+        f"--time={math.ceil(seconds + 2 * RAMP_S)}",
         db.superuser_dsn,
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
     with connect(db.superuser_dsn) as su:
-        wal = WalMeter(su)
-        before = _rows(su)
-        wal.start()
-        started = time.monotonic()
-        done = subprocess.run(
-            command, capture_output=True, text=True, env=env, check=False, timeout=seconds + 60
+        whole = WalMeter(su)
+        whole.start()
+        first = _rows(su)
+        bench = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
-        span_s = time.monotonic() - started
-        commits = _rows(su) - before
-        disk = wal.stop(commits, ctx.disk.get("flushes_per_s"))
-    if done.returncode != 0:
-        msg = f"pgbench -c {clients} failed ({done.returncode}): {done.stderr.strip()[-400:]}"
+        try:
+            time.sleep(RAMP_S)
+            before = _rows(su)
+            started = time.monotonic()
+            time.sleep(seconds)
+            commits = _rows(su) - before
+            span_s = time.monotonic() - started
+            _, stderr = bench.communicate(timeout=seconds + 60)
+        finally:
+            if bench.poll() is None:
+                bench.kill()
+                bench.wait()
+        # A backend reports its WAL counters at most once a second, and at its exit: read them
+        # once pgbench's backends are gone, over its whole run, against every row it wrote.
+        time.sleep(STATS_SETTLE_S)
+        total = _rows(su) - first
+        disk = whole.stop(total, ctx.disk.get("flushes_per_s"))
+    if bench.returncode != 0:
+        msg = f"pgbench -c {clients} failed ({bench.returncode}): {stderr.strip()[-400:]}"
         raise RuntimeError(msg)
     wal_syncs = disk["wal_syncs"]
+    per_flush = total / wal_syncs if wal_syncs else None
+    rate = commits / span_s
+    flushes_per_s = rate / per_flush if per_flush else None
+    limit = ctx.disk.get("flushes_per_s")
     return ctx.emit(
         "ceiling_commits",
         {
             "clients": clients,
             "span_s": round(span_s, 2),
             "commits": commits,
-            "commits_per_s": round(commits / span_s, 1),
-            "wal_syncs": wal_syncs,
-            "wal_syncs_per_s": disk["wal_syncs_per_s"],
-            "commits_per_flush": round(commits / wal_syncs, 2) if wal_syncs else None,
-            "flush_limit_share": disk["flush_limit_share"],
+            "commits_per_s": round(rate, 1),
+            "run_commits": total,
+            "run_wal_syncs": wal_syncs,
+            "commits_per_flush": round(per_flush, 2) if per_flush else None,
+            "wal_syncs_per_s": round(flushes_per_s, 1) if flushes_per_s else None,
+            "flush_limit_share": round(flushes_per_s / limit, 3)
+            if flushes_per_s and limit
+            else None,
+            "wal_kb_per_commit": disk["wal_kb_per_admission"],
             "tool": "pgbench --protocol=prepared, one INSERT per transaction",
         },
     )
@@ -140,6 +177,8 @@ def _ql3_cell(
     try:
         with connect(db.superuser_dsn) as su:
             su.execute(load_sql("set_backlog"), {"backlog_ms": BACKLOG_MS})
+            whole = WalMeter(su)
+            whole.start()
             with ql3_replicas(db.dsn("runtime"), owners, log_dir) as workers:
 
                 def admitted() -> bool:
@@ -165,6 +204,11 @@ def _ql3_cell(
                 disk = wal.stop(admissions, ctx.disk.get("flushes_per_s"))
                 backlog = su.execute(load_sql("backlog"), {"at_ms": t1}).fetchone() or {}
                 workers.stop()
+            # Exact flushes per admission: the replicas' backends have exited, so every WAL
+            # counter they kept has reached pg_stat_wal (a live backend reports once a second).
+            time.sleep(STATS_SETTLE_S)
+            life = su.execute(load_sql("ceiling_rounds"), _EVER).fetchone() or {}
+            run = whole.stop(int(life.get("admissions") or 0), ctx.disk.get("flushes_per_s"))
             ctx.refresh_machine(su)
     finally:
         ctx.drop(db)
@@ -186,6 +230,11 @@ def _ql3_cell(
             "behind_at_end": int(backlog.get("behind") or 0),
             **cpu,
             **disk,
+            "run_admissions": int(life.get("admissions") or 0),
+            "run_fenced_commits": int(life.get("commits") or 0),
+            "run_wal_syncs": run["wal_syncs"],
+            "run_wal_syncs_per_admission": run["wal_syncs_per_admission"],
+            "run_wal_kb_per_admission": run["wal_kb_per_admission"],
         },
     )
 
@@ -224,7 +273,7 @@ def _summary(
                 "commit_ceiling_share": round(
                     cell["fenced_commits_per_s"] / top["commits_per_s"], 4
                 ),
-                "wal_syncs_per_admission": cell.get("wal_syncs_per_admission"),
+                "wal_syncs_per_admission": cell.get("run_wal_syncs_per_admission"),
                 "wal_bound_admissions_per_s": round(top["commits_per_s"] * per_commit),
                 "cpu_ms_per_admission": round(cpu_ms, 4),
                 "cpu_bound_admissions_per_s": round(cores * 1000 / cpu_ms) if cpu_ms else None,
