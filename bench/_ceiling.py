@@ -8,9 +8,11 @@ Two measurements on the benchmark cluster, both against `pg_stat_wal` (`_meters.
    flushes per second and commits per flush (group commit), until two levels in a row gain
    under GAIN. The highest rate is the commit ceiling of this disk and these two cores.
 2. QL3 catch-up throughput at R = 1, 2, 4 (`_throughput`'s shape: 2 000 schedules
-   `* * * * * *` ten minutes behind): admissions per second, fenced commits per second (distinct
-   claim token and commit observation of the Runs), admissions per commit, WAL flushes per
-   admission, and CPU per admission (replicas and their backends).
+   `* * * * * *` ten minutes behind), then the steady state at R = 2 (the same schedules due
+   once each second, so the rate is the load's and the figures of interest are per admission):
+   admissions per second, fenced commits per second (distinct claim token and commit
+   observation of the Runs), admissions per commit, WAL flushes and bytes per admission, and CPU
+   per admission (replicas and their backends).
 
 The summary line does the arithmetic: admissions per second one primary can carry when the
 commits are what bounds it (commit ceiling x admissions per commit), and when CPU is.
@@ -40,6 +42,12 @@ if TYPE_CHECKING:
 __all__ = ["run_ceiling"]
 
 BACKLOG_MS = 600_000
+# The two load shapes: a backlog (a decision admits up to the cycle budget, 256, per schedule) and
+# the steady state (every schedule due once each second: one occurrence per claimed schedule,
+# at most the claim batch, 128, per commit).
+CATCH_UP = "catch-up: cursors 600 s behind"
+STEADY = "steady: every schedule due once each second"
+STEADY_REPLICAS = 2
 GAIN = 1.05  # a level must add 5 % commits/s over the best so far to count as rising
 RAMP_S = 1.5  # pgbench's connections are made before the window opens
 STATS_SETTLE_S = 1.0  # exited backends' statistics reach pg_stat_wal
@@ -168,7 +176,7 @@ def _commit_ceiling(ctx: BenchContext, params: dict[str, Any]) -> list[dict[str,
 
 
 def _ql3_cell(
-    ctx: BenchContext, template: Ql3Database, replicas: int, params: dict[str, Any]
+    ctx: BenchContext, template: Ql3Database, replicas: int, params: dict[str, Any], shape: str
 ) -> dict[str, Any]:
     db = ctx.database("ceil", template=template.name)
     log_dir = ctx.work_dir / db.name
@@ -176,7 +184,10 @@ def _ql3_cell(
     owners = [f"ceil-r{index}" for index in range(1, replicas + 1)]
     try:
         with connect(db.superuser_dsn) as su:
-            su.execute(load_sql("set_backlog"), {"backlog_ms": BACKLOG_MS})
+            if shape == CATCH_UP:
+                su.execute(load_sql("set_backlog"), {"backlog_ms": BACKLOG_MS})
+            else:
+                su.execute(load_sql("set_cursor_next_second"))
             whole = WalMeter(su)
             whole.start()
             with ql3_replicas(db.dsn("runtime"), owners, log_dir) as workers:
@@ -219,7 +230,7 @@ def _ql3_cell(
         {
             "replicas": replicas,
             "schedules": params["schedules"],
-            "shape": "catch-up (cursors 600 s behind, every-second crons)",
+            "shape": shape,
             "settings": DEFAULTS_LABEL,
             "window_ms": t1 - t0,
             "admissions": admissions,
@@ -245,7 +256,8 @@ def run_ceiling(ctx: BenchContext) -> list[dict[str, Any]]:
     commits = _commit_ceiling(ctx, params)
     template = ctx.schedules_database("ceil", ["* * * * * *"] * params["schedules"])
     try:
-        ql3 = [_ql3_cell(ctx, template, r, params) for r in params["replicas"]]
+        ql3 = [_ql3_cell(ctx, template, r, params, CATCH_UP) for r in params["replicas"]]
+        ql3.append(_ql3_cell(ctx, template, STEADY_REPLICAS, params, STEADY))
     finally:
         ctx.drop(template)
     return [*commits, *ql3, _summary(ctx, commits, ql3)]
@@ -267,6 +279,7 @@ def _summary(
         per_r.append(
             {
                 "replicas": cell["replicas"],
+                "shape": cell["shape"],
                 "admissions_per_s": cell["admissions_per_s"],
                 "admissions_per_commit": per_commit,
                 "fenced_commits_per_s": cell["fenced_commits_per_s"],

@@ -87,8 +87,8 @@ def pg_cron_rows(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, str,
         rows.extend(
             (
                 (
-                    f"Admissions/s one primary carries, R={r['replicas']} catch-up: commit-bound"
-                    " / CPU-bound"
+                    f"Admissions/s one primary carries, R={r['replicas']}"
+                    f" {r.get('shape', 'catch-up').split(':')[0]}: commit-bound / CPU-bound"
                 ),
                 (
                     f"{r['wal_bound_admissions_per_s']:,} / {r['cpu_bound_admissions_per_s']:,}"
@@ -209,6 +209,7 @@ def _ceiling_tables(
     out += table(
         [
             "R",
+            "load",
             "admissions/s",
             "fenced commits/s",
             "admissions per commit",
@@ -220,13 +221,14 @@ def _ceiling_tables(
         [
             (
                 c["replicas"],
+                c["shape"],
                 c["admissions_per_s"],
                 c["fenced_commits_per_s"],
                 c["admissions_per_commit"],
                 c["wal_syncs_per_s"],
                 c.get("run_wal_syncs_per_admission"),
                 f"{c.get('worker_cpu_ms_per_admission')} + {c.get('backend_cpu_ms_per_admission')}",
-                yes(c["behind_at_end"] > 0),
+                yes(c["behind_at_end"] > 0) if c["shape"].startswith("catch-up") else "-",
             )
             for c in ql3
         ],
