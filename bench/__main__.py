@@ -8,11 +8,14 @@ uv run --group bench python -m bench verify --sizes 100x100000,5x86400   # verif
 uv run --group bench python -m bench prune          # retention: 1 M Runs to 90 k, 24 h hourly
 uv run --group bench python -m bench prune --sizes 10x100000,10x300000 --hours 0   # scale only
 uv run --group bench python -m bench profile        # py-spy on a replica under a burst, EXPLAINs
+uv run --group bench python -m bench pg-cron        # pg_cron and QL3, 1,000 jobs a minute, 3 min
+uv run --group bench python -m bench ceiling        # commit ceiling of one primary, QL3 per commit
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import time
@@ -34,13 +37,27 @@ PARTS = (
     "prune",
     "worker",
     "profile",
+    "pg-cron",
+    "ceiling",
 )
 
 
-def _runner(  # noqa: PLR0911 - one lazy import per part reads best as a flat list
-    part: str, args: argparse.Namespace
-) -> Callable[[BenchContext], list[dict[str, Any]]]:
-    # Imported lazily so that `baseline-worker` starts without loading the whole harness.
+# Parts that take nothing but the context: the module (imported lazily, so that
+# `baseline-worker` starts without loading the whole harness) and its entry point.
+SIMPLE_PARTS = {
+    "throughput": ("._throughput", "run_throughput"),
+    "burst": ("._burst", "run_burst"),
+    "lateness": ("._lateness", "run_lateness"),
+    "claim-scale": ("._claim_scale", "run_claim_scale"),
+    "footprint": ("._footprint", "run_footprint"),
+    "worker": ("._worker", "run_worker"),
+    "profile": ("._profile", "run_profile"),
+    "pg-cron": ("._pg_cron", "run_pg_cron"),
+    "ceiling": ("._ceiling", "run_ceiling"),
+}
+
+
+def _runner(part: str, args: argparse.Namespace) -> Callable[[BenchContext], list[dict[str, Any]]]:
     if part == "verify":
         from ._verify import parse_sizes, run_verify  # noqa: PLC0415
 
@@ -54,33 +71,11 @@ def _runner(  # noqa: PLR0911 - one lazy import per part reads best as a flat li
         pruned = None if scale is None else (parse_sizes(scale) if scale else [])
         hours, autovacuum = getattr(args, "hours", None), getattr(args, "autovacuum", False)
         return lambda ctx: run_prune(ctx, pruned, hours, autovacuum=autovacuum)
-    if part == "worker":
-        from ._worker import run_worker  # noqa: PLC0415
-
-        return run_worker
-    if part == "throughput":
-        from ._throughput import run_throughput  # noqa: PLC0415
-
-        return run_throughput
-    if part == "burst":
-        from ._burst import run_burst  # noqa: PLC0415
-
-        return run_burst
-    if part == "lateness":
-        from ._lateness import run_lateness  # noqa: PLC0415
-
-        return run_lateness
-    if part == "profile":
-        from ._profile import run_profile  # noqa: PLC0415
-
-        return run_profile
-    if part == "claim-scale":
-        from ._claim_scale import run_claim_scale  # noqa: PLC0415
-
-        return run_claim_scale
-    from ._footprint import run_footprint  # noqa: PLC0415
-
-    return run_footprint
+    module, function = SIMPLE_PARTS[part]
+    runner: Callable[[BenchContext], list[dict[str, Any]]] = getattr(
+        importlib.import_module(module, __package__), function
+    )
+    return runner
 
 
 def _run(parts: tuple[str, ...], args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from ._report_details import FLUSH_LIMIT, detail_tables, table
+from ._report_pg_cron import pg_cron_rows, pg_cron_tables
 from ._report_profile import profile_rows
 from ._report_rows import pick, summary_rows
 from ._report_worker import worker_summary_rows, worker_tables
@@ -145,7 +146,8 @@ def write_report(
         "",
         (
             f"Run them: `{COMMAND}` (smoke run: add `--quick`; one part: `python -m bench "
-            "throughput|burst|lateness|claim-scale|footprint|verify|prune|worker|profile`; "
+            "throughput|burst|lateness|claim-scale|footprint|verify|prune|worker|profile|"
+            "pg-cron|ceiling`; "
             "`--non-durable` for a labelled run on a cluster without fsync). The run starts its "
             "own throwaway PostgreSQL, needs nothing else, and is not part of any test session."
         ),
@@ -164,12 +166,18 @@ def write_report(
         "## Figures against targets",
         "",
     ]
-    rows = [*summary_rows(results), *worker_summary_rows(results), *profile_rows(results)]
+    rows = [
+        *summary_rows(results),
+        *worker_summary_rows(results),
+        *pg_cron_rows(results),
+        *profile_rows(results),
+    ]
     lines += table(["figure", "measured", "target", "met"], rows)
     if plotted:
         lines += [f"![benchmark plot]({plot.name})", ""]
     lines += detail_tables(results)
     lines += worker_tables(results, table)
+    lines += pg_cron_tables(results, table)
     lines += _resource("analysis.md")
     lines += _resource("analysis_worker.md")
     lines += _resource("method.md")

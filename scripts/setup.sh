@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything QL3 needs on a Debian machine with Python 3.11+ and git.
 # As root it installs the system packages the tests use (PostgreSQL server, libfaketime, iproute2,
-# iptables, etcd, chromium) and Patroni in its own venv (/opt/ql3-patroni, built from the system Python so
+# iptables, etcd, chromium, pg_cron for the benchmarks) and Patroni in its own venv (/opt/ql3-patroni, built from the system Python so
 # the postgres user can run it); as another user it only checks for them. It bootstraps uv with pip when missing and
 # installs the workspace (all packages, dev tools) from uv.lock. Safe to run again.
 set -euo pipefail
@@ -16,6 +16,8 @@ command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
 # The Patroni tests and chaos scenarios: etcd is the DCS; Patroni's venv needs the system venv module.
 [ -x /usr/bin/etcd ] || need_apt+=(etcd-server etcd-client)
 /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
+# The pg_cron side-by-side benchmark (`python -m bench pg-cron`): Debian's pg_cron for server 15.
+[ -e /usr/lib/postgresql/15/lib/pg_cron.so ] || need_apt+=(postgresql-15-cron)
 # The web console's browser tests (nox -s web): Debian's chromium, driven by Playwright.
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 
