@@ -132,7 +132,10 @@ def test_a_lost_take_answer_burns_no_attempt(
     ran: list[int] = []
     worker.register("once", lambda context: ran.append(context.attempt))
     running = Running(worker)
-    (attempt,) = wait_for_states(ql3_db, runs["once"], ["succeeded"])
+    # Settled at once, it succeeds within a few polls; unsettled, the attempt would stay held
+    # until its lease (30 s by default) expired and then be used up: waiting 20 s tells the two
+    # apart without waiting out the lease.
+    (attempt,) = wait_for_states(ql3_db, runs["once"], ["succeeded"], timeout_s=20)
     assert running.stop() == 0
     assert proxy.commit_replies_dropped == 1
     assert (attempt["attempt_number"], ran) == (1, [1])
