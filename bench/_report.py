@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ._report_details import FLUSH_LIMIT, detail_tables, table
 from ._report_pg_cron import pg_cron_rows, pg_cron_tables
 from ._report_profile import profile_rows
+from ._report_prune import prune_summary_rows
 from ._report_rows import pick, summary_rows
 from ._report_worker import worker_summary_rows, worker_tables
 
@@ -169,6 +170,7 @@ def write_report(
     rows = [
         *summary_rows(results),
         *worker_summary_rows(results),
+        *prune_summary_rows(results),
         *pg_cron_rows(results),
         *profile_rows(results),
     ]
@@ -180,6 +182,9 @@ def write_report(
     lines += pg_cron_tables(results, table)
     lines += _resource("analysis.md")
     lines += _resource("analysis_worker.md")
+    # Parts `all` runs at one size only, or not at all: their larger runs are kept in prose.
+    lines += _resource("analysis_retention.md")
+    lines += _resource("analysis_console.md")
     lines += _resource("method.md")
     lines += [
         "<details><summary>Raw JSON lines of this run</summary>",
