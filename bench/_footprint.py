@@ -13,12 +13,11 @@ database.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._burst import BURST_CRON, PERIOD_MS
 from ._common import db_now_ms
-from ._meters import login_user
+from ._meters import login_user, memory_kb
 from ._replicas import ql3_replicas
 from ._sql import connect, load_sql
 
@@ -35,16 +34,6 @@ def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not
     if quick:
         return {"schedules": 2_000, "run_s": 20.0}
     return {"schedules": 100_000, "run_s": 600.0}
-
-
-def _status_kb(pid: int) -> dict[str, int]:
-    """VmHWM (peak resident set) and VmRSS of a process, in kB, from /proc."""
-    found: dict[str, int] = {}
-    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
-        key, _, value = line.partition(":")
-        if key in {"VmHWM", "VmRSS"}:
-            found[key] = int(value.split()[0])
-    return found
 
 
 def run_footprint(ctx: BenchContext) -> list[dict[str, Any]]:
@@ -70,7 +59,7 @@ def run_footprint(ctx: BenchContext) -> list[dict[str, Any]]:
                 deadline = started + params["run_s"]
                 next_mark = started + 60.0
                 while time.monotonic() < deadline and replica.alive():
-                    status = _status_kb(pid)
+                    status = memory_kb(pid)
                     peak_kb = max(peak_kb, status.get("VmHWM", 0))
                     last_kb = status.get("VmRSS", 0)
                     if time.monotonic() >= next_mark:

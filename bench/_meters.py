@@ -77,6 +77,16 @@ def cpu_seconds(pids: Sequence[int]) -> float:
     return total
 
 
+def memory_kb(pid: int | str = "self") -> dict[str, int]:
+    """VmHWM (peak resident set) and VmRSS of a process, in kB, from /proc."""
+    found: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
+        key, _, value = line.partition(":")
+        if key in {"VmHWM", "VmRSS"}:
+            found[key] = int(value.split()[0])
+    return found
+
+
 def machine_ticks() -> tuple[int, int]:
     """Return (busy, total) CPU ticks of the whole machine since boot, from /proc/stat."""
     fields = [

@@ -27,13 +27,12 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ql3_testkit import ThrowawayCluster, drop_database, prepare_ql3_database
 
 from ._common import db_now_ms, repo_root
-from ._meters import machine_facts
+from ._meters import machine_facts, memory_kb
 from ._sql import connect, load_sql
 from ._verify_history import PLANTED, create_schedules, plan_history, plant, schedule_ids
 
@@ -84,25 +83,17 @@ def _measure(dsn: str) -> dict[str, Any]:
     return result
 
 
-def _status_kb(key: str) -> int:
-    for line in Path("/proc/self/status").read_text(encoding="utf-8").splitlines():
-        name, _, value = line.partition(":")
-        if name == key:
-            return int(value.split()[0])
-    return 0
-
-
 def run_verify_child(dsn: str) -> None:
     """(Child process) verify the database at `dsn` as ql3_admin; print one JSON line."""
     from ql3_cluster_postgres import verify_history  # noqa: PLC0415
 
-    floor_kb = _status_kb("VmHWM")
+    floor_kb = memory_kb().get("VmHWM", 0)
     started = time.perf_counter()
     report = verify_history(dsn, stale_claim_grace_ms=0)
     elapsed = time.perf_counter() - started
     # VmHWM only: it starts afresh at exec, while ru_maxrss keeps the high-water mark of the
     # process before exec (the forked bench parent, hundreds of MB), whatever this child used.
-    peak_kb = _status_kb("VmHWM")
+    peak_kb = memory_kb().get("VmHWM", 0)
     counts = dict(sorted(report.violation_counts.items()))
     line = {
         "verify_s": round(elapsed, 2),

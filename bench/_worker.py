@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ql3_cluster_control import WorkerSettings
 
 from ._common import db_now_ms
+from ._meters import memory_kb
 from ._sql import connect, load_sql
 from ._worker_child import NOOP_TASK
 from ._worker_tools import (
@@ -39,7 +40,6 @@ from ._worker_tools import (
     child,
     last_run,
     read_window,
-    rss_kb,
     seed,
     setup,
     started_workers,
@@ -244,7 +244,7 @@ def _rss(ctx: BenchContext, db: Ql3Database, params: dict[str, Any]) -> dict[str
             next_mark = started + 60.0
             while time.monotonic() - started < params["rss_s"] and running.alive():
                 seed(su, NOOP_TASK, params["rss_rate_per_s"])
-                status = rss_kb(running.pids[0])
+                status = memory_kb(running.pids[0])
                 last, peak = status.get("VmRSS", 0), max(peak, status.get("VmHWM", 0))
                 if time.monotonic() >= next_mark:
                     per_minute.append(round(last / 1024, 1))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import sys
 import time
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ql3_cluster_postgres import ScheduleAdmin
@@ -22,6 +21,7 @@ from ._worker_child import NOOP_TASK
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
     import psycopg
     from ql3_testkit import Ql3Database
@@ -34,7 +34,6 @@ __all__ = [
     "child",
     "last_run",
     "read_window",
-    "rss_kb",
     "seed",
     "setup",
     "started_workers",
@@ -125,12 +124,3 @@ def setup(ctx: BenchContext) -> Ql3Database:
         for index in range(NOTIFY_CONNECTIONS):
             admin.add_schedule(f"notify-{index}", _NEVER, execution=TaskExecution())
     return db
-
-
-def rss_kb(pid: int) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
-        key, _, value = line.partition(":")
-        if key in {"VmHWM", "VmRSS"}:
-            found[key] = int(value.split()[0])
-    return found
