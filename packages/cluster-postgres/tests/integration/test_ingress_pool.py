@@ -35,6 +35,12 @@ def test_a_pooled_connection_ended_by_the_server_is_replaced_without_a_failed_ca
                 " WHERE datname = current_database() AND application_name = 'ql3-worker'"
             ).fetchone() or ([],)
             assert len(pids) == 1
-            admin.execute("SELECT pg_terminate_backend(%s)", (pids[0],))
+            # With a timeout it returns once the backend has exited (false if it did not within
+            # 10 s): its FATAL is then on the socket, so the connection is one the server ended,
+            # not one it is still ending while the next call starts.
+            (ended,) = admin.execute(
+                "SELECT pg_terminate_backend(%s, 10000)", (pids[0],)
+            ).fetchone() or (False,)
+            assert ended
         (second,) = take(ingress, token, limit=1)
     assert first.attempt_id != second.attempt_id
