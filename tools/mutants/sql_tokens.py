@@ -100,8 +100,9 @@ def _next(text: str, pos: int) -> tuple[Kind, int]:  # noqa: C901, PLR0911, PLR0
         if dollar is not None:
             return Kind.DOLLAR, dollar
     if text.startswith("%(", pos):
-        close = text.find(")s", pos)
-        if close < 0:
+        # psycopg's named placeholders: `%(name)s` (any format), `%(name)b` (binary), `%(name)t`.
+        close = text.find(")", pos)
+        if close < 0 or text[close + 1 : close + 2] not in {"s", "b", "t"}:
             raise SqlLexError(f"unterminated placeholder at offset {pos}")
         return Kind.PARAM, close + 2
     if char.isdigit() or (char == "." and text[pos + 1 : pos + 2].isdigit()):
