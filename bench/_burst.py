@@ -30,6 +30,7 @@ from ._meters import (
 )
 from ._replicas import ReplicaSet, ql3_replicas
 from ._sql import connect, load_sql
+from ._targets import BURST_DRAIN_S, BURST_REPLICAS
 
 if TYPE_CHECKING:
     from ql3_testkit import Ql3Database
@@ -42,8 +43,8 @@ BURST_CRON = "* * * * *"
 PERIOD_MS = 60_000
 LEAD_S = 8.0  # workers start and settle before the boundary
 DEADLINE_S = 55.0  # the next minute's occurrences fall due at +60 s
-TARGET_DRAIN_S = 20.0
-TARGET_REPLICAS = 4
+TARGET_DRAIN_S = BURST_DRAIN_S
+TARGET_REPLICAS = BURST_REPLICAS
 
 
 def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not a flag argument

@@ -1,4 +1,4 @@
-"""Benchmark 3: latency of the claim statement with 1k, 10k and 100k schedules, 16 of them due.
+"""Benchmark 3: latency of the claim statement with 1k, 10k, 100k and 1M schedules, 16 of them due.
 
 The 16 due schedules are created with ScheduleAdmin and made due a second ago (superuser SQL);
 the idle ones are bulk-inserted with one INSERT ... SELECT as the superuser, cursors ten years
@@ -21,6 +21,7 @@ from ql3_runtime_core import ClaimClusterScheduleCommand, ScheduleDefinition
 
 from ._meters import claim_statement_stats, reset_statement_stats, statement_stats
 from ._sql import connect, load_sql
+from ._targets import CLAIM_RATIO
 
 if TYPE_CHECKING:
     from ql3_testkit import Ql3Database
@@ -30,14 +31,14 @@ if TYPE_CHECKING:
 __all__ = ["run_claim_scale"]
 
 DUE = 16
-TARGET_RATIO = 1.5
+TARGET_RATIO = CLAIM_RATIO
 OWNER = "bench-claim"
 
 
 def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not a flag argument
     if quick:
         return {"sizes": (1_000, 10_000), "samples": 100, "warmup": 20}
-    return {"sizes": (1_000, 10_000, 100_000), "samples": 300, "warmup": 30}
+    return {"sizes": (1_000, 10_000, 100_000, 1_000_000), "samples": 300, "warmup": 30}
 
 
 def _claim_once(repo: PostgresScheduleRepository) -> float:

@@ -20,13 +20,14 @@ from ._common import db_now_ms
 from ._meters import login_user, memory_kb
 from ._replicas import ql3_replicas
 from ._sql import connect, load_sql
+from ._targets import REPLICA_RSS_MB
 
 if TYPE_CHECKING:
     from ._common import BenchContext
 
 __all__ = ["run_footprint"]
 
-TARGET_RSS_MB = 80.0
+TARGET_RSS_MB = REPLICA_RSS_MB
 OWNER = "foot-r1"
 
 

@@ -26,6 +26,7 @@ from ._meters import (
 )
 from ._replicas import ql3_replicas
 from ._sql import connect, load_sql
+from ._targets import LATENESS_P99_MS, LATENESS_REPLICAS
 
 if TYPE_CHECKING:
     from ql3_testkit import Ql3Database
@@ -34,8 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = ["run_lateness"]
 
-TARGET_P99_MS = {100: 20, 1000: 150}
-TARGET_REPLICAS = 2
+TARGET_P99_MS = LATENESS_P99_MS
+TARGET_REPLICAS = LATENESS_REPLICAS
 SETTLE_TIMEOUT_S = 30.0
 
 

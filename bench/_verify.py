@@ -17,7 +17,8 @@ resident set (`VmHWM` from /proc, with the floor after imports for comparison):
   moved off the cron (`not_occurrence`, plus the `missing` occurrence it left): the report must
   hold exactly these.
 
-Targets (10 M runs): <= 120 s and <= 150 MB. Sizes are parameters (`--sizes 100x100000,5x86400`).
+Targets (10 M runs, `_targets`): <= 60 s and <= 100 MB. Sizes are parameters
+(`--sizes 100x100000,5x86400`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from ql3_testkit import ThrowawayCluster, drop_database, prepare_ql3_database
 from ._common import db_now_ms, repo_root
 from ._meters import machine_facts, memory_kb
 from ._sql import connect, load_sql
+from ._targets import VERIFY_RSS_MB, VERIFY_RUNS, VERIFY_S
 from ._verify_history import PLANTED, create_schedules, plan_history, plant, schedule_ids
 
 if TYPE_CHECKING:
@@ -45,9 +47,9 @@ if TYPE_CHECKING:
 
 __all__ = ["parse_sizes", "run_verify", "run_verify_child"]
 
-TARGET_RUNS = 10_000_000
-TARGET_S = 120.0
-TARGET_RSS_MB = 150.0
+TARGET_RUNS = VERIFY_RUNS
+TARGET_S = VERIFY_S
+TARGET_RSS_MB = VERIFY_RSS_MB
 DEFAULT_SIZES = "100x100000,5x86400"
 QUICK_SIZES = "10x10000,5x8640"
 

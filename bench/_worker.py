@@ -33,6 +33,7 @@ from ql3_cluster_control import WorkerSettings
 from ._common import db_now_ms
 from ._meters import memory_kb
 from ._sql import connect, load_sql
+from ._targets import WORKER
 from ._worker_child import NOOP_TASK
 from ._worker_tools import (
     NOTIFY_CONNECTIONS,
@@ -54,12 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TARGETS", "run_worker"]
 
-TARGETS: Final = {
-    "throughput_ratio": 0.8,
-    "start_p99_ms": 20.0,
-    "burst_last_finished_s": 1.0,
-    "rss_mb": 80.0,
-}
+TARGETS: Final = WORKER
 # The worker's default slot count, read from its settings model: the burst is judged with it.
 DEFAULT_SLOTS: Final[int] = WorkerSettings.model_fields["concurrency"].default
 

@@ -91,3 +91,94 @@ def test_a_broken_worker_history_is_caught(ql3_db: Ql3Database, damage: str, det
     found = [v.detail for v in report.violations if v.rule == "attempts"]
     assert any(detail in line for line in found), report.violations
     assert {v.rule for v in report.violations} == {"attempts"}
+
+
+def _single_attempt_runs(db: Ql3Database) -> list[int]:
+    """Three runs, each taken once and finished by a worker: one attempt apiece.
+
+    Such runs are judged whole by `verify_shape.sql` (the pass every run goes through), not
+    attempt by attempt; the damages below must be caught there too.
+    """
+    run_ids = admit(db, 3, execution=RETRY_AT_ONCE)
+    token = uuid4()
+    with WorkerIngress(db.dsn("worker_ingress")) as ingress:
+        taken = take(ingress, token)
+        assert sorted(t.run_id for t in taken) == run_ids
+        for attempt in taken:
+            assert ingress.finish_attempt(attempt.attempt_id, token, SUCCEEDED).recorded
+    return run_ids
+
+
+def test_single_attempt_runs_pass(ql3_db: Ql3Database) -> None:
+    """The clean control of the damages below: taken once, succeeded, nothing reported."""
+    _single_attempt_runs(ql3_db)
+    report = verify_history(ql3_db.dsn("admin"))
+    assert report.ok, report.violations
+
+
+_WRONG_FINAL_KIND = (
+    "UPDATE ql3.events SET kind = 'attempt.failed'"
+    " WHERE run_id = %(run)s AND kind = 'attempt.succeeded'"
+)
+_RUNNING_LOST = "DELETE FROM ql3.events WHERE run_id = %(run)s AND kind = 'attempt.running'"
+_SECOND_RUNNING = (
+    "INSERT INTO ql3.events (run_id, attempt_id, kind, created_at_ms) SELECT run_id, id,"
+    " 'attempt.running', started_at_ms FROM ql3.attempts WHERE run_id = %(run)s"
+)
+_FINAL_LOST = "DELETE FROM ql3.events WHERE run_id = %(run)s AND kind = 'attempt.succeeded'"
+_NO_ATTEMPT_NAMED = (
+    "INSERT INTO ql3.events (run_id, attempt_id, kind, created_at_ms) SELECT run_id, id + 1000,"
+    " 'attempt.released', created_at_ms FROM ql3.attempts WHERE run_id = %(run)s"
+)
+
+
+@pytest.mark.parametrize(
+    ("damage", "detail"),
+    [
+        (_WRONG_FINAL_KIND, "(attempt.failed; expected 1 attempt.succeeded)"),
+        (_RUNNING_LOST, "has 0 attempt.running events for 0 release(s) (expected 1)"),
+        (_SECOND_RUNNING, "has 2 attempt.running events for 0 release(s) (expected 1)"),
+        (_FINAL_LOST, "has 0 final event(s) (none; expected 1 attempt.succeeded)"),
+        (_NO_ATTEMPT_NAMED, "(1 attempt.released) name attempt"),
+    ],
+)
+def test_a_broken_single_attempt_run_is_caught(
+    ql3_db: Ql3Database, damage: str, detail: str
+) -> None:
+    """A run with one attempt whose events do not tell its story is `attempts`, alone."""
+    run_ids = _single_attempt_runs(ql3_db)
+    with owner_conn(ql3_db) as conn:
+        conn.execute(damage.encode(), {"run": run_ids[1]})
+    report = verify_history(ql3_db.dsn("admin"))
+    found = [v.detail for v in report.violations if v.rule == "attempts"]
+    assert len(found) == 1, report.violations
+    assert found[0].startswith(f"run {run_ids[1]}: "), found
+    assert detail in found[0], found
+    assert {v.rule for v in report.violations} == {"attempts"}
+
+
+def test_an_event_moved_to_another_run_is_reported_on_both(ql3_db: Ql3Database) -> None:
+    """An attempt.running event moved to another run is reported on both runs.
+
+    One run lacks the event; the other holds an event naming an attempt that is not its own.
+    """
+    first, second, _ = _single_attempt_runs(ql3_db)
+    with owner_conn(ql3_db) as conn:
+        moved = conn.execute(
+            "UPDATE ql3.events SET run_id = %s WHERE run_id = %s AND kind = 'attempt.running'"
+            " RETURNING attempt_id",
+            (second, first),
+        ).fetchone()
+    assert moved is not None
+    (attempt_id,) = moved
+    report = verify_history(ql3_db.dsn("admin"))
+    found = sorted(v.detail for v in report.violations if v.rule == "attempts")
+    assert len(found) == 2, report.violations
+    assert found[0].startswith(
+        f"run {first}: attempt {attempt_id} (succeeded) has 0 attempt.running"
+    )
+    assert found[1] == (
+        f"run {second}: its event(s) (1 attempt.running) name attempt {attempt_id},"
+        " which is not one of its attempts"
+    )
+    assert {v.rule for v in report.violations} == {"attempts"}

@@ -12,25 +12,15 @@
 --   first start that crowded it, with how many were live then.
 -- Ends come before starts at the same instant: a Run started by the take that cancelled another
 -- does not overlap it.
-WITH scoped_runs AS (
-    SELECT r.id, r.schedule_id, r.kind, r.scheduled_for_ms
-    FROM ql3.runs AS r
-    WHERE r.scheduled_for_ms >= %(since_ms)s::bigint
-),
-run_states AS (
-    SELECT a.run_id,
-           bool_or(a.started_at_ms IS NOT NULL) AS executed,
-           bool_or(a.state = 'skipped') AS skipped
-    FROM ql3.attempts AS a
-    JOIN scoped_runs AS s ON s.id = a.run_id
-    GROUP BY a.run_id
-),
-record_problems AS (
+-- Only the few rows that can break these rules are read: the overlap skip records, each with its
+-- Run and that Run's attempts through their index, and the attempts that ended skipped (one pass
+-- over attempts, no join or aggregate over the whole history), each with its Run by key.
+WITH record_problems AS (
     SELECT k.schedule_id,
            CASE
                WHEN r.id IS NULL THEN 'record_without_run'
                WHEN st.executed THEN 'record_run_executed'
-               WHEN NOT coalesce(st.skipped, false) THEN 'record_run_not_skipped'
+               WHEN NOT st.skipped THEN 'record_run_not_skipped'
            END AS problem,
            k.id AS skip_id, r.id AS run_id, k.first_skipped_ms AS at_ms,
            NULL::bigint AS live, NULL::integer AS cap
@@ -38,22 +28,31 @@ record_problems AS (
     LEFT JOIN ql3.runs AS r
       ON r.schedule_id = k.schedule_id AND r.scheduled_for_ms = k.first_skipped_ms
      AND r.kind = 'cron'
-    LEFT JOIN run_states AS st ON st.run_id = r.id
+    LEFT JOIN LATERAL (
+        -- A Run before the scope has no attempts judged: neither executed nor skipped.
+        SELECT coalesce(bool_or(a.started_at_ms IS NOT NULL), false) AS executed,
+               coalesce(bool_or(a.state = 'skipped'), false) AS skipped
+        FROM ql3.attempts AS a
+        WHERE a.run_id = r.id AND r.scheduled_for_ms >= %(since_ms)s::bigint
+    ) AS st ON true
     WHERE k.reason = 'overlap' AND k.last_skipped_ms >= %(since_ms)s::bigint
 ),
 unrecorded AS (
-    SELECT s.schedule_id, 'skipped_without_record' AS problem, NULL::bigint AS skip_id,
-           s.id AS run_id, s.scheduled_for_ms AS at_ms, NULL::bigint AS live, NULL::integer AS cap
-    FROM scoped_runs AS s
-    JOIN run_states AS st ON st.run_id = s.id
-    WHERE st.skipped
-      AND s.kind = 'cron'
+    SELECT DISTINCT ON (r.id)
+           r.schedule_id, 'skipped_without_record' AS problem, NULL::bigint AS skip_id,
+           r.id AS run_id, r.scheduled_for_ms AS at_ms, NULL::bigint AS live, NULL::integer AS cap
+    FROM ql3.attempts AS a
+    JOIN ql3.runs AS r ON r.id = a.run_id
+    WHERE a.state = 'skipped'
+      AND r.kind = 'cron'
+      AND r.scheduled_for_ms >= %(since_ms)s::bigint
       AND NOT EXISTS (
           SELECT FROM ql3.skipped_occurrences AS k
           WHERE k.reason = 'overlap'
-            AND k.schedule_id = s.schedule_id
-            AND k.first_skipped_ms = s.scheduled_for_ms
+            AND k.schedule_id = r.schedule_id
+            AND k.first_skipped_ms = r.scheduled_for_ms
       )
+    ORDER BY r.id
 ),
 spans AS (
     SELECT r.schedule_id, a.id, a.run_id, a.started_at_ms AS started_ms,

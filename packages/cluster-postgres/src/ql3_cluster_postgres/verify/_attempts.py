@@ -19,7 +19,9 @@ this one checks everything after it, from the attempts of each run and the event
   per time a worker took it (every take but the one it is in, or ended in, was released:
   `attempt.released`), and exactly one final event, of its final state (none while live); a
   skipped attempt (overlap skip) was never taken, a cancelled one (overlap replace) only if it
-  has a start.
+  has a start;
+- every event that names an attempt names one of its own run's (an event naming another run's
+  attempt, or no attempt at all, is reported on the run it belongs to).
 
 Pure: it judges rows `_check` read in its snapshot and never touches the database.
 """
@@ -43,12 +45,32 @@ _RETRIED_AFTER: Final = frozenset({"failed", "timed_out", "abandoned"})
 
 
 def check_attempts(findings: Findings, rows: Iterable[dict[str, Any]]) -> None:
-    """Report each run whose attempts or attempt events are inconsistent (rows by run, number)."""
+    """Report each run whose attempts or attempt events are inconsistent (rows by run, number).
+
+    A row with `attempt_rows` 0 is no attempt of the run: the events of the run that name that
+    attempt id (`verify_attempts.sql`).
+    """
     for run_id, group in groupby(rows, key=itemgetter("run_id")):
-        attempts = list(group)
-        schedule_id = attempts[0]["schedule_id"]
-        for problem in _run_problems(attempts):
+        rows_of_run = list(group)
+        schedule_id = rows_of_run[0]["schedule_id"]
+        attempts = [row for row in rows_of_run if row["attempt_rows"]]
+        problems = _run_problems(attempts)
+        problems.extend(_foreign_events(row) for row in rows_of_run if not row["attempt_rows"])
+        for problem in problems:
             findings.add("attempts", schedule_id, f"run {run_id}: {problem}")
+
+
+def _foreign_events(row: dict[str, Any]) -> str:
+    """Describe the events of a run that name an attempt id that is not one of its attempts."""
+    counts = {
+        "attempt.queued": row["queued_events"],
+        "attempt.running": row["running_events"],
+        "attempt.released": row["released_events"],
+        "final": row["final_events"],
+    }
+    kinds = ", ".join(f"{count} {kind}" for kind, count in counts.items() if count)
+    what = kinds or "of other kinds"
+    return f"its event(s) ({what}) name attempt {row['id']}, which is not one of its attempts"
 
 
 def _run_problems(attempts: Sequence[dict[str, Any]]) -> list[str]:

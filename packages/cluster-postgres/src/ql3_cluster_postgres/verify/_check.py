@@ -7,7 +7,8 @@ and which rule sees which rows.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from array import array
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from psycopg.rows import dict_row
 from ql3_runtime_core import InvalidArgumentError
@@ -40,13 +41,16 @@ from ._timing import check_timing
 from ._zones import VerifyZones
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
     from ._reader import SnapshotReader
     from ._records import Revision, Schedule
     from ._report import Findings, ScheduleLateness, ScheduleVerdict
 
 __all__ = ["Check"]
+
+# Runs per `verify_attempts.sql` call: their attempts come back whole, so a batch stays small.
+_SUSPECT_BATCH: Final = 5_000
 
 
 class RunKinds(NamedTuple):
@@ -75,6 +79,9 @@ class Check:
         self.overlap_skipped = 0
         # Each pruned schedule's checkpoint chain: its accounting starts at the latest boundary.
         self.covered: dict[int, Covered] = {}
+        # Runs whose attempts need judging one by one (`_shape`), as 8-byte integers: a history
+        # where every run was retried must not cost a Python object per run.
+        self.suspect_runs = array("q")
 
     def run(self) -> tuple[list[ScheduleVerdict], RunKinds]:
         """Check everything; return each schedule's verdict and the Runs in scope by kind."""
@@ -115,7 +122,7 @@ class Check:
             revisions,
             {schedule.id for schedule in schedules},
         )
-        check_attempts(findings, reader.stream("verify_attempts", dict_row))
+        check_attempts(findings, self._suspect_attempts())
         check_attempt_timing(findings, reader.stream("verify_attempt_timing", dict_row))
         check_overlap(findings, reader.stream("verify_overlap", dict_row, now_ms=self.now_ms))
         self.overlap_skipped = int(reader.rows("verify_overlap_skips")[0]["skips"])
@@ -190,8 +197,15 @@ class Check:
             )
 
     def _shape(self) -> None:
-        """Report runs of the wrong shape, and each attempt and event of no run."""
+        """Report runs of the wrong shape and each attempt and event of no run.
+
+        Keep the runs whose attempts `verify_attempts.sql` must judge one by one.
+        """
         for row in self.reader.stream("verify_shape", dict_row):
+            if row["attempts_suspect"]:
+                self.suspect_runs.append(row["id"])
+            if not row["shape_broken"]:
+                continue
             # A run row exists but its attempts or events are wrong; otherwise the id is only
             # named by attempts or events, whose every row is then reported as an orphan.
             if row["runs"] == 1:
@@ -199,6 +213,17 @@ class Check:
                 continue
             for orphan in self.reader.rows("verify_orphans", run_id=row["id"]):
                 report_orphan(self.findings, orphan)
+
+    def _suspect_attempts(self) -> Iterator[dict[str, Any]]:
+        """Yield the attempts of the runs `verify_shape.sql` marked, a batch of runs at a time.
+
+        Single-attempt runs it found healthy (nearly every run of a healthy history) are judged
+        there and never read again.
+        """
+        runs = self.suspect_runs
+        for low in range(0, len(runs), _SUSPECT_BATCH):
+            batch = runs[low : low + _SUSPECT_BATCH].tolist()
+            yield from self.reader.rows("verify_attempts", run_ids=batch)
 
     def _sequence(self, checked: set[int]) -> dict[int, RunCounts]:
         """Judge the runs per schedule in id order; keep each schedule's newest and early count."""
