@@ -14,12 +14,10 @@ session settings) drains the same burst at the same R, interleaved with QL3 (bas
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from ._baseline import BATCH, BUDGET
-from ._common import DEFAULTS_LABEL, db_now_ms, repo_root, wait_until
+from ._common import BASELINE_LABEL, DEFAULTS_LABEL, db_now_ms, wait_until
 from ._meters import (
     CpuMeter,
     WaitSampler,
@@ -28,7 +26,7 @@ from ._meters import (
     reset_statement_stats,
     statement_stats,
 )
-from ._replicas import ReplicaSet, ql3_replicas
+from ._replicas import ReplicaSet, bench_workers
 from ._sql import connect, load_sql
 from ._targets import BURST_DRAIN_S, BURST_REPLICAS
 
@@ -56,17 +54,7 @@ def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not
 def _workers(ctx: BenchContext, db: Ql3Database, variant: str, replicas: int) -> ReplicaSet:
     owners = [f"{variant}-r{index}" for index in range(1, replicas + 1)]
     log_dir = ctx.work_dir / db.name
-    log_dir.mkdir(parents=True, exist_ok=True)
-    dsn = db.dsn("runtime")
-    if variant == "ql3":
-        return ql3_replicas(dsn, owners, log_dir)
-    command = [sys.executable, "-m", "bench", "baseline-worker", "--dsn", dsn]
-    command += ["--period-ms", str(PERIOD_MS)]
-    return ReplicaSet(
-        commands={owner: [*command, "--owner-id", owner] for owner in owners},
-        log_dir=log_dir,
-        env={"PYTHONPATH": str(repo_root())},
-    )
+    return bench_workers(variant, db.dsn("runtime"), owners, log_dir, period_ms=PERIOD_MS)
 
 
 def _next_boundary(now_ms: int) -> int:
@@ -130,9 +118,7 @@ def _measure_cell(
             "replicas": replicas,
             "schedules": size,
             "cron": BURST_CRON,
-            "settings": DEFAULTS_LABEL
-            if variant == "ql3"
-            else f"bare SQL: claim {BATCH}, budget {BUDGET}, one SERIALIZABLE statement per round",
+            "settings": DEFAULTS_LABEL if variant == "ql3" else BASELINE_LABEL,
             "at_ms": at_ms,
             "drained": done,
             **{k: (int(v) if v is not None else None) for k, v in verdict.items()},

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ql3_testkit import Ql3Database
 
 __all__ = [
+    "BASELINE_LABEL",
     "CLUSTER_SETTINGS",
     "DEFAULTS_LABEL",
     "BenchContext",
@@ -43,6 +44,7 @@ __all__ = [
 
 # What every QL3 replica of the benchmarks runs with: the product defaults, read from its settings.
 DEFAULTS_LABEL = f"defaults (batch {BATCH}, budget {BUDGET}, lease 30 s)"
+BASELINE_LABEL = f"bare SQL: claim {BATCH}, budget {BUDGET}, one SERIALIZABLE statement per round"
 
 # Settings for the benchmark cluster on top of ThrowawayCluster(durable=True) (fsync,
 # full_page_writes and synchronous_commit on, PostgreSQL's default WAL settings; DESIGN §14):

@@ -15,7 +15,7 @@ import statistics
 import time
 from typing import TYPE_CHECKING, Any
 
-from ._common import DEFAULTS_LABEL, db_now_ms, wait_until
+from ._common import BASELINE_LABEL, DEFAULTS_LABEL, db_now_ms, wait_until
 from ._meters import (
     CpuMeter,
     WaitSampler,
@@ -24,7 +24,7 @@ from ._meters import (
     reset_statement_stats,
     statement_stats,
 )
-from ._replicas import ql3_replicas
+from ._replicas import bench_workers
 from ._sql import connect, load_sql
 from ._targets import LATENESS_P99_MS, LATENESS_REPLICAS
 
@@ -72,16 +72,23 @@ def _wait_first_run(su: Any, replicas: Any) -> None:  # noqa: ANN401 - psycopg c
 
 
 def _measure_cell(
-    ctx: BenchContext, template: Ql3Database, size: int, replicas: int, params: dict[str, Any]
+    ctx: BenchContext,
+    template: Ql3Database,
+    size: int,
+    replicas: int,
+    params: dict[str, Any],
+    *,
+    variant: str = "ql3",
 ) -> dict[str, Any]:
     db = ctx.database("late", template=template.name)
-    log_dir = ctx.work_dir / db.name
-    log_dir.mkdir(parents=True, exist_ok=True)
-    owners = [f"late-r{index}" for index in range(1, replicas + 1)]
+    owners = [f"{'late' if variant == 'ql3' else 'baseline'}-r{i}" for i in range(1, replicas + 1)]
+    workers = bench_workers(
+        variant, db.dsn("runtime"), owners, ctx.work_dir / db.name, period_ms=1000
+    )
     try:
         with connect(db.superuser_dsn) as su:
             su.execute(load_sql("set_cursor_next_second"))
-            with ql3_replicas(db.dsn("runtime"), owners, log_dir) as workers:
+            with workers:
                 _wait_first_run(su, workers)
                 time.sleep(params["warmup_s"])
                 now = db_now_ms(su)
@@ -122,15 +129,16 @@ def _measure_cell(
             ctx.refresh_machine(su)
     finally:
         ctx.drop(db)
-    target = TARGET_P99_MS.get(size) if replicas == TARGET_REPLICAS else None
+    target = TARGET_P99_MS.get(size) if replicas == TARGET_REPLICAS and variant == "ql3" else None
     clean = all(int(verdict[k]) == 0 for k in ("missing", "duplicates", "early", "unexpected"))
     return ctx.emit(
         "lateness",
         {
+            "variant": variant,
             "schedules": size,
             "replicas": replicas,
             "cron": "* * * * * *",
-            "settings": DEFAULTS_LABEL,
+            "settings": DEFAULTS_LABEL if variant == "ql3" else BASELINE_LABEL,
             "window_ms": w1 - w0,
             "window_start_ms": w0,
             "settled": settled,
@@ -168,22 +176,29 @@ def run_lateness(ctx: BenchContext) -> list[dict[str, Any]]:
         template = ctx.schedules_database(f"late{size}", ["* * * * * *"] * size)
         for index in range(params["passes"]):
             replicas = params["replicas"] if index == 0 else (TARGET_REPLICAS,)
-            cells += [_measure_cell(ctx, template, size, r, params) for r in replicas]
+            for r in replicas:
+                cells.append(_measure_cell(ctx, template, size, r, params))
+                # The equal-work baseline beside each judged pass, on the same schedules.
+                if r == TARGET_REPLICAS:
+                    cells.append(_measure_cell(ctx, template, size, r, params, variant="baseline"))
         ctx.drop(template)
     return [*cells, _summary(ctx, cells)]
 
 
 def _summary(ctx: BenchContext, cells: list[dict[str, Any]]) -> dict[str, Any]:
     """Worst p99 (and median p50, max) over the passes of each (S, R); the worst is judged."""
-    groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
     for cell in cells:
-        groups.setdefault((cell["schedules"], cell["replicas"]), []).append(cell)
+        key = (cell["variant"], cell["schedules"], cell["replicas"])
+        groups.setdefault(key, []).append(cell)
     table = []
-    for (size, replicas), group in sorted(groups.items()):
+    for (variant, size, replicas), group in sorted(groups.items(), key=lambda g: g[0][::-1]):
         p99 = max(c["p99_ms"] for c in group)
-        target = TARGET_P99_MS.get(size) if replicas == TARGET_REPLICAS else None
+        judged = replicas == TARGET_REPLICAS and variant == "ql3"
+        target = TARGET_P99_MS.get(size) if judged else None
         table.append(
             {
+                "variant": variant,
                 "schedules": size,
                 "replicas": replicas,
                 "passes": len(group),

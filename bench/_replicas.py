@@ -25,10 +25,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ReplicaSet",
+    "bench_workers",
     "new_work_dir",
     "ql3_executable",
     "ql3_replicas",
 ]
+
+# The folder holding the `bench` package: the baseline workers import it from there.
+_BENCH_ROOT = Path(__file__).resolve().parent.parent
 
 
 def ql3_executable() -> str:
@@ -162,6 +166,26 @@ def ql3_replicas(
     return ReplicaSet(
         commands={owner: [*base, "--owner-id", owner, *extra_args] for owner in owners},
         log_dir=log_dir,
+    )
+
+
+def bench_workers(
+    variant: str, dsn: str, owners: Sequence[str], log_dir: Path, *, period_ms: int
+) -> ReplicaSet:
+    """One worker per owner id: `ql3 run` replicas (`ql3`) or bare-SQL baseline workers.
+
+    The baseline (`python -m bench baseline-worker`, see `_baseline`) is told the crons' fixed
+    period, `period_ms`, since it parses no cron.
+    """
+    log_dir.mkdir(parents=True, exist_ok=True)
+    if variant == "ql3":
+        return ql3_replicas(dsn, owners, log_dir)
+    command = [sys.executable, "-m", "bench", "baseline-worker", "--dsn", dsn]
+    command += ["--period-ms", str(period_ms)]
+    return ReplicaSet(
+        commands={owner: [*command, "--owner-id", owner] for owner in owners},
+        log_dir=log_dir,
+        env={"PYTHONPATH": str(_BENCH_ROOT)},
     )
 
 

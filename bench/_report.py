@@ -17,6 +17,7 @@ from ._report_profile import profile_rows
 from ._report_prune import prune_summary_rows
 from ._report_rows import pick, summary_rows
 from ._report_worker import worker_summary_rows, worker_tables
+from ._targets import LATENESS_P99_MS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -44,6 +45,7 @@ def _plot(results: Sequence[dict[str, Any]], target: Path) -> None:
     ax = axes[0][1]
     summaries = pick(results, "lateness_summary")
     late = summaries[-1]["cells"] if summaries else pick(results, "lateness")
+    late = [c for c in late if c.get("variant", "ql3") == "ql3"]
     for size in sorted({c["schedules"] for c in late}):
         cells = [c for c in late if c["schedules"] == size]
         ax.plot(
@@ -58,7 +60,7 @@ def _plot(results: Sequence[dict[str, Any]], target: Path) -> None:
             "x--",
             label=f"S={size} p50",
         )
-    for size, limit in ((100, 20), (1000, 150)):
+    for size, limit in LATENESS_P99_MS.items():
         ax.axhline(limit, color="grey", linestyle=":", linewidth=1)
         ax.annotate(f"target S={size}", (1, limit), fontsize=7)
     ax.set_yscale("log")

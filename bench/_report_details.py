@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ._report_profile import profile_tables
 from ._report_prune import prune_tables
 from ._report_rows import pick
+from ._targets import LATENESS_P99_MS, LATENESS_REPLICAS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -24,6 +25,12 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
     return [*lines, ""]
+
+
+def _lateness_target(cell: dict[str, Any]) -> object:
+    """Return the p99 target a lateness cell is judged by (`_targets`), or - when it is not."""
+    judged = cell.get("variant", "ql3") == "ql3" and cell["replicas"] == LATENESS_REPLICAS
+    return LATENESS_P99_MS.get(cell["schedules"], "-") if judged else "-"
 
 
 def _cpu(c: dict[str, Any]) -> str:
@@ -143,6 +150,7 @@ def detail_tables(results: Sequence[dict[str, Any]]) -> list[str]:
     out += ["## 2. Steady-state lateness", ""]
     out += table(
         [
+            "variant",
             "S",
             "R",
             "expected",
@@ -160,6 +168,7 @@ def detail_tables(results: Sequence[dict[str, Any]]) -> list[str]:
         ],
         [
             (
+                c.get("variant", "ql3"),
                 c["schedules"],
                 c["replicas"],
                 c["expected"],
@@ -170,7 +179,9 @@ def detail_tables(results: Sequence[dict[str, Any]]) -> list[str]:
                 c["p50_ms"],
                 c["p99_ms"],
                 c["max_ms"],
-                c["target_p99_ms"] or "-",
+                c["target_p99_ms"]
+                if c.get("variant", "ql3") == "ql3" and c["target_p99_ms"]
+                else "-",
                 _cpu(c),
                 _cores(c),
                 _wal(c),

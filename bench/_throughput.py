@@ -15,12 +15,10 @@ state (one occurrence per schedule per round) is `_burst.py`.
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from ._baseline import BATCH, BUDGET
-from ._common import DEFAULTS_LABEL, db_now_ms, repo_root, wait_until
+from ._common import BASELINE_LABEL, DEFAULTS_LABEL, db_now_ms, wait_until
 from ._meters import (
     CpuMeter,
     WaitSampler,
@@ -29,7 +27,7 @@ from ._meters import (
     reset_statement_stats,
     statement_stats,
 )
-from ._replicas import ReplicaSet, ql3_replicas
+from ._replicas import ReplicaSet, bench_workers
 from ._sql import connect, load_sql
 from ._targets import RN_VS_R1, VS_BASELINE
 
@@ -56,33 +54,9 @@ def _params(quick: bool) -> dict[str, Any]:  # noqa: FBT001 - a mode switch, not
     return {"schedules": 2000, "warmup_s": 3.0, "window_s": 6.0, "passes": 2}
 
 
-def _baseline_workers(dsn: str, owners: list[str], ctx: BenchContext, tag: str) -> ReplicaSet:
-    log_dir = ctx.work_dir / tag
-    log_dir.mkdir(parents=True, exist_ok=True)
-    command = [
-        sys.executable,
-        "-m",
-        "bench",
-        "baseline-worker",
-        "--dsn",
-        dsn,
-        "--period-ms",
-        "1000",
-    ]
-    return ReplicaSet(
-        commands={owner: [*command, "--owner-id", owner] for owner in owners},
-        log_dir=log_dir,
-        env={"PYTHONPATH": str(repo_root())},
-    )
-
-
 def _workers(ctx: BenchContext, db: Ql3Database, variant: str, replicas: int) -> ReplicaSet:
     owners = [f"{variant}-r{index}" for index in range(1, replicas + 1)]
-    if variant == "baseline":
-        return _baseline_workers(db.dsn("runtime"), owners, ctx, db.name)
-    log_dir = ctx.work_dir / db.name
-    log_dir.mkdir(parents=True, exist_ok=True)
-    return ql3_replicas(db.dsn("runtime"), owners, log_dir)
+    return bench_workers(variant, db.dsn("runtime"), owners, ctx.work_dir / db.name, period_ms=1000)
 
 
 def _measure_cell(
@@ -129,9 +103,7 @@ def _measure_cell(
             "replicas": replicas,
             "schedules": params["schedules"],
             "backlog_ms": BACKLOG_MS,
-            "settings": DEFAULTS_LABEL
-            if variant == "ql3"
-            else f"bare SQL: claim {BATCH}, budget {BUDGET}, one SERIALIZABLE statement per round",
+            "settings": DEFAULTS_LABEL if variant == "ql3" else BASELINE_LABEL,
             "window_ms": t1 - t0,
             "admissions": admissions,
             "rate_per_s": round(admissions * 1000 / (t1 - t0), 1),
