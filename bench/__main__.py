@@ -1,6 +1,6 @@
 """`python -m bench`: run the QL3 benchmarks and write docs/BENCHMARKS.md.
 
-uv run --group bench python -m bench all            # every benchmark, ~45 min on 2 cores
+uv run --group bench python -m bench all            # every benchmark, ~60 min on 2 cores
 uv run --group bench python -m bench all --quick    # smoke run, report under .tmp/bench/
 uv run --group bench python -m bench lateness       # one part (no report unless --report)
 uv run --group bench python -m bench report FILE    # re-render the report from JSON lines

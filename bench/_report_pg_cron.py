@@ -112,7 +112,7 @@ def pg_cron_tables(
     for cron in pick(results, "pg_cron")[-1:]:
         settings = ", ".join(f"`{k}={v}`" for k, v in cron["cron_settings"].items())
         out += [
-            f"## 7. pg_cron side by side ({cron['jobs']:,} jobs due at the top of each minute)",
+            f"## 9. pg_cron side by side ({cron['jobs']:,} jobs due at the top of each minute)",
             "",
             f"pg_cron {cron['pg_cron_version']}, settings read back from the server: {settings}.",
             "",
@@ -191,7 +191,7 @@ def _ceiling_tables(
     commits, ql3 = pick(results, "ceiling_commits"), pick(results, "ceiling_ql3")
     if not commits and not ql3:
         return []
-    out = ["## 8. Where one primary ends", ""]
+    out = ["## 10. Where one primary ends", ""]
     out += table(
         ["clients", "commits", "commits/s", "WAL flushes/s", "commits per flush", "share of disk"],
         [

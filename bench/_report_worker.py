@@ -90,7 +90,7 @@ def worker_tables(
     tput = pick(results, "worker_throughput")
     if not tput:
         return []
-    out = ["## 7. Worker: execution", ""]
+    out = ["## 8. Worker: execution", ""]
     out += table(
         ["pass", "variant", "workers", "backlog", "succeeded", "other ends", "span ms", "per s"],
         [
