@@ -52,9 +52,30 @@ def _worked_history(db: Ql3Database) -> int:
     return run_id
 
 
-def test_a_history_written_by_workers_passes(ql3_db: Ql3Database) -> None:
-    """Retries, a release and an abandoned lease leave a history every rule accepts."""
-    _worked_history(ql3_db)
+def _single_attempt_runs(db: Ql3Database) -> list[int]:
+    """Three runs, each taken once and finished by a worker: one attempt apiece.
+
+    Such runs are judged whole by `verify_shape.sql` (the pass every run goes through), not
+    attempt by attempt; the damages below must be caught there too.
+    """
+    run_ids = admit(db, 3, execution=RETRY_AT_ONCE)
+    token = uuid4()
+    with WorkerIngress(db.dsn("worker_ingress")) as ingress:
+        taken = take(ingress, token)
+        assert sorted(t.run_id for t in taken) == run_ids
+        for attempt in taken:
+            assert ingress.finish_attempt(attempt.attempt_id, token, SUCCEEDED).recorded
+    return run_ids
+
+
+@pytest.mark.parametrize("history", ["retried", "single"])
+def test_a_history_written_by_workers_passes(ql3_db: Ql3Database, history: str) -> None:
+    """Retries, a release and an abandoned lease, or one attempt a run: every rule accepts them.
+
+    The clean controls of the damages below, one for each path (runs judged attempt by attempt,
+    runs judged whole by the shape pass).
+    """
+    (_worked_history if history == "retried" else _single_attempt_runs)(ql3_db)
     report = verify_history(ql3_db.dsn("admin"))
     assert report.ok, report.violations
 
@@ -91,29 +112,6 @@ def test_a_broken_worker_history_is_caught(ql3_db: Ql3Database, damage: str, det
     found = [v.detail for v in report.violations if v.rule == "attempts"]
     assert any(detail in line for line in found), report.violations
     assert {v.rule for v in report.violations} == {"attempts"}
-
-
-def _single_attempt_runs(db: Ql3Database) -> list[int]:
-    """Three runs, each taken once and finished by a worker: one attempt apiece.
-
-    Such runs are judged whole by `verify_shape.sql` (the pass every run goes through), not
-    attempt by attempt; the damages below must be caught there too.
-    """
-    run_ids = admit(db, 3, execution=RETRY_AT_ONCE)
-    token = uuid4()
-    with WorkerIngress(db.dsn("worker_ingress")) as ingress:
-        taken = take(ingress, token)
-        assert sorted(t.run_id for t in taken) == run_ids
-        for attempt in taken:
-            assert ingress.finish_attempt(attempt.attempt_id, token, SUCCEEDED).recorded
-    return run_ids
-
-
-def test_single_attempt_runs_pass(ql3_db: Ql3Database) -> None:
-    """The clean control of the damages below: taken once, succeeded, nothing reported."""
-    _single_attempt_runs(ql3_db)
-    report = verify_history(ql3_db.dsn("admin"))
-    assert report.ok, report.violations
 
 
 _WRONG_FINAL_KIND = (
