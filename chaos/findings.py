@@ -90,7 +90,10 @@ RECORD_ITEMS: tuple[tuple[str, str, str], ...] = (
         (
             "Beyond the list, zone rules: `ql3 zone-rules adopt` under running replicas; every"
             " occurrence admitted once under the rules in force when it fell due, or in a"
-            " `zone_rules_changed` skip record naming both versions; none early; verify clean"
+            " `zone_rules_changed` skip record naming both versions; none early; verify clean."
+            " Known defect: a claim the adopt fenced on a schedule it moved hours ahead stays"
+            " on the row until the schedule is next due, and verify calls it `stale_claim`"
+            " (the scenario checks each such claim is exactly that, then clears it)"
         ),
         (
             "chaos `zone-switch` (cronsim, New York under the made-up rules being Tokyo);"
