@@ -44,7 +44,7 @@ def test_attempts_queued_after_the_upgrade_notify_once(bare_db: Ql3Database, sou
         assert wakeups.wait(0.0) is True  # connected
         owner.execute(_QUEUE_FIRST_ATTEMPT, (False,))
         assert _count(wakeups) == 0
-        assert migrate(bare_db.dsn("owner")) == ["0015_attempt_wakeups.sql"]
+        assert migrate(bare_db.dsn("owner"))[0] == "0015_attempt_wakeups.sql"
         owner.execute(_QUEUE_FIRST_ATTEMPT, (True,))
         assert _count(wakeups) == 1
     for role in ("admin", "runtime", "worker_ingress", "observer"):

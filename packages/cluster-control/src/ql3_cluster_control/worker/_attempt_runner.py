@@ -1,8 +1,9 @@
 """Running one taken attempt: the runner every attempt gets, and the one for shell commands.
 
-Each runner has one control thread. A command runs as `/bin/sh -c COMMAND` in a new session
-(`start_new_session`), so its whole process group can be signalled: at the task's timeout, when
-its lease is lost, or when a stopping worker hands it back. Ending a group is SIGTERM, then
+Each runner has one control thread (a kept one, `_threads`). A command runs as
+`/bin/sh -c COMMAND` in a new session (`start_new_session`), so its whole process group can be
+signalled: at the task's timeout, when its lease is lost, or when a stopping worker hands it
+back. Ending a group is SIGTERM, then
 SIGKILL after `KILL_GRACE_S`; and whatever a command left running in its group when its shell
 exits is killed too (the group is signalled before the shell is reaped, so its id cannot have
 been reused). A job that must outlive its attempt has to start its own session.
@@ -46,6 +47,8 @@ from ql3_runtime_core import (
 )
 
 from ql3_cluster_control._tracing import span, traceparent
+
+from ._threads import REUSED_THREADS
 
 if TYPE_CHECKING:
     from typing import IO
@@ -150,13 +153,10 @@ class AttemptRunner(ABC):
         self._on_done = on_done
         self._release = threading.Event()
         self._lost = threading.Event()
-        self._thread = threading.Thread(
-            target=self._main, name=f"ql3-attempt-{attempt.attempt_id}", daemon=True
-        )
 
     def start(self) -> None:
-        """Begin executing on the runner's thread."""
-        self._thread.start()
+        """Begin executing on a kept thread (`_threads`); returns at once."""
+        REUSED_THREADS.submit(f"ql3-attempt-{self.attempt.attempt_id}", self._main)
 
     def request_release(self) -> None:
         """Stop executing (kill the command) so the worker can hand the attempt back."""

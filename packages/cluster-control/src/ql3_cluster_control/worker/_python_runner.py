@@ -1,4 +1,4 @@
-"""Running a Python task: a registered callable, in a thread of the worker.
+"""Running a Python task: a registered callable, in a (kept, `_threads`) thread of the worker.
 
 Python cannot kill a thread, so a callable's timeout, a lost lease and a graceful stop are
 cooperative: the worker sets `TaskContext.cancelled` and the callable should check it (or
@@ -20,6 +20,7 @@ attempt is recorded failed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from ql3_runtime_core import AttemptOutcome, AttemptResult, log_event
 
 from ._attempt_runner import KILL_GRACE_S, POLL_S, AttemptRunner, output_tail
+from ._threads import REUSED_THREADS
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -135,15 +137,12 @@ class PythonRunner(AttemptRunner):
         # The callable's result; None when its transaction recorded the end itself.
         results: list[AttemptResult | None] = []
         finished = threading.Event()
-        call = threading.Thread(
-            target=self._call,
-            args=(context, results, finished),
-            name=f"ql3-task-{self.attempt.attempt_id}",
-            daemon=True,
+        REUSED_THREADS.submit(
+            f"ql3-task-{self.attempt.attempt_id}",
+            functools.partial(self._call, context, results, finished),
         )
-        call.start()
         self._await(context, finished, results)
-        call.join()  # the slot stays busy until the callable returns
+        finished.wait()  # the slot stays busy until the callable returns
 
     def _await(
         self, context: TaskContext, finished: threading.Event, results: list[AttemptResult | None]
