@@ -25,6 +25,8 @@ from ql3_cluster_control.worker._attempt_runner import (
 from ql3_runtime_core import (
     ATTEMPT_KILL_MARGIN_MS,
     ATTEMPT_SUCCESSOR_GRACE_MS,
+    AttemptOutcome,
+    AttemptResult,
     TakenAttempt,
     TaskExecution,
 )
@@ -183,3 +185,27 @@ def test_an_unconfirmed_command_that_ignores_sigterm_is_killed(tmp_path: Path) -
     assert runner.lost_reason == (
         "no heartbeat confirmed its lease for 2000 ms (lease 5000 ms, kill margin 3000 ms)"
     )
+
+
+def test_output_held_open_by_an_escaped_grandchild_does_not_hold_the_runner() -> None:
+    """A grandchild that left the group keeps the pipe open: the end is recorded anyway.
+
+    The shell prints, starts `sleep 8` in a session of its own (out of reach of the group's
+    SIGKILL, its output still the pipe) and exits 0. The runner records the success with what
+    was read after at most its reader's grace (1 s), well before the grandchild ends (8 s).
+    """
+    recorded: list[tuple[object, ...]] = []
+    runner = CommandRunner(
+        _attempt("echo before; setsid sleep 8 & echo after"),
+        worker_id="w",
+        record=lambda *args: recorded.append(args),
+        on_done=lambda: None,
+        confirmed_at=time.monotonic(),
+        lease_s=30,
+    )
+    runner.start()
+    assert runner.done.wait(5), "the runner waited for the escaped grandchild"
+    ((_, result, _),) = recorded
+    assert isinstance(result, AttemptResult)
+    assert (result.outcome, result.exit_code) == (AttemptOutcome.SUCCEEDED, 0)
+    assert "before" in (result.output_tail or "")

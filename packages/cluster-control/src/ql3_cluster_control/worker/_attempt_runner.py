@@ -27,6 +27,7 @@ records it (rule zero).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -106,12 +107,15 @@ class _Tail:
             return output_tail(bytes(self._data), self._limit)
 
 
-def _drain(stream: IO[bytes], tail: _Tail) -> None:
+def _drain(stream: IO[bytes], tail: _Tail, drained: threading.Event) -> None:
     """Read a command's output until every writer closed it, keeping only its tail."""
-    descriptor = stream.fileno()
-    with contextlib.suppress(OSError):
-        while chunk := os.read(descriptor, 65_536):
-            tail.feed(chunk)
+    try:
+        descriptor = stream.fileno()
+        with contextlib.suppress(OSError):
+            while chunk := os.read(descriptor, 65_536):
+                tail.feed(chunk)
+    finally:
+        drained.set()
 
 
 # The worker's way to record how a runner's attempt ended (with its retries); `settle` when
@@ -260,14 +264,16 @@ class CommandRunner(AttemptRunner):
         tail = _Tail()
         if process.stdout is None:  # pragma: no cover - stdout=PIPE always gives one
             raise RuntimeError("no output pipe")
-        reader = threading.Thread(target=_drain, args=(process.stdout, tail), daemon=True)
-        reader.start()
+        drained = threading.Event()
+        REUSED_THREADS.submit(
+            f"ql3-output-{self.attempt.attempt_id}",
+            functools.partial(_drain, process.stdout, tail, drained),
+        )
         ended_by = self._wait(process.pid, deadline)
         # Whatever is left in the group goes with the shell; signalled before the reap.
         _signal_group(process.pid, signal.SIGKILL)
         code = process.wait()
-        reader.join(_READER_JOIN_S)
-        if not reader.is_alive():  # never under a reader: its descriptor could be reused
+        if drained.wait(_READER_JOIN_S):  # never under a reader: its descriptor could be reused
             process.stdout.close()
         self._settle(ended_by, code, tail.text())
 
