@@ -15,7 +15,7 @@ finished AS (
         lease_expires_at_ms = NULL
     FROM obs
     WHERE a.id = %(attempt_id)s::bigint
-      AND a.state = 'running'
+      AND (a.state = 'running') IS TRUE  -- as QL3's finish: by primary key (migration 0016)
       AND a.lease_token = %(lease_token)s::uuid
       AND a.worker_login = session_user
     RETURNING a.id, a.run_id, a.worker_id, a.finished_at_ms
