@@ -93,8 +93,15 @@ def generate_all(config: Config) -> list[Mutant]:
         ]
         mutants += name_mutants("sql", sql_file, text, sites)
     callers = _callers(config.sql_files)
-    for migration in config.function_files:
+    bodies = {m: sql_mutants.definer_bodies((ROOT / m).read_text()) for m in config.function_files}
+    for position, migration in enumerate(config.function_files):
         text = (ROOT / migration).read_text()
+        # A function a later migration replaces is dead code here: only its last body runs.
+        replaced = {
+            body.function.lower()
+            for later in config.function_files[position + 1 :]
+            for body in bodies[later]
+        }
         sites = [
             Site(
                 found.operator,
@@ -106,7 +113,8 @@ def generate_all(config: Config) -> list[Mutant]:
                     end=body.start + found.edit.end,
                 ),
             )
-            for body in sql_mutants.definer_bodies(text)
+            for body in bodies[migration]
+            if body.function.lower() not in replaced
             for found in sql_mutants.generate(body.text, config.states)
         ]
         mutants += name_mutants("sql", migration, text, sites)

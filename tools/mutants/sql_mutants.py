@@ -239,7 +239,7 @@ class Body:
 
 
 def definer_bodies(text: str) -> list[Body]:
-    """Return the `$tag$` bodies of the file's `CREATE FUNCTION ... SECURITY DEFINER` functions.
+    """Return the `$tag$` bodies of the file's `CREATE [OR REPLACE] FUNCTION ... SECURITY DEFINER`.
 
     A definer function's body is where a worker's write is decided (the worker login may only
     call it), so it is mutated like a statement; the other functions (argument checks, the
@@ -248,7 +248,10 @@ def definer_bodies(text: str) -> list[Body]:
     code = [token for token in tokenize(text) if token.code]
     bodies: list[Body] = []
     for index, token in enumerate(code):
-        if not (token.is_word("FUNCTION") and index and code[index - 1].is_word("CREATE")):
+        before = [previous.upper for previous in code[max(index - 3, 0) : index]]
+        if not token.is_word("FUNCTION") or not (
+            before[-1:] == ["CREATE"] or before == ["CREATE", "OR", "REPLACE"]
+        ):
             continue
         name = ""
         cursor = index + 1

@@ -17,7 +17,9 @@ PostgreSQL `WorkerIngress` in production). On each tick, at most every `_TICK_S`
   failed may have landed unseen (its answer lost) or only on a server being replaced: before
   taking again, the worker settles it from durable facts and hands back, unused, whatever it holds
   without knowing (`settle_taken_attempts`), so a lost answer never burns an attempt;
-- each taken attempt runs on its own runner thread, which records its end (`_recorder`);
+- each taken attempt runs on a runner thread of its own while it runs (kept and reused,
+  `_threads`, so the loop never waits for a new thread to be scheduled), which records its end
+  (`_recorder`);
 - beside the loop, on its own thread and connection, it LISTENs for `ql3_attempt_queued`
   (`_wakeups`, migration 0015) and makes the loop poll at once when attempts were queued, so an
   idle worker starts new work within a round trip instead of a poll interval; polling stays the
