@@ -108,13 +108,19 @@ class _Tail:
 
 
 def _drain(stream: IO[bytes], tail: _Tail, drained: threading.Event) -> None:
-    """Read a command's output until every writer closed it, keeping only its tail."""
+    """Read a command's output until every writer closed it, keeping only its tail; close it.
+
+    The reader closes the pipe itself, when it is done with it: the runner may have stopped
+    waiting for it (a grandchild that left the group keeps the pipe open), and closing it under
+    a reader could hand its descriptor to another file while the read goes on.
+    """
     try:
         descriptor = stream.fileno()
         with contextlib.suppress(OSError):
             while chunk := os.read(descriptor, 65_536):
                 tail.feed(chunk)
     finally:
+        stream.close()
         drained.set()
 
 
@@ -273,8 +279,8 @@ class CommandRunner(AttemptRunner):
         # Whatever is left in the group goes with the shell; signalled before the reap.
         _signal_group(process.pid, signal.SIGKILL)
         code = process.wait()
-        if drained.wait(_READER_JOIN_S):  # never under a reader: its descriptor could be reused
-            process.stdout.close()
+        # What came in time; a pipe a grandchild still holds is closed by its reader when it ends.
+        drained.wait(_READER_JOIN_S)
         self._settle(ended_by, code, tail.text())
 
     def _settle(self, ended_by: str | None, code: int, tail: str) -> None:

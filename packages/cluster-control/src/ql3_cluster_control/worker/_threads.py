@@ -79,6 +79,9 @@ class ReusedThreads:
             except BaseException as exc:  # noqa: BLE001  # a kept thread must outlive its jobs
                 log_event(logger, logging.ERROR, "worker.thread_job_failed", job=name, exc_info=exc)
             finally:
+                # Drop the job before waiting for the next: what it holds (a runner, a pipe) is
+                # released now, not when the next job comes.
+                del job
                 current.name = _IDLE_NAME
                 with self._lock:
                     self._idle += 1
