@@ -12,8 +12,8 @@ to `--batch` attempts in its own transaction, then for each attempt the no-op ca
 finish statement in its own transaction, in turn. No pool, no lease renewals, no abandon sweep,
 no threads, no logs, no argument checks; when the take finds nothing it sleeps 5 ms. Its session
 runs with `enable_sort = off`, as QL3's take does (migration 0016), so its pick never sorts the
-whole queue because statistics lag a backlog. It is an OS process like a
-worker, so both pay the same for the interpreter.
+whole queue because statistics lag a backlog. It is an OS process like a worker, so both pay
+the same for the interpreter.
 
 Rule zero: every recorded time is the database's (`clock_timestamp()` in the statements).
 """

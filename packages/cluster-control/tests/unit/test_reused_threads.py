@@ -3,37 +3,33 @@
 from __future__ import annotations
 
 import threading
-import time
 
+from fix_db import wait_for
 from ql3_cluster_control.worker._threads import ReusedThreads
 
 _WAIT_S = 10.0
 
 
-def _all_idle(threads: ReusedThreads) -> bool:
-    """Wait (up to `_WAIT_S`) until every kept thread is back waiting for a job."""
-    deadline = time.monotonic() + _WAIT_S
-    while threads.idle != threads.started and time.monotonic() < deadline:
-        time.sleep(0.001)
-    return threads.idle == threads.started
+def _all_idle(threads: ReusedThreads) -> None:
+    """Wait until every kept thread is back waiting for a job."""
+    wait_for(
+        lambda: threads.idle == threads.started, timeout_s=_WAIT_S, what="every kept thread idle"
+    )
 
 
-def _run_and_wait(threads: ReusedThreads, name: str, job: threading.Event | None = None) -> str:
-    """Submit one job that records its thread's name (and waits for `job` if given)."""
+def _run_and_wait(threads: ReusedThreads, name: str) -> str:
+    """Run one job that records its thread's name; wait until it ran and its thread is idle."""
     seen: list[str] = []
     done = threading.Event()
 
     def work() -> None:
         seen.append(threading.current_thread().name)
-        if job is not None:
-            job.wait(_WAIT_S)
         done.set()
 
     threads.submit(name, work)
-    if job is None:
-        assert done.wait(_WAIT_S)
-        assert _all_idle(threads)
-    return seen[0] if seen else ""
+    assert done.wait(_WAIT_S)
+    _all_idle(threads)
+    return seen[0]
 
 
 def test_jobs_one_after_another_share_one_thread() -> None:
@@ -63,7 +59,7 @@ def test_a_busy_thread_makes_a_new_one_start() -> None:
     release.set()
     for _ in range(3):
         assert ended.acquire(timeout=_WAIT_S)
-    assert _all_idle(threads)
+    _all_idle(threads)
     assert _run_and_wait(threads, "after") == "after"
     assert threads.started == 3
 
@@ -76,7 +72,7 @@ def test_a_job_that_raises_keeps_its_thread() -> None:
         raise RuntimeError("escaped")
 
     threads.submit("boom", boom)
-    assert _all_idle(threads)
+    _all_idle(threads)
     assert threads.idle == 1
     assert _run_and_wait(threads, "next") == "next"
     assert threads.started == 1

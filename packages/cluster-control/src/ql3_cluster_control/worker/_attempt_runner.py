@@ -3,10 +3,10 @@
 Each runner has one control thread (a kept one, `_threads`). A command runs as
 `/bin/sh -c COMMAND` in a new session (`start_new_session`), so its whole process group can be
 signalled: at the task's timeout, when its lease is lost, or when a stopping worker hands it
-back. Ending a group is SIGTERM, then
-SIGKILL after `KILL_GRACE_S`; and whatever a command left running in its group when its shell
-exits is killed too (the group is signalled before the shell is reaped, so its id cannot have
-been reused). A job that must outlive its attempt has to start its own session.
+back. Ending a group is SIGTERM, then SIGKILL after `KILL_GRACE_S`; and whatever a command left
+running in its group when its shell exits is killed too (the group is signalled before the
+shell is reaped, so its id cannot have been reused). A job that must outlive its attempt has to
+start its own session.
 
 One Run's command never runs in two places at once. A runner whose lease the database has not
 confirmed for a while (the database unreachable, or the worker's loop stuck in a call) starts

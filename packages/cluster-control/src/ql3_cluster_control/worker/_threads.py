@@ -1,16 +1,17 @@
-"""Reused daemon threads for runners and Python task calls.
+"""Reused daemon threads for runners, Python task calls and command output readers.
 
-Every attempt needs a control thread (its runner) and a Python task a second one (its call).
+Every attempt needs a control thread (its runner), a Python task a second one (its call) and a
+command one reading its output.
 Starting a thread makes the starter wait until the new thread is scheduled; on a busy machine that
 wait is the loop thread's largest cost per attempt, paid while it could be taking the next one.
 So threads are kept: a job goes to an idle thread when there is one, and a new thread is started
 only when all are busy. Their number therefore never exceeds the most jobs that ran at once
-(a worker's runners and their calls are bounded by its slots).
+(a worker's runners, calls and readers are bounded by its slots).
 
 The threads are daemon threads, like the ones they replace: a Python callable that never
 returns cannot be killed, and must not keep a stopping worker's process alive. Each job runs
 under the thread name it would have had on a thread of its own (`ql3-attempt-N`,
-`ql3-task-N`), for thread dumps and log records.
+`ql3-task-N`, `ql3-output-N`), for thread dumps and log records.
 """
 
 from __future__ import annotations
