@@ -1,10 +1,10 @@
 """The in-process `Worker` through database faults, against real PostgreSQL.
 
-Its ingress talks through the wire fault proxy, which swallows one COMMIT answer (after the
-server committed) or stops every byte. A take whose answer was lost is settled without using up
-an attempt, a finish whose answer was lost is found recorded and logged as such, a transactional
-task's writes commit exactly once with its success, and a silent database cannot hold the
-worker: it reports the fault and stops when asked.
+Its ingress talks through the wire fault proxy, which swallows the answer of one write (after
+the server committed it) or stops every byte. A take whose answer was lost is settled without
+using up an attempt, a finish whose answer was lost is found recorded and logged as such, a
+transactional task's writes commit exactly once with its success, and a silent database cannot
+hold the worker: it reports the fault and stops when asked.
 """
 
 from __future__ import annotations
@@ -39,21 +39,22 @@ class LosingIngress(WorkerIngress):
         self.proxy = proxy
         self.lose = lose
 
-    def _arm(self, call: str) -> None:
+    def _arm(self, call: str, statement: str) -> None:
         if self.lose == call:
             self.lose = ""
-            self.proxy.drop_next_commit_reply()
+            # Each worker write is one autocommit statement: it commits before its lost reply.
+            self.proxy.drop_next_reply_to(f"-- ql3: {statement}")
 
     def take_attempts(self, **kwargs: Any) -> list[TakenAttempt]:
         """Take, losing the first answer."""
-        self._arm("take")
+        self._arm("take", "take_attempts")
         return super().take_attempts(**kwargs)
 
     def finish_attempt(
         self, attempt_id: int, lease_token: Any, result: AttemptResult, *, settle: bool = False
     ) -> FinishedAttempt:
         """Finish, losing the first answer."""
-        self._arm("finish")
+        self._arm("finish", "finish_attempt")
         return super().finish_attempt(attempt_id, lease_token, result, settle=settle)
 
 

@@ -4,7 +4,10 @@ Racing `pg_terminate_backend` against a COMMIT caught the "committed but the rep
 0 times in 100 tries, so the chaos suite needs a deterministic tool: `WireFaultProxy` understands
 just enough of the frontend/backend protocol to recognise a COMMIT, forward it, swallow the server's
 reply and reset the client's connection. The client then sees a connection error while the server
-has committed: the *uncertain* outcome of DESIGN §6. It also delays, resets and partitions traffic.
+has committed: the *uncertain* outcome of DESIGN §6. A write sent outside a transaction block
+(autocommit: it commits when the server ends its implicit transaction, before its ReadyForQuery)
+is lost the same way, recognised by a piece of its text (`drop_next_reply_to`). It also delays,
+resets and partitions traffic.
 
 It listens on 127.0.0.1 only and runs an asyncio loop in a daemon thread; every public method is
 safe to call from any thread. Test and chaos tooling only: it lives in the test kit, never in a
@@ -45,11 +48,17 @@ def _is_commit(query: bytes) -> bool:
     return " ".join(text.upper().split()) in _COMMIT_WORDS
 
 
-def _parse_query(body: bytes) -> bytes:
-    """Return the query text of a Parse ('P') message body (statement name, query, ...)."""
+def _parse_message(body: bytes) -> tuple[bytes, bytes]:
+    """Return the statement name and query text of a Parse ('P') message body."""
     name_end = body.find(b"\x00")
     query_end = body.find(b"\x00", name_end + 1)
-    return body[name_end + 1 : query_end]
+    return body[:name_end], body[name_end + 1 : query_end]
+
+
+def _bound_statement(body: bytes) -> bytes:
+    """Return the statement name a Bind ('B') message body binds (portal name, statement, ...)."""
+    portal_end = body.find(b"\x00")
+    return body[portal_end + 1 : body.find(b"\x00", portal_end + 1)]
 
 
 class _State:
@@ -57,6 +66,7 @@ class _State:
 
     def __init__(self) -> None:
         self.armed = 0
+        self.armed_texts: list[bytes] = []
         self.armed_lock = threading.Lock()
         self.delay_s = 0.0
         self.flowing: asyncio.Event | None = None  # created inside the proxy's loop
@@ -71,6 +81,15 @@ class _State:
                 return False
             self.armed -= 1
             return True
+
+    def take_armed_text(self, query: bytes) -> bool:
+        """Consume the first armed drop whose text `query` contains, if any."""
+        with self.armed_lock:
+            for text in self.armed_texts:
+                if text in query:
+                    self.armed_texts.remove(text)
+                    return True
+            return False
 
     async def gate(self) -> None:
         """Wait for the configured delay and while the proxy is partitioned."""
@@ -97,6 +116,10 @@ class _Link:
         self.syncs_sent = 0
         self.syncs_received = 0
         self.commit_in_batch = False
+        # A statement of the batch up to the next Sync carries an armed text: drop its reply.
+        self.text_in_batch = False
+        # The texts of the statements this connection prepared, by name (b"" the unnamed one).
+        self.statements: dict[bytes, bytes] = {}
         self.swallow_from: int | None = None
         self.closed = False
 
@@ -131,17 +154,41 @@ class _Link:
             self.syncs_sent += 1
             if _is_commit(body):
                 self._maybe_arm()
-        elif kind == b"P" and _is_commit(_parse_query(body)):
-            self.commit_in_batch = True
+            elif self._marked(body):
+                self._arm_now()
+        elif kind == b"P":
+            name, query = _parse_message(body)
+            self.statements[name] = query
+            self.commit_in_batch = self.commit_in_batch or _is_commit(query)
+        elif kind == b"B":
+            # A prepared statement is parsed once and then only bound: its text is looked up.
+            if self._marked(self.statements.get(_bound_statement(body), b"")):
+                self.text_in_batch = True
         elif kind == b"S":
-            self.syncs_sent += 1
-            if self.commit_in_batch:
-                self.commit_in_batch = False
-                self._maybe_arm()
+            self._end_batch()
+
+    def _end_batch(self) -> None:
+        """Count a Sync and arm the drops that the batch it ends asked for."""
+        self.syncs_sent += 1
+        if self.commit_in_batch:
+            self.commit_in_batch = False
+            self._maybe_arm()
+        if self.text_in_batch:
+            self.text_in_batch = False
+            self._arm_now()
+
+    def _marked(self, query: bytes) -> bool:
+        """Consume a drop armed for a text `query` contains (only while none is pending)."""
+        return self.swallow_from is None and self.proxy.take_armed_text(query)
 
     def _maybe_arm(self) -> None:
         # Armed before the COMMIT is forwarded, so its reply cannot slip through.
         if self.swallow_from is None and self.proxy.take_armed():
+            self.swallow_from = self.syncs_sent
+
+    def _arm_now(self) -> None:
+        """Drop the reply that ends with the ReadyForQuery of the message just counted."""
+        if self.swallow_from is None:
             self.swallow_from = self.syncs_sent
 
     async def _startup(self) -> None:
@@ -190,7 +237,8 @@ class WireFaultProxy:
 
     Connect clients to `port` (use `sslmode=disable` or `prefer`: the proxy refuses TLS so that
     it can read the protocol). Faults: `drop_next_commit_reply()` (deterministic lost reply of a
-    committed transaction), `set_delay_ms()` (each message waits), `reset_connections()` (RST every
+    committed transaction), `drop_next_reply_to(text)` (the same for an autocommit write),
+    `set_delay_ms()` (each message waits), `reset_connections()` (RST every
     client), `partition()`/`heal()` (bytes stop flowing both ways, then flow again).
     """
 
@@ -281,6 +329,18 @@ class WireFaultProxy:
         """
         with self._state.armed_lock:
             self._state.armed += 1
+
+    def drop_next_reply_to(self, text: str) -> None:
+        """Arm one drop: the next statement whose text contains `text` loses its reply.
+
+        The statement (sent alone or in a batch, simple or extended protocol, prepared or not)
+        is forwarded, and the server's reply is swallowed up to its ReadyForQuery, after which
+        the client connection is reset. Sent outside a transaction block (autocommit) the
+        statement has committed on the server by then, and the client never hears of it: the
+        lost reply of an autocommit write. Counted in `commit_replies_dropped`.
+        """
+        with self._state.armed_lock:
+            self._state.armed_texts.append(text.encode())
 
     def set_upstream(self, upstream_host: str, upstream_port: int) -> None:
         """Send new connections to another server (a failover behind a stable address).

@@ -124,6 +124,45 @@ def test_extended_protocol_commit_is_recognised(cluster: Target, proxy: WireFaul
     assert _count(cluster, 4000, 4001) == 1
 
 
+def test_an_autocommit_write_named_by_its_text_loses_its_reply(
+    cluster: Target, proxy: WireFaultProxy
+) -> None:
+    """Outside a transaction block the write commits, and only the statement named loses its reply.
+
+    Planted control: the unmarked statements before it, on the same connection, are answered.
+    """
+    conn = psycopg.connect(_via(cluster, proxy), autocommit=True)
+    try:
+        proxy.drop_next_reply_to("-- lossy")
+        conn.execute("INSERT INTO marks (id) VALUES (%s)", (5000,))
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert proxy.commit_replies_dropped == 0
+        with pytest.raises(psycopg.OperationalError) as caught:
+            conn.execute("-- lossy\nINSERT INTO marks (id) VALUES (%s)", (5001,))
+        assert caught.value.sqlstate is None
+    finally:
+        conn.close()
+    assert proxy.commit_replies_dropped == 1
+    assert _count(cluster, 5000, 5002) == 2
+
+
+def test_a_prepared_statement_is_recognised_when_only_bound(
+    cluster: Target, proxy: WireFaultProxy
+) -> None:
+    """A statement parsed once and then only bound (psycopg's prepared statements) is found."""
+    statement = "-- lossy prepared\nINSERT INTO marks (id) VALUES (%s)"
+    conn = psycopg.connect(_via(cluster, proxy), autocommit=True)
+    try:
+        conn.execute(statement, (6000,), prepare=True)
+        proxy.drop_next_reply_to("-- lossy prepared")
+        with pytest.raises(psycopg.OperationalError):
+            conn.execute(statement, (6001,), prepare=True)
+    finally:
+        conn.close()
+    assert proxy.commit_replies_dropped == 1
+    assert _count(cluster, 6000, 6002) == 2
+
+
 def test_tls_is_refused_so_the_protocol_stays_readable(
     cluster: Target, proxy: WireFaultProxy
 ) -> None:

@@ -1,9 +1,13 @@
 """The sessions of the worker ingress: a pool, client-side deadlines, acknowledged writes.
 
-`IngressSessions` is what `WorkerIngress` sends through. Every write runs in its own transaction
-inside `acknowledged_write`: a COMMIT whose answer was lost, or acknowledged only with the
-synchronous-replication cancel WARNING, raises `UncertainWriteError`, and its connection is
-closed so the pool replaces it (the next call may reach a new primary). `_settled` passes the
+`IngressSessions` is what `WorkerIngress` sends through. Every write is one statement (a call
+of one `ql3` function) sent alone in autocommit, inside `acknowledged_write`: PostgreSQL
+commits it before it answers, so one round trip does what BEGIN, the statement and COMMIT did in
+three (each a wake-up of the worker and of its backend: an eighth of a busy worker's
+interpreter time went to them). A write whose answer was lost, or acknowledged only with the
+synchronous-replication cancel WARNING (sent, like the rows, before the server says it is
+ready again), raises `UncertainWriteError`, and its connection is closed so the pool replaces
+it (the next call may reach a new primary). `_settled` passes the
 durability barrier on a fresh, unpooled connection before reading what is durable.
 
 Every call has a client-side deadline: the sessions' `statement_timeout` + 1 s, measured with
@@ -179,12 +183,11 @@ class IngressSessions(Closing):
     def _write_on(
         self, conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any], action: str
     ) -> list[Row]:
-        """Send `sql/<name>.sql` in its own transaction; its rows once the COMMIT is clean."""
+        """Send `sql/<name>.sql` alone (autocommit); its rows once its commit is clean."""
         with self._deadline(conn, action):
             try:
                 with (
                     acknowledged_write(conn, action),
-                    conn.transaction(),
                     conn.cursor(row_factory=dict_row) as cur,
                 ):
                     rows = send(cur, name, params).fetchall()
