@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from uuid import uuid4
 
-from fix_db import db_now_ms, ql3_fails, ql3_ok, run_ql3, sql_rows
+from fix_db import db_now_ms, ql3_fails, ql3_ok, run_ql3, sql_rows, wait_for
 from ql3_cluster_postgres import PostgresScheduleRepository
 from ql3_runtime_core import (
     ClaimClusterScheduleCommand,
@@ -62,6 +62,11 @@ def test_schedule_backfill_end_to_end(ql3_db: Ql3Database) -> None:
     """Dry run, batches with a line each, the summary, a rerun admitting nothing; verify ok."""
     dsn = ql3_db.dsn("admin")
     first, last, count = _missed(ql3_db)
+    ((cursor,),) = sql_rows(
+        ql3_db.superuser_dsn, "SELECT next_due_at_ms FROM ql3.trigger_schedules"
+    )
+    # Once the clock has passed the cursor, the cursor is what clips --to (before, the clock is).
+    wait_for(lambda: db_now_ms(ql3_db.superuser_dsn) > cursor, timeout_s=5, what="cursor passed")
     span = ("--from", _iso(first - 3_000), "--to", _iso(db_now_ms(ql3_db.superuser_dsn) + 60_000))
     dry = ql3_ok("schedule", "backfill", "bf", *span, "--dry-run", "--dsn", dsn)
     assert f"would admit {count} occurrence(s) of 'bf'" in dry

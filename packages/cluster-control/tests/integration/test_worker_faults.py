@@ -39,21 +39,24 @@ class LosingIngress(WorkerIngress):
         self.proxy = proxy
         self.lose = lose
 
-    def _arm(self, call: str, statement: str) -> None:
+    def _arm(self, call: str, statement: str | None = None) -> None:
+        """Lose the answer to the next COMMIT, or to the autocommit `statement` (it commits)."""
         if self.lose == call:
             self.lose = ""
-            # Each worker write is one autocommit statement: it commits before its lost reply.
-            self.proxy.drop_next_reply_to(f"-- ql3: {statement}")
+            if statement is None:
+                self.proxy.drop_next_commit_reply()
+            else:
+                self.proxy.drop_next_reply_to(f"-- ql3: {statement}")
 
     def take_attempts(self, **kwargs: Any) -> list[TakenAttempt]:
-        """Take, losing the first answer."""
-        self._arm("take", "take_attempts")
+        """Take (its own transaction), losing the first answer."""
+        self._arm("take")
         return super().take_attempts(**kwargs)
 
     def finish_attempt(
         self, attempt_id: int, lease_token: Any, result: AttemptResult, *, settle: bool = False
     ) -> FinishedAttempt:
-        """Finish, losing the first answer."""
+        """Finish (one autocommit statement), losing the first answer."""
         self._arm("finish", "finish_attempt")
         return super().finish_attempt(attempt_id, lease_token, result, settle=settle)
 

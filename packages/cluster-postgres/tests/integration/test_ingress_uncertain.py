@@ -1,11 +1,12 @@
 """Worker writes whose answer is lost, only locally acknowledged, or never comes, are settled.
 
-The wire fault proxy swallows the reply of a worker write (one autocommit statement) after the
-server committed it (and resets the connection); a primary whose synchronous standby is stopped
-acknowledges a cancelled commit with a WARNING only; a partitioned proxy never answers. A take
-whose answer was lost must not burn the attempt (a run allowed one attempt still runs), a take
-kept only by a primary that cannot make it durable must not run, a finish whose answer was lost
-is confirmed from durable facts, and no call waits for ever.
+The wire fault proxy swallows the reply that says a worker write committed (a take's COMMIT, a
+finish's one autocommit statement) after the server committed it, and resets the connection; a
+primary whose synchronous standby is stopped acknowledges a cancelled commit with a WARNING
+only; a partitioned proxy never answers. A take whose answer was lost must not burn the attempt
+(a run allowed one attempt still runs), a take kept only by a primary that cannot make it
+durable must not run, a finish whose answer was lost is confirmed from durable facts, and no
+call waits for ever.
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ def test_a_take_whose_answer_is_lost_burns_no_attempt(
     (run_id,) = admit(ql3_db, execution=ONCE)
     token = uuid4()
     with WorkerIngress(_through(ql3_db, proxy)) as ingress:
-        # The take is one autocommit statement: it commits before its reply, which is lost.
-        proxy.drop_next_reply_to("-- ql3: take_attempts")
+        # The take is sent in a transaction of its own: the reply to its COMMIT is lost.
+        proxy.drop_next_commit_reply()
         with pytest.raises(RepositoryUnavailableError, match="uncertain"):
             take(ingress, token)
         assert proxy.commit_replies_dropped == 1
@@ -88,6 +89,7 @@ def test_a_finish_whose_answer_is_lost_is_found_recorded_by_its_worker(
     token = uuid4()
     with WorkerIngress(_through(ql3_db, proxy)) as ingress:
         (attempt,) = take(ingress, token)
+        # The finish is one autocommit statement: it commits before its reply, which is lost.
         proxy.drop_next_reply_to("-- ql3: finish_attempt")
         with pytest.raises(RepositoryUnavailableError, match="uncertain"):
             ingress.finish_attempt(attempt.attempt_id, token, SUCCEEDED)

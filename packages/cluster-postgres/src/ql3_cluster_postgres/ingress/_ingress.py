@@ -131,7 +131,8 @@ class WorkerIngress(IngressSessions):
             "python_tasks": list(python_tasks),
             "commands": commands,
         }
-        rows = self._write("take_attempts", params, "ingress: take attempts")
+        # Guarded: a take sent into a partition must not commit when it heals (`_sessions`).
+        rows = self._write("take_attempts", params, "ingress: take attempts", guarded=True)
         return [_taken(row) for row in rows]
 
     def settle_taken_attempts(
@@ -260,7 +261,9 @@ class WorkerIngress(IngressSessions):
             "lease_token": lease_token,
             "attempt_ids": list(attempt_ids),
         }
-        rows = self._write("release_attempts", params, "ingress: release attempts")
+        # Guarded: a release sent into a partition must not land after the worker reported it
+        # as not done (`_sessions`); the attempt then waits for its lease, as the worker said.
+        rows = self._write("release_attempts", params, "ingress: release attempts", guarded=True)
         return [int(row["attempt_id"]) for row in rows]
 
     def abandon_expired_attempts(self, limit: int) -> list[AbandonedAttempt]:

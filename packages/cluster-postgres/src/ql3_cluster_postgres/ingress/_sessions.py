@@ -1,14 +1,27 @@
 """The sessions of the worker ingress: a pool, client-side deadlines, acknowledged writes.
 
 `IngressSessions` is what `WorkerIngress` sends through. Every write is one statement (a call
-of one `ql3` function) sent alone in autocommit, inside `acknowledged_write`: PostgreSQL
-commits it before it answers, so one round trip does what BEGIN, the statement and COMMIT did in
-three (each a wake-up of the worker and of its backend: an eighth of a busy worker's
-interpreter time went to them). A write whose answer was lost, or acknowledged only with the
-synchronous-replication cancel WARNING (sent, like the rows, before the server says it is
-ready again), raises `UncertainWriteError`, and its connection is closed so the pool replaces
-it (the next call may reach a new primary). `_settled` passes the
-durability barrier on a fresh, unpooled connection before reading what is durable.
+of one `ql3` function) inside `acknowledged_write`; the hot ones (finish, renewal, abandonment,
+alerts) are sent alone in autocommit: PostgreSQL commits such a statement before it answers, so
+one round trip does what BEGIN, the statement and COMMIT did in three (each a wake-up of the
+worker and of its backend: an eighth of a busy worker's interpreter time went to them). A
+write whose answer was lost, or acknowledged only with the synchronous-replication cancel
+WARNING (sent, like the rows, before the server says it is ready again), raises
+`UncertainWriteError`, and its connection is closed so the pool replaces it (the next call may
+reach a new primary).
+
+A statement sent alone commits wherever it arrives, even after the client gave up on it: one
+sent into a network partition runs when the network heals (TCP delivers it late), possibly
+after the caller settled the call it thought lost. That is harmless for the hot writes: a
+finish is settled by a finish that finds it recorded or is refused, a renewal confirms nothing
+that was not answered, an abandonment decides by the database clock when it runs, an alert's
+lease expires. It is not for the take: one landing after its settling would hold attempts no
+worker runs until their lease ended, and use one of them up. So the take is `guarded`, and the
+release too (rare, and the worker's log says what it released): BEGIN goes first, the statement
+only once the server answered it, and COMMIT only once the rows came back, as every write was
+sent before; a partition in between leaves an open transaction that ends with its connection.
+`_settled` passes the durability barrier on a fresh, unpooled connection before reading what is
+durable.
 
 Every call has a client-side deadline: the sessions' `statement_timeout` + 1 s, measured with
 `time.monotonic()` by one `Watchdog` thread, which shuts a late connection's socket down. The
@@ -181,13 +194,26 @@ class IngressSessions(Closing):
                 raise RepositoryUnavailableError(f"{action}: {detail}") from exc
 
     def _write_on(
-        self, conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any], action: str
+        self,
+        conn: psycopg.Connection[Any],
+        name: str,
+        params: Mapping[str, Any],
+        action: str,
+        *,
+        guarded: bool = False,
     ) -> list[Row]:
-        """Send `sql/<name>.sql` alone (autocommit); its rows once its commit is clean."""
+        """Send `sql/<name>.sql`; its rows once its commit is clean.
+
+        Alone in autocommit unless `guarded`: then BEGIN goes first and COMMIT only once the
+        rows came back, so a statement sent into a network partition cannot commit on its own
+        when the network heals, after the caller gave up on it (see the module's docstring).
+        """
+        block = conn.transaction() if guarded else contextlib.nullcontext()
         with self._deadline(conn, action):
             try:
                 with (
                     acknowledged_write(conn, action),
+                    block,
                     conn.cursor(row_factory=dict_row) as cur,
                 ):
                     rows = send(cur, name, params).fetchall()
@@ -196,9 +222,11 @@ class IngressSessions(Closing):
                 raise
         return rows
 
-    def _write(self, name: str, params: Mapping[str, Any], action: str) -> list[Row]:
+    def _write(
+        self, name: str, params: Mapping[str, Any], action: str, *, guarded: bool = False
+    ) -> list[Row]:
         with self._connection(action) as conn:
-            return self._write_on(conn, name, params, action)
+            return self._write_on(conn, name, params, action, guarded=guarded)
 
     def _read_on(
         self, conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any], action: str
