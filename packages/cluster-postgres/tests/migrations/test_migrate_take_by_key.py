@@ -86,10 +86,18 @@ def _explaining(superuser_dsn: str) -> tuple[psycopg.Connection[tuple[object, ..
     """Open a session whose every statement's plan, nested ones too, comes back as a NOTICE."""
     notices: list[str] = []
     conn = psycopg.connect(superuser_dsn, autocommit=True)
-    conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
-    conn.execute("LOAD 'auto_explain'")
-    for setting in ("log_min_duration = 0", "log_nested_statements = on", "log_level = 'notice'"):
-        conn.execute(f"SET auto_explain.{setting}")
+    try:
+        conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
+        conn.execute("LOAD 'auto_explain'")
+        for setting in (
+            "log_min_duration = 0",
+            "log_nested_statements = on",
+            "log_level = 'notice'",
+        ):
+            conn.execute(f"SET auto_explain.{setting}")
+    except BaseException:
+        conn.close()
+        raise
     return conn, notices
 
 
