@@ -15,13 +15,8 @@ from ql3_cluster_control import (
     metrics_wsgi_app,
 )
 from ql3_cluster_control._config import WORKER_LEASE_MS_MIN
-from ql3_cluster_control.worker._attempt_runner import (
-    KILL_GRACE_S,
-    KILL_MARGIN_S,
-    CommandRunner,
-    _Tail,
-    output_tail,
-)
+from ql3_cluster_control.worker._attempt_runner import KILL_GRACE_S, KILL_MARGIN_S, CommandRunner
+from ql3_cluster_control.worker._command_output import _Tail, output_tail
 from ql3_runtime_core import (
     ATTEMPT_KILL_MARGIN_MS,
     ATTEMPT_SUCCESSOR_GRACE_MS,

@@ -27,7 +27,6 @@ records it (rule zero).
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import os
@@ -41,7 +40,6 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 
 from ql3_runtime_core import (
     ATTEMPT_KILL_MARGIN_MS,
-    OUTPUT_TAIL_MAX_CHARS,
     AttemptOutcome,
     AttemptResult,
     log_event,
@@ -49,11 +47,10 @@ from ql3_runtime_core import (
 
 from ql3_cluster_control._tracing import span, traceparent
 
+from ._command_output import CommandOutput, output_tail
 from ._threads import REUSED_THREADS
 
 if TYPE_CHECKING:
-    from typing import IO
-
     from ql3_runtime_core import TakenAttempt
 
 __all__ = [
@@ -62,7 +59,6 @@ __all__ = [
     "AttemptRunner",
     "CommandRunner",
     "Recorder",
-    "output_tail",
 ]
 
 logger = logging.getLogger(__name__)
@@ -73,55 +69,12 @@ KILL_GRACE_S: Final = 2.0
 KILL_MARGIN_S: Final = ATTEMPT_KILL_MARGIN_MS / 1000
 # How often a running command or callable is looked at (timeout, kill requests).
 POLL_S: Final = 0.05
-# A command is first looked at this soon after it starts, then twice as late each time up to
-# POLL_S: a short command (`true` takes a few ms) is seen ended within about its own run time
-# instead of a whole POLL_S later, which would cap a slot at 20 short commands a second.
+# Without a pidfd (`_command_output`), a command is first looked at this soon after it starts,
+# then twice as late each time up to POLL_S: a short command (`true` takes a few ms) is seen
+# ended within about its own run time instead of a whole POLL_S later, which would cap a slot at
+# 20 short commands a second.
 _FIRST_LOOK_S: Final = 0.001
-# A grandchild that left the group may keep the output pipe open: read what came, then go.
-_READER_JOIN_S: Final = 1.0
 _SHELL: Final = "/bin/sh"
-
-
-def output_tail(data: bytes, limit: int = OUTPUT_TAIL_MAX_CHARS) -> str:
-    """Return the last `limit` bytes as text: UTF-8, undecodable bytes and NUL as U+FFFD."""
-    text = data[-limit:].decode("utf-8", errors="replace").replace("\x00", "\ufffd")
-    return text[-limit:]
-
-
-class _Tail:
-    """The last `limit` bytes written to it (the output of one command), thread-safe."""
-
-    def __init__(self, limit: int = OUTPUT_TAIL_MAX_CHARS) -> None:
-        self._limit = limit
-        self._data = bytearray()
-        self._lock = threading.Lock()
-
-    def feed(self, chunk: bytes) -> None:
-        with self._lock:
-            self._data += chunk
-            if len(self._data) > self._limit:
-                del self._data[: len(self._data) - self._limit]
-
-    def text(self) -> str:
-        with self._lock:
-            return output_tail(bytes(self._data), self._limit)
-
-
-def _drain(stream: IO[bytes], tail: _Tail, drained: threading.Event) -> None:
-    """Read a command's output until every writer closed it, keeping only its tail; close it.
-
-    The reader closes the pipe itself, when it is done with it: the runner may have stopped
-    waiting for it (a grandchild that left the group keeps the pipe open), and closing it under
-    a reader could hand its descriptor to another file while the read goes on.
-    """
-    try:
-        descriptor = stream.fileno()
-        with contextlib.suppress(OSError):
-            while chunk := os.read(descriptor, 65_536):
-                tail.feed(chunk)
-    finally:
-        stream.close()
-        drained.set()
 
 
 # The worker's way to record how a runner's attempt ended (with its retries); `settle` when
@@ -216,6 +169,19 @@ class AttemptRunner(ABC):
     def _main(self) -> None:
         try:
             attempt = self.attempt
+            # Logged here, not by the loop that took it: the loop's thread is the one every
+            # attempt of the worker waits on, and a record costs about as much as starting one.
+            log_event(
+                logger,
+                logging.INFO,
+                "attempt.taken",
+                attempt_id=attempt.attempt_id,
+                run_id=attempt.run_id,
+                attempt=attempt.attempt_number,
+                task=attempt.task_name,
+                queue_delay_ms=attempt.queue_delay_ms,
+                lease_expires_at_ms=attempt.lease_expires_at_ms,
+            )
             with span(
                 "ql3.execute",
                 run_id=attempt.run_id,
@@ -267,21 +233,21 @@ class CommandRunner(AttemptRunner):
                 AttemptResult(outcome=AttemptOutcome.FAILED, output_tail=output_tail(text.encode()))
             )
             return
-        tail = _Tail()
         if process.stdout is None:  # pragma: no cover - stdout=PIPE always gives one
             raise RuntimeError("no output pipe")
-        drained = threading.Event()
-        REUSED_THREADS.submit(
-            f"ql3-output-{self.attempt.attempt_id}",
-            functools.partial(_drain, process.stdout, tail, drained),
+        output = CommandOutput(
+            process.pid, process.stdout, name=f"ql3-output-{self.attempt.attempt_id}"
         )
-        ended_by = self._wait(process.pid, deadline)
-        # Whatever is left in the group goes with the shell; signalled before the reap.
-        _signal_group(process.pid, signal.SIGKILL)
-        code = process.wait()
-        # What came in time; a pipe a grandchild still holds is closed by its reader when it ends.
-        drained.wait(_READER_JOIN_S)
-        self._settle(ended_by, code, tail.text())
+        try:
+            ended_by = self._wait(process.pid, deadline, output)
+            # Whatever is left in the group goes with the shell; signalled before the reap.
+            _signal_group(process.pid, signal.SIGKILL)
+            code = process.wait()
+            # What came in time; a pipe a grandchild still holds is left to a reader (see there).
+            tail = output.finish()
+        finally:
+            output.close()
+        self._settle(ended_by, code, tail)
 
     def _settle(self, ended_by: str | None, code: int, tail: str) -> None:
         if ended_by == "release":
@@ -297,9 +263,15 @@ class CommandRunner(AttemptRunner):
                 outcome = AttemptOutcome.SUCCEEDED if code == 0 else AttemptOutcome.FAILED
             self.record(AttemptResult(outcome=outcome, exit_code=code, output_tail=tail))
 
-    def _wait(self, pid: int, deadline: float) -> str | None:
-        """Wait for the shell to exit (not reaping it); None, or why its group was ended."""
-        step = _FIRST_LOOK_S
+    def _wait(self, pid: int, deadline: float, output: CommandOutput) -> str | None:
+        """Wait for the shell's exit (not reaping it), reading its output; None, or why it ended.
+
+        None when the shell exited on its own, else the reason its group was ended. With a pidfd
+        the exit ends the wait at once; the time limit, a release and the lease are looked at
+        every `POLL_S`. Without one the exit is looked for soon after the start, then twice as
+        late each time up to `POLL_S`.
+        """
+        step = POLL_S if output.sees_exit else _FIRST_LOOK_S
         while not _exited(pid):
             reason = None
             if time.monotonic() >= deadline:
@@ -309,9 +281,9 @@ class CommandRunner(AttemptRunner):
             elif self._lease_lost():
                 reason = "lost"
             if reason is not None:
-                _end_group(pid)
+                _end_group(pid, output.wait)
                 return reason
-            self._release.wait(step)
+            output.wait(min(step, max(0.0, deadline - time.monotonic())))
             step = min(step * 2, POLL_S)
         return None
 
@@ -349,11 +321,14 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _end_group(pid: int) -> None:
-    """SIGTERM the command's group; SIGKILL it if the shell is still there after the grace."""
+def _end_group(pid: int, pause: Callable[[float], None]) -> None:
+    """SIGTERM the command's group; SIGKILL it if the shell is still there after the grace.
+
+    `pause` waits between looks (reading the output meanwhile: a command writing as it cleans
+    up must not block on a full pipe).
+    """
     _signal_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + KILL_GRACE_S
-    waited = threading.Event()
     while not _exited(pid) and time.monotonic() < deadline:
-        waited.wait(POLL_S)
+        pause(min(POLL_S, max(0.0, deadline - time.monotonic())))
     _signal_group(pid, signal.SIGKILL)

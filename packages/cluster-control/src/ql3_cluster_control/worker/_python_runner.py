@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ql3_runtime_core import AttemptOutcome, AttemptResult, log_event
 
-from ._attempt_runner import KILL_GRACE_S, POLL_S, AttemptRunner, output_tail
+from ._attempt_runner import KILL_GRACE_S, POLL_S, AttemptRunner
+from ._command_output import output_tail
 from ._threads import REUSED_THREADS
 
 if TYPE_CHECKING:

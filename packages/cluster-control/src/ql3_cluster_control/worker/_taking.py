@@ -23,7 +23,7 @@ from ql3_cluster_control._tracing import add_attributes, span
 
 from ._attempt_runner import AttemptRunner, CommandRunner
 from ._python_runner import PythonRunner
-from ._recorder import attempt_ids, report_abandoned
+from ._recorder import report_abandoned
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -125,14 +125,6 @@ class AttemptTaker:
 
     def _start(self, attempt: TakenAttempt, confirmed_at: float) -> None:
         self._metrics.observe_taken(attempt.queue_delay_ms)
-        log_event(
-            logger,
-            logging.INFO,
-            "attempt.taken",
-            **attempt_ids(attempt),
-            queue_delay_ms=attempt.queue_delay_ms,
-            lease_expires_at_ms=attempt.lease_expires_at_ms,
-        )
         worker_id, lease_s = self._settings.id, self._settings.lease_ms / 1000
         runner: AttemptRunner
         if attempt.execution.command is not None:

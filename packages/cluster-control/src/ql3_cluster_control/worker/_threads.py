@@ -1,7 +1,7 @@
 """Reused daemon threads for runners, Python task calls and command output readers.
 
-Every attempt needs a control thread (its runner), a Python task a second one (its call) and a
-command one reading its output.
+Every attempt needs a control thread (its runner) and a Python task a second one (its call); a
+command whose output pipe an escaped grandchild still holds gets one reading it to its end.
 Starting a thread makes the starter wait until the new thread is scheduled; on a busy machine that
 wait is the loop thread's largest cost per attempt, paid while it could be taking the next one.
 So threads are kept: a job goes to an idle thread when there is one, and a new thread is started
