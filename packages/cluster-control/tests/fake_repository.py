@@ -37,6 +37,7 @@ from ql3_runtime_core import (
     ZoneRulesCheck,
     quarantine_reason,
     same_claim,
+    same_grant,
 )
 
 
@@ -267,13 +268,13 @@ class FakeRepository(ScheduleRows):
         return CommitOutcome(schedule_id=claim.schedule_id, status=CommitStatus.RACED)
 
     def release_claims(self, claims: Sequence[ClusterScheduleClaim]) -> int:
-        """Release exact claims at the fake database time."""
+        """Release claims whose grant stands (`same_grant`: any version) at the fake time."""
         self.calls.append("release")
         obs = self._observe()
         released = 0
         for claim in claims:
-            if self._stands(claim):
-                row = self.schedules[claim.schedule_id]
+            row = self.schedules[claim.schedule_id]
+            if same_grant(claim, row) and row.updated_at_ms <= obs:
                 row.claim_owner_id = row.claim_token = row.claim_expires_at_ms = None
                 row.version += 1
                 row.updated_at_ms = obs

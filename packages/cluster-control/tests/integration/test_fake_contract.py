@@ -59,6 +59,10 @@ class Harness(Protocol):
         """Record `version` as the store's zone rules, without storing its rule data."""
         ...
 
+    def fence(self, schedule_id: int) -> None:
+        """Bump the row's version, claim left as it is (as an admin change or an adopt does)."""
+        ...
+
 
 @dataclass
 class FakeHarness:
@@ -85,6 +89,10 @@ class FakeHarness:
     def record_zone_rules(self, version: str) -> None:
         """Record `version`; the fake stores data only for the versions in `zone_rules_stored`."""
         self.repo.zone_rules_recorded = version
+
+    def fence(self, schedule_id: int) -> None:
+        """Bump the fake row's version."""
+        self.repo.schedules[schedule_id].version += 1
 
 
 @dataclass
@@ -123,6 +131,14 @@ class PostgresHarness:
     def record_zone_rules(self, version: str) -> None:
         """Record `version` as the owner would, without storing its rule data."""
         sql_rows(self.db.dsn("owner"), "UPDATE ql3.zone_rules SET version = %s", [version])
+
+    def fence(self, schedule_id: int) -> None:
+        """Bump the version as `fence_claims_for_zone_rules.sql` does (as the superuser)."""
+        sql_rows(
+            self.db.superuser_dsn,
+            "UPDATE ql3.trigger_schedules SET version = version + 1 WHERE id = %s",
+            [schedule_id],
+        )
 
 
 @pytest.fixture(params=["fake", "postgres"])
@@ -179,6 +195,21 @@ def test_release_is_exact_and_frees_the_row_at_once(harness: Harness) -> None:
     claims = _claim(harness, "a", lease_ms=60_000)
     assert harness.repo.release_claims(claims) == 1
     assert harness.repo.release_claims(claims) == 0
+    assert len(_claim(harness, "b")) == 1
+
+
+def test_a_claim_fenced_under_its_holder_races_its_commit_but_is_released(
+    harness: Harness,
+) -> None:
+    """A version bump races the commit (exact claim) but not the release (the grant)."""
+    (schedule_id,) = harness.add_due(1)
+    claims = _claim(harness, "a", lease_ms=60_000)
+    harness.fence(schedule_id)
+    (claim,) = claims
+    commit = checked_commit(claim, resolve_cluster_schedule_decision(claim, 256), 256)
+    (outcome,) = harness.repo.commit_decisions([commit]).outcomes
+    assert outcome.status is CommitStatus.RACED
+    assert harness.repo.release_claims(claims) == 1
     assert len(_claim(harness, "b")) == 1
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from typing import TYPE_CHECKING
+from uuid import uuid4
 
 import pytest
 from fake_repository import FakeRepository
@@ -11,7 +12,10 @@ from ql3_cluster_control import Coordinator, CoordinatorMetrics, CycleOverlapErr
 from ql3_runtime_core import AdmittedRun, CommitStatus, RepositoryUnavailableError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from uuid import UUID
+
+    from ql3_runtime_core import ClusterScheduleClaim
 
 
 def _coordinator(repo: FakeRepository, **kwargs: object) -> Coordinator:
@@ -88,6 +92,8 @@ def test_callback_and_notifications_only_for_fenced_admissions() -> None:
         # Another replica took schedule 2 over after its claim expired.
         row = fake.schedules[2]
         row.version += 1
+        row.claim_owner_id, row.claim_token = "replica-b", uuid4()
+        row.claim_expires_at_ms = fake.now_ms + 5_000
 
     repo.before_commit = expire_one
     result = _coordinator(repo, on_admitted=seen.append).run_cycle()
@@ -96,6 +102,58 @@ def test_callback_and_notifications_only_for_fenced_admissions() -> None:
     assert sorted(run.schedule_id for run in seen) == [1, 3]
     assert [run.run_id for run in seen] == repo.notifications
     assert {run.schedule_id for run in repo.runs} == {1, 3}
+    # The other replica's claim is not this one's to hand back.
+    assert repo.schedules[2].claim_owner_id == "replica-b"
+
+
+def test_a_commit_raced_by_an_admin_change_hands_its_claim_back() -> None:
+    """An admin change under a held claim races its commit; the claim is released at once.
+
+    The change bumps the row's version and leaves the claim columns (DESIGN §5), so the commit
+    writes nothing. Handed back (`same_grant`), the row is claimable again: the cycle's next round
+    claims it as it now is and admits its occurrence, and no claim is left on any row. Control:
+    the other test's takeover (another replica's claim on the row) is never released.
+    """
+    repo = FakeRepository()
+    for _ in range(3):
+        repo.add(first_due_ms=repo.now_ms)
+
+    def admin_change(fake: FakeRepository) -> None:
+        fake.schedules[2].version += 1
+
+    repo.before_commit = admin_change
+    coordinator = _coordinator(repo)
+    result = coordinator.run_cycle()
+    assert result.summary.raced == 1
+    assert repo.calls.count("release") == 1
+    assert sorted(run.schedule_id for run in repo.runs) == [1, 2, 3]
+    assert [row.claim_token for row in repo.schedules.values()] == [None, None, None]
+    assert coordinator.held_claims == ()
+
+
+def test_a_failed_release_of_raced_claims_is_retried_by_the_next_cycle() -> None:
+    """The raced claims stay held when their release fails; the next cycle releases them first."""
+    repo = FakeRepository()
+    repo.add(first_due_ms=repo.now_ms)
+    real_release = repo.release_claims
+    failures = [RepositoryUnavailableError("fake: connection lost")]
+
+    def release_once_failing(claims: Sequence[ClusterScheduleClaim]) -> int:
+        if failures:
+            raise failures.pop()
+        return real_release(claims)
+
+    repo.release_claims = release_once_failing  # type: ignore[method-assign]
+    repo.before_commit = lambda fake: setattr(fake.schedules[1], "version", 99)
+    coordinator = _coordinator(repo)
+    with pytest.raises(RepositoryUnavailableError):
+        coordinator.run_cycle()
+    (held,) = coordinator.held_claims
+    assert repo.schedules[1].claim_token == held.claim_token
+    result = coordinator.run_cycle()
+    assert result.summary.admitted == 1
+    assert repo.schedules[1].claim_token is None
+    assert coordinator.held_claims == ()
 
 
 def test_lost_commit_reply_is_settled_once_without_readmission() -> None:

@@ -51,8 +51,9 @@ class UndecidableClaims(FakeRepository):
     def quarantine_claims(
         self, failures: Sequence[tuple[ClusterScheduleClaim, str]]
     ) -> tuple[QuarantinedSchedule, ...]:
-        """Quarantine, or first let an admin change the rows (their claims no longer stand)."""
+        """Quarantine, or first let an admin change the rows once (their claims no longer stand)."""
         if self.lose_quarantine_race:
+            self.lose_quarantine_race = False
             for claim, _ in failures:
                 self.schedules[claim.schedule_id].version += 1
         return super().quarantine_claims(failures)
@@ -144,17 +145,26 @@ def test_a_round_that_only_quarantines_does_not_end_the_cycle() -> None:
 def test_a_quarantine_whose_claim_moved_on_is_logged_not_raised(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """When the fence refuses the quarantine (claim changed), the cycle warns and goes on."""
+    """When the fence refuses the quarantine (an admin change), the cycle warns and goes on.
+
+    The claim the admin change left on the row is handed back at once, so the next round claims
+    the row as it now is: still undecidable here, so quarantined then, within the same cycle.
+    """
     repo = UndecidableClaims(_broken(cron=BAD_CRON))
     rows = [repo.add(first_due_ms=repo.now_ms) for _ in range(2)]
     repo.undecidable = {rows[0].schedule_id}
     repo.lose_quarantine_race = True
-    with caplog.at_level(logging.WARNING, logger="ql3_cluster_control"):
-        result = _coordinator(repo).run_cycle()
-    assert result.quarantined == ()
-    assert repo.schedules[rows[0].schedule_id].state is ScheduleState.ACTIVE
+    coordinator = _coordinator(repo)
+    with caplog.at_level(logging.INFO, logger="ql3_cluster_control"):
+        result = coordinator.run_cycle()
+    events = [getattr(r, "event", "") for r in caplog.records]
+    assert events.count("schedule.quarantine_raced") == 1
+    (released,) = [r for r in caplog.records if getattr(r, "event", "") == "claims.raced_released"]
+    assert (released.released, released.raced) == (1, 1)  # type: ignore[attr-defined]
+    assert [item.schedule_id for item in result.quarantined] == [rows[0].schedule_id]
+    assert repo.schedules[rows[0].schedule_id].state is ScheduleState.INVALID
     assert {run.schedule_id for run in result.admitted} == {rows[1].schedule_id}
-    assert any(getattr(r, "event", "") == "schedule.quarantine_raced" for r in caplog.records)
+    assert coordinator.held_claims == ()
 
 
 def test_unloadable_zone_rules_claim_nothing_and_say_so() -> None:

@@ -20,6 +20,7 @@ from ._contracts import (
     ScheduleDefinition,
     ScheduleState,
     same_claim,
+    same_grant,
 )
 from ._cron import (
     count_occurrences_ms,
@@ -175,6 +176,7 @@ __all__ = [
     "quarantine_reason",
     "resolve_cluster_schedule_decision",
     "same_claim",
+    "same_grant",
     "summarize_cycle",
     "validate_cron_expression",
     "wheel_zone_data",

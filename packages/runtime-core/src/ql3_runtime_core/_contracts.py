@@ -247,14 +247,28 @@ def same_claim(left: ExactClaim, right: ExactClaim) -> bool:
     Identity is schedule, owner, token, version, acquired time and expiry: a claim re-granted
     with the same token but a new acquired time is a different claim (DESIGN §5). Python checks
     (a repository asking whether a claim still stands on its stored row) use this; the SQL
-    fences (commit, release, quarantine) state the same six equalities as their own predicate,
-    and a test against PostgreSQL pins that both agree.
+    fences of the commit and the quarantine state the same six equalities as their own
+    predicate (the release states `same_grant`'s five), and a test against PostgreSQL pins that
+    each agrees with its Python twin.
+    """
+    return left.version == right.version and same_grant(left, right)
+
+
+def same_grant(left: ExactClaim, right: ExactClaim) -> bool:
+    """Tell whether two claims are one grant, whatever changed the row's version since.
+
+    Identity is schedule, owner, token, acquired time and expiry: what only the claim statement
+    writes. An admin change, a pause or a zone rules adopt bumps the version of a claimed row and
+    leaves its claim columns (DESIGN §5): the holder's commit then races (`same_claim` fails),
+    but the claim on the row is still the holder's grant, and only the holder clears it. The
+    release fence compares this (its SQL states these five equalities), so a holder whose commit
+    raced hands its claim back at once instead of leaving it at rest until the schedule is next
+    due. A release writes no decision, so the definition it was decided on does not matter.
     """
     return (
         left.schedule_id == right.schedule_id
         and left.owner_id == right.owner_id
         and left.claim_token == right.claim_token
-        and left.version == right.version
         and left.claim_acquired_at_ms == right.claim_acquired_at_ms
         and left.claim_expires_at_ms == right.claim_expires_at_ms
     )

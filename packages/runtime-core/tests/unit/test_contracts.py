@@ -23,6 +23,7 @@ from ql3_runtime_core import (
     MisfirePolicy,
     ScheduleDefinition,
     same_claim,
+    same_grant,
 )
 
 COMMAND = {"owner_id": "replica-a", "claim_token": str(TOKEN)}
@@ -167,9 +168,14 @@ def test_same_claim_ignores_cursor_and_definition() -> None:
     ids=["schedule", "owner", "token", "version", "acquired", "expiry"],
 )
 def test_same_claim_is_false_when_one_identity_field_differs(change: dict[str, Any]) -> None:
-    """Changing any single identity field (acquired time included) makes it another claim."""
+    """Changing any single identity field (acquired time included) makes it another claim.
+
+    `same_grant` agrees on every field but the version: a bumped version is still the grant.
+    """
     assert not same_claim(make_claim(), make_claim(**change))
     assert not same_claim(make_claim(**change), make_claim())
+    assert same_grant(make_claim(), make_claim(**change)) is ("version" in change)
+    assert same_grant(make_claim(**change), make_claim()) is ("version" in change)
 
 
 @dataclass(frozen=True)
@@ -202,6 +208,8 @@ def test_same_claim_compares_a_claim_with_its_stored_row() -> None:
     assert same_claim(_stored(claim), claim)
     released = replace(_stored(claim), owner_id=None, claim_token=None, claim_expires_at_ms=None)
     assert not same_claim(claim, released)
+    assert same_grant(claim, _stored(claim))
+    assert not same_grant(claim, released)
 
 
 def test_definition_defaults() -> None:

@@ -230,13 +230,38 @@ class Coordinator:
             committed = [o for o in settled if o.status is CommitStatus.COMMITTED]
             runs = [run for outcome in committed for run in outcome.runs]
             add_attributes(current, run_ids=[run.run_id for run in runs])
-        # Committed or settled: only claims that decided nothing committable stay held.
-        self._set_held(undecided)
+        raced = [
+            by_schedule[o.schedule_id].claim for o in settled if o.status is CommitStatus.RACED
+        ]
+        # Committed or settled: only claims that decided nothing committable stay held, and the
+        # raced ones until they are handed back (below).
+        self._set_held([*undecided, *raced])
         state.outcomes.extend(settled)
         # The round's runs at once: the admission counters move once a round, not once a claim.
         self._admitted(runs, state)
         for outcome in committed:
             self._already_admitted(outcome)
+        self._release_raced(raced)
+
+    def _release_raced(self, raced: Sequence[ClusterScheduleClaim]) -> None:
+        """Hand back claims whose commit or quarantine raced, if they are still this replica's.
+
+        A commit races when its claim expired (another replica may have claimed the row since:
+        then there is nothing to release) or when an admin change, a pause or a zone rules adopt
+        bumped the row's version under it: that leaves the claim on the row, and nobody else
+        clears it, so it would stay there, expired, until the schedule is next due (hours, for a
+        daily one) and `verify` would report it as `stale_claim`. The release compares the grant,
+        not the version (`same_grant`). Should it fail, the claims stay held and the next cycle
+        releases them first thing.
+        """
+        if not raced:
+            return
+        released = self.repository.release_claims(raced)
+        gone = {claim.schedule_id for claim in raced}
+        self._set_held([claim for claim in self._held if claim.schedule_id not in gone])
+        log_event(
+            logger, logging.INFO, "claims.raced_released", released=released, raced=len(raced)
+        )
 
     def _claim(self, state: CycleState) -> tuple[list[ClusterScheduleClaim], int, ZoneRules | None]:
         """Run one claim statement: its readable claims, how many it quarantined, its rules."""
@@ -271,13 +296,17 @@ class Coordinator:
     ) -> None:
         """Quarantine undecidable claims (fenced); the rest of the round commits as usual."""
         done = self.repository.quarantine_claims(failures)
-        failed = {claim.schedule_id for claim, _ in failures}
-        self._set_held([claim for claim in self._held if claim.schedule_id not in failed])
+        quarantined = {item.schedule_id for item in done}
+        # Quarantined rows lost their claim with it; the raced ones stay held until handed back.
+        self._set_held([claim for claim in self._held if claim.schedule_id not in quarantined])
         self._quarantined(done, state)
-        missed = failed - {item.schedule_id for item in done}
-        for schedule_id in sorted(missed):
-            # Its claim no longer stands (expired and taken): the fence refused the quarantine.
-            log_event(logger, logging.WARNING, "schedule.quarantine_raced", schedule_id=schedule_id)
+        missed = [claim for claim, _ in failures if claim.schedule_id not in quarantined]
+        for claim in sorted(missed, key=lambda claim: claim.schedule_id):
+            # Its claim no longer stands exactly (expired, or the row changed): the fence refused.
+            log_event(
+                logger, logging.WARNING, "schedule.quarantine_raced", schedule_id=claim.schedule_id
+            )
+        self._release_raced(missed)
 
     def _quarantined(self, done: Sequence[QuarantinedSchedule], state: CycleState) -> None:
         state.quarantined.extend(done)

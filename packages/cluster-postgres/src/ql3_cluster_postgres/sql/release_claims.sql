@@ -1,6 +1,10 @@
--- Graceful stop (DESIGN §5): clear claims that still stand exactly, at database time. A row whose
--- updated_at_ms is later than the observation (the clock went back) is left to expire rather
--- than written backwards. Others are woken through ql3_schedule_changed, inside the transaction.
+-- Graceful stop, and a commit that raced (DESIGN §5): clear claims whose grant still stands, at
+-- database time. The grant is owner, token, acquired time and expiry (`same_grant`), not the
+-- version: an admin change, a pause or a zone rules adopt bumps the version of a claimed row and
+-- leaves its claim, which only its holder clears; a release writes no decision, so the version
+-- that guards decisions does not guard it. A row whose updated_at_ms is later than the
+-- observation (the clock went back) is left to expire rather than written backwards. Others are
+-- woken through ql3_schedule_changed, inside the transaction.
 WITH obs AS MATERIALIZED (
     SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
 ),
@@ -8,8 +12,8 @@ claims AS (
     SELECT *
     FROM unnest(
         %(schedule_ids)s::bigint[], %(owner_ids)s::text[], %(claim_tokens)s::uuid[],
-        %(versions)s::bigint[], %(acquired_ms)s::bigint[], %(expires_ms)s::bigint[]
-    ) AS c (schedule_id, owner_id, claim_token, version, acquired_ms, expires_ms)
+        %(acquired_ms)s::bigint[], %(expires_ms)s::bigint[]
+    ) AS c (schedule_id, owner_id, claim_token, acquired_ms, expires_ms)
 ),
 released AS (
     UPDATE ql3.trigger_schedules AS s
@@ -22,7 +26,6 @@ released AS (
     WHERE s.id = c.schedule_id
       AND s.claim_owner_id = c.owner_id
       AND s.claim_token = c.claim_token
-      AND s.version = c.version
       AND s.updated_at_ms = c.acquired_ms
       AND s.claim_expires_at_ms = c.expires_ms
       AND s.updated_at_ms <= obs.now_ms
