@@ -13,10 +13,11 @@ import time
 from typing import TYPE_CHECKING
 
 import pytest
+from fake_attempts import taken_attempt
 from ql3_cluster_control.worker import _command_output
 from ql3_cluster_control.worker._attempt_runner import CommandRunner
 from ql3_cluster_control.worker._command_output import CommandOutput
-from ql3_runtime_core import AttemptOutcome, AttemptResult, TakenAttempt, TaskExecution
+from ql3_runtime_core import AttemptOutcome, AttemptResult
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -93,28 +94,10 @@ def test_control_without_a_pidfd_the_wait_runs_to_its_timeout(
         output.close()
 
 
-def _attempt(command: str, *, timeout_ms: int = 60_000) -> TakenAttempt:
-    return TakenAttempt(
-        attempt_id=5,
-        run_id=4,
-        schedule_id=3,
-        task_id=3,
-        task_name="watched",
-        attempt_number=1,
-        scheduled_for_ms=1_700_000_000_000,
-        payload={},
-        execution=TaskExecution(command=command, timeout_ms=timeout_ms),
-        created_at_ms=0,
-        eligible_at_ms=0,
-        taken_at_ms=0,
-        lease_expires_at_ms=60_000,
-    )
-
-
 def _run(command: str, *, timeout_ms: int = 60_000) -> AttemptResult:
     recorded: list[tuple[object, ...]] = []
     runner = CommandRunner(
-        _attempt(command, timeout_ms=timeout_ms),
+        taken_attempt(command, timeout_ms=timeout_ms, lease_expires_at_ms=60_000),
         worker_id="w",
         record=lambda *args: recorded.append(args),
         on_done=lambda: None,

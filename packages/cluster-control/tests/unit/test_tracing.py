@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import opentelemetry.trace
 import pytest
+from fake_attempts import taken_attempt
 from fake_repository import FakeRepository
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -22,7 +23,6 @@ from ql3_runtime_core import (
     AbandonedAttempt,
     FinishedAttempt,
     TakenAttempt,
-    TaskExecution,
 )
 
 if TYPE_CHECKING:
@@ -77,21 +77,7 @@ class _OneAttempt:
     """A worker repository that hands out one command attempt, then nothing; records finishes."""
 
     def __init__(self, command: str) -> None:
-        self.attempt = TakenAttempt(
-            attempt_id=11,
-            run_id=7,
-            schedule_id=3,
-            task_id=3,
-            task_name="nightly",
-            attempt_number=1,
-            scheduled_for_ms=1_700_000_000_000,
-            payload={},
-            execution=TaskExecution(command=command),
-            created_at_ms=0,
-            eligible_at_ms=0,
-            taken_at_ms=0,
-            lease_expires_at_ms=30_000,
-        )
+        self.attempt = taken_attempt(command, task_name="nightly", attempt_number=1, payload={})
         self.handed = False
         self.finished = threading.Event()
 

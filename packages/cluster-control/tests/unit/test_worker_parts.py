@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_attempts import taken_attempt
 from ql3_cluster_control import (
     ConfigurationError,
     HealthState,
@@ -22,8 +23,6 @@ from ql3_runtime_core import (
     ATTEMPT_SUCCESSOR_GRACE_MS,
     AttemptOutcome,
     AttemptResult,
-    TakenAttempt,
-    TaskExecution,
 )
 
 
@@ -59,24 +58,6 @@ def test_output_tail_keeps_the_last_bytes_as_text() -> None:
     assert tail.text() == "56789"
 
 
-def _attempt(command: str | None) -> TakenAttempt:
-    return TakenAttempt(
-        attempt_id=11,
-        run_id=7,
-        schedule_id=3,
-        task_id=3,
-        task_name="nightly backup",
-        attempt_number=2,
-        scheduled_for_ms=1_700_000_000_000,
-        payload={"b": 1, "a": [1, 2]},
-        execution=TaskExecution(command=command),
-        created_at_ms=0,
-        eligible_at_ms=0,
-        taken_at_ms=0,
-        lease_expires_at_ms=30_000,
-    )
-
-
 def test_a_command_sees_its_run_and_not_the_worker_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -85,7 +66,7 @@ def test_a_command_sees_its_run_and_not_the_worker_settings(
     monkeypatch.setenv("QL3_DSN", "host=secret")
     monkeypatch.setenv("PATH_FOR_TEST", "kept")
     runner = CommandRunner(
-        _attempt("true"),
+        taken_attempt("true"),
         worker_id="w",
         record=lambda *_: None,
         on_done=lambda: None,
@@ -138,7 +119,7 @@ def test_a_worker_lease_must_leave_room_before_the_kill_margin() -> None:
 
 def _runner(command: str, *, lease_s: float, confirmed_at: float) -> CommandRunner:
     return CommandRunner(
-        _attempt(command),
+        taken_attempt(command),
         worker_id="w",
         record=lambda *_: None,
         on_done=lambda: None,
@@ -165,7 +146,7 @@ def test_an_unconfirmed_command_that_ignores_sigterm_is_killed(tmp_path: Path) -
     pid_file = tmp_path / "shell.pid"
     recorded: list[object] = []
     runner = CommandRunner(
-        _attempt(f"trap '' TERM; echo $$ > {pid_file}; while :; do sleep 0.1; done"),
+        taken_attempt(f"trap '' TERM; echo $$ > {pid_file}; while :; do sleep 0.1; done"),
         worker_id="w",
         record=lambda *args: recorded.append(args),
         on_done=lambda: None,
@@ -191,7 +172,7 @@ def test_output_held_open_by_an_escaped_grandchild_does_not_hold_the_runner() ->
     """
     recorded: list[tuple[object, ...]] = []
     runner = CommandRunner(
-        _attempt("echo before; setsid sleep 8 & echo after"),
+        taken_attempt("echo before; setsid sleep 8 & echo after"),
         worker_id="w",
         record=lambda *args: recorded.append(args),
         on_done=lambda: None,

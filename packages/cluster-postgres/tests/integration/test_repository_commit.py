@@ -168,17 +168,25 @@ def test_serialization_retries_are_bounded(ql3_db: Ql3Database) -> None:
 
 
 def test_release_clears_exact_claims_and_wakes_others(ql3_db: Ql3Database) -> None:
-    """Release clears only exact claims at database time and notifies ql3_schedule_changed."""
+    """Release clears only claims whose grant stands, at database time, and notifies others.
+
+    The grant is owner, token, acquired time and expiry (`same_grant`): a claim whose row's
+    version moved under it (an admin change) is still released; a forged token or another
+    grant's acquired time is not.
+    """
     make_schedules(ql3_db, 2)
     dsn = ql3_db.dsn("runtime")
     with PostgresScheduleRepository(dsn) as repo, PostgresScheduleRepository(dsn) as other:
         first, second = repo.claim_due_schedules(command(), 2)
-        stale = first.model_copy(update={"version": first.version - 1})
-        assert repo.release_claims([stale]) == 0
         forged = first.model_copy(update={"claim_token": uuid4()})
         assert repo.release_claims([forged]) == 0
+        regranted = first.model_copy(
+            update={"claim_acquired_at_ms": first.claim_acquired_at_ms - 1}
+        )
+        assert repo.release_claims([regranted]) == 0
         assert other.wait_for_wakeup(0.05) is False
-        assert repo.release_claims([first, second]) == 2
+        stale = first.model_copy(update={"version": first.version - 1})
+        assert repo.release_claims([stale, second]) == 2
         assert other.wait_for_wakeup(5.0) is True
         rows = fetch(dsn, "SELECT claim_token, version, updated_at_ms FROM ql3.trigger_schedules")
         assert all(token is None for token, _, _ in rows)
