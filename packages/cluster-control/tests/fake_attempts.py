@@ -1,10 +1,12 @@
-"""A taken attempt built in memory, for runner and worker-loop tests that need no database."""
+"""A taken attempt built in memory, and a command runner run to its end, without a database."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from ql3_runtime_core import TakenAttempt, TaskExecution
+from ql3_cluster_control.worker._attempt_runner import CommandRunner
+from ql3_runtime_core import AttemptResult, TakenAttempt, TaskExecution
 
 
 def taken_attempt(
@@ -31,3 +33,24 @@ def taken_attempt(
     }
     values.update(fields)
     return TakenAttempt(**values)
+
+
+def run_command(attempt: TakenAttempt, *, lease_s: float, within_s: float) -> AttemptResult:
+    """Run `attempt`'s command on a `CommandRunner` (lease confirmed now); the result it records.
+
+    Fails unless the runner ends within `within_s` (monotonic) having recorded exactly one result.
+    """
+    recorded: list[tuple[object, ...]] = []
+    runner = CommandRunner(
+        attempt,
+        worker_id="w",
+        record=lambda *args: recorded.append(args),
+        on_done=lambda: None,
+        confirmed_at=time.monotonic(),
+        lease_s=lease_s,
+    )
+    runner.start()
+    assert runner.done.wait(within_s), f"the runner did not end within {within_s} s"
+    ((_, result, _),) = recorded
+    assert isinstance(result, AttemptResult)
+    return result

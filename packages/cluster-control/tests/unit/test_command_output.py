@@ -13,9 +13,8 @@ import time
 from typing import TYPE_CHECKING
 
 import pytest
-from fake_attempts import taken_attempt
+from fake_attempts import run_command, taken_attempt
 from ql3_cluster_control.worker import _command_output
-from ql3_cluster_control.worker._attempt_runner import CommandRunner
 from ql3_cluster_control.worker._command_output import CommandOutput
 from ql3_runtime_core import AttemptOutcome, AttemptResult
 
@@ -95,20 +94,8 @@ def test_control_without_a_pidfd_the_wait_runs_to_its_timeout(
 
 
 def _run(command: str, *, timeout_ms: int = 60_000) -> AttemptResult:
-    recorded: list[tuple[object, ...]] = []
-    runner = CommandRunner(
-        taken_attempt(command, timeout_ms=timeout_ms, lease_expires_at_ms=60_000),
-        worker_id="w",
-        record=lambda *args: recorded.append(args),
-        on_done=lambda: None,
-        confirmed_at=time.monotonic(),
-        lease_s=60,
-    )
-    runner.start()
-    assert runner.done.wait(30), "the runner never ended"
-    ((_, result, _),) = recorded
-    assert isinstance(result, AttemptResult)
-    return result
+    attempt = taken_attempt(command, timeout_ms=timeout_ms, lease_expires_at_ms=60_000)
+    return run_command(attempt, lease_s=60, within_s=30)
 
 
 @pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "timer"])

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_attempts import taken_attempt
+from fake_attempts import run_command, taken_attempt
 from ql3_cluster_control import (
     ConfigurationError,
     HealthState,
@@ -22,7 +22,6 @@ from ql3_runtime_core import (
     ATTEMPT_KILL_MARGIN_MS,
     ATTEMPT_SUCCESSOR_GRACE_MS,
     AttemptOutcome,
-    AttemptResult,
 )
 
 
@@ -170,18 +169,7 @@ def test_output_held_open_by_an_escaped_grandchild_does_not_hold_the_runner() ->
     SIGKILL, its output still the pipe) and exits 0. The runner records the success with what
     was read after at most its reader's grace (1 s), well before the grandchild ends (8 s).
     """
-    recorded: list[tuple[object, ...]] = []
-    runner = CommandRunner(
-        taken_attempt("echo before; setsid sleep 8 & echo after"),
-        worker_id="w",
-        record=lambda *args: recorded.append(args),
-        on_done=lambda: None,
-        confirmed_at=time.monotonic(),
-        lease_s=30,
-    )
-    runner.start()
-    assert runner.done.wait(5), "the runner waited for the escaped grandchild"
-    ((_, result, _),) = recorded
-    assert isinstance(result, AttemptResult)
+    attempt = taken_attempt("echo before; setsid sleep 8 & echo after")
+    result = run_command(attempt, lease_s=30, within_s=5)  # the grandchild lives 8 s
     assert (result.outcome, result.exit_code) == (AttemptOutcome.SUCCEEDED, 0)
     assert "before" in (result.output_tail or "")
