@@ -48,6 +48,7 @@ from ql3_runtime_core import (
 from ql3_cluster_control._tracing import span, traceparent
 
 from ._command_output import CommandOutput, output_tail
+from ._recorder import attempt_ids
 from ._threads import REUSED_THREADS
 
 if TYPE_CHECKING:
@@ -175,10 +176,7 @@ class AttemptRunner(ABC):
                 logger,
                 logging.INFO,
                 "attempt.taken",
-                attempt_id=attempt.attempt_id,
-                run_id=attempt.run_id,
-                attempt=attempt.attempt_number,
-                task=attempt.task_name,
+                **attempt_ids(attempt),
                 queue_delay_ms=attempt.queue_delay_ms,
                 lease_expires_at_ms=attempt.lease_expires_at_ms,
             )
