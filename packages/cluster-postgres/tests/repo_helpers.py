@@ -6,8 +6,9 @@ Schedules are created through `ScheduleAdmin` as ql3_admin; only moving a cursor
 
 from __future__ import annotations
 
+import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID, uuid4
 
 import psycopg
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from ql3_testkit import Ql3Database
 
 EVERY_SECOND = "* * * * * *"
+
+T = TypeVar("T")
 
 
 def db_now_ms(dsn: str) -> int:
@@ -152,3 +155,33 @@ def proxy_in_front_of(dsn: str) -> WireFaultProxy:
 def through(proxy: WireFaultProxy, dsn: str) -> str:
     """Return `dsn` with its address replaced by the proxy's."""
     return psycopg.conninfo.make_conninfo(dsn, host="127.0.0.1", port=str(proxy.port))
+
+
+def send_together(
+    senders: list[Callable[[str], T]], request_ids: list[str]
+) -> list[list[T | Exception]]:
+    """Send each request id from every sender at once (a barrier per id); answers per sender.
+
+    Each sender is a callable bound to its own session. An exception is kept as that sender's
+    answer for that id, so the caller can count failures and still judge the rest.
+    """
+    barrier = threading.Barrier(len(senders))
+    answers: list[list[T | Exception]] = [[] for _ in senders]
+
+    def run(sender: Callable[[str], T], mine: list[T | Exception]) -> None:
+        for request_id in request_ids:
+            barrier.wait(timeout=60)
+            try:
+                mine.append(sender(request_id))
+            except Exception as exc:  # noqa: BLE001 - judged by the caller
+                mine.append(exc)
+
+    threads = [
+        threading.Thread(target=run, args=pair) for pair in zip(senders, answers, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert [len(mine) for mine in answers] == [len(request_ids)] * len(senders), answers
+    return answers

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import ExitStack
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
@@ -37,11 +39,12 @@ from repo_helpers import (
     make_schedules,
     owner_conn,
     proxy_in_front_of,
+    send_together,
     through,
 )
 
 if TYPE_CHECKING:
-    from ql3_testkit import Ql3Database
+    from ql3_testkit import Ql3Database, ThrowawayCluster
 
 SHELL = TaskExecution(command="true", max_attempts=2, timeout_ms=60_000, retry_backoff_ms=5_000)
 
@@ -297,3 +300,51 @@ def test_a_worker_executes_a_manual_run_with_its_payload(ql3_db: Ql3Database) ->
     assert shape == [
         (1, ["run.admitted", "attempt.queued", "attempt.running", "attempt.succeeded"])
     ]
+
+
+_REQUESTS = 200
+_SENDERS = 4
+
+
+def test_sessions_sending_one_request_at_one_instant_admit_one_run(
+    faketime_cluster: ThrowawayCluster, faketime_db: Ql3Database
+) -> None:
+    """Sent together at one database millisecond, each request is one Run; no call fails.
+
+    Triggers of one request sent together (a retry after a lost reply beside a twin) can read
+    the same millisecond. Their rows then collide on the occurrence key (schedule, instant,
+    request) as well as on the request id; a session that passed the request id's check before
+    another inserted must still settle on the other's Run, not fail. The database clock is
+    frozen so that every call reads one instant, and four sessions send each of 200 requests
+    together (a barrier) so that some interleave that way: with the conflict settled on the
+    request id alone (schema 17), 10 to 33 of the 800 calls failed here with a unique violation
+    on `runs_occurrence_unique`.
+    """
+    name = _schedule(faketime_db)
+    ((now_ms,),) = fetch(
+        faketime_db.dsn("owner"),
+        "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+    )
+    faketime_cluster.freeze_clock_at_ms(now_ms)
+    request_ids = [f"request-{n}" for n in range(_REQUESTS)]
+    with ExitStack() as sessions:
+        admins = [
+            sessions.enter_context(ScheduleAdmin(faketime_db.dsn("admin"))) for _ in range(_SENDERS)
+        ]
+        answers = send_together([partial(admin.trigger_run, name) for admin in admins], request_ids)
+    failed = [a for mine in answers for a in mine if isinstance(a, Exception)]
+    assert not failed, f"{len(failed)} of {_SENDERS * _REQUESTS} triggers failed: {failed[0]!r}"
+    rows = _manual_rows(faketime_db)
+    assert [row[2] for row in rows] == request_ids
+    assert {(row[4], row[5]) for row in rows} == {(now_ms, now_ms)}
+    for n, sent in enumerate(zip(*answers, strict=True)):
+        run_ids = {a.run_id for a in sent if isinstance(a, ManualRun)}
+        written = [a for a in sent if isinstance(a, ManualRun) and not a.existed]
+        assert (run_ids, len(written)) == ({rows[n][0]}, 1), sent
+    per_run = fetch(
+        faketime_db.dsn("owner"),
+        "SELECT (SELECT count(*) FROM ql3.attempts AS a WHERE a.run_id = r.id),"
+        " (SELECT count(*) FROM ql3.events AS e WHERE e.run_id = r.id)"
+        " FROM ql3.runs AS r WHERE r.kind = 'manual'",
+    )
+    assert per_run == [(1, 2)] * _REQUESTS

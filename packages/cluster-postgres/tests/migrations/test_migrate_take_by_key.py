@@ -144,7 +144,7 @@ def test_upgrade_to_17_takes_by_key_whatever_the_statistics(
     with session:
         old_plan = _update_plan(session, notices)
     assert "attempts_queued" in old_plan or "attempts_one_live" in old_plan, old_plan
-    assert migrate(bare_db.dsn("owner")) == ["0017_take_by_key.sql"]
+    assert migrate(bare_db.dsn("owner"))[0] == "0017_take_by_key.sql"
     assert fetch(bare_db.dsn("owner"), _STATES) == before
     assert before == [("queued", _QUEUED), ("succeeded", _FINISHED)]
     session, notices = _explaining(bare_db.superuser_dsn)

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 # The schema version this build is made for: the highest migration number (a unit test pins it).
-SCHEMA_VERSION: Final[int] = 17
+SCHEMA_VERSION: Final[int] = 18
 _FILE_NAME = re.compile(r"(?P<version>\d{4})_[a-z0-9_]+\.sql")
 _APPLICATION_NAME: Final = "ql3-migrate"
 
