@@ -97,7 +97,7 @@ def test_success_is_final_and_fenced_by_the_token(ql3_db: Ql3Database) -> None:
         finished = ingress.finish_attempt(attempt.attempt_id, token, done)
         again = ingress.finish_attempt(attempt.attempt_id, token, done)
     assert (stranger.recorded, stranger.state_found) == (False, AttemptState.RUNNING)
-    assert finished.recorded
+    assert (finished.recorded, finished.state_found) == (True, AttemptState.RUNNING)
     assert finished.next_attempt_id is None
     assert (again.recorded, again.state_found) == (False, AttemptState.SUCCEEDED)
     (row,) = attempts_of(ql3_db, run_id)

@@ -319,3 +319,37 @@ def test_a_slot_freed_while_the_take_waited_is_used_after_its_end(ql3_db: Ql3Dat
     assert second.taken_at_ms >= done.finished_at_ms
     report = checked_verify(ql3_db.dsn("admin"))
     assert report.ok, report.lines()
+
+
+def test_a_cap_counts_only_its_own_schedules_queued_runs(ql3_db: Ql3Database) -> None:
+    """An older queued Run of another schedule, which this take passes over, holds no slot.
+
+    Schedule `u` (no cap) has a due Run admitted before the one of `c` (allow, max_running 1),
+    and a third session holds `u`'s attempt (FOR UPDATE), so the take skips it (SKIP LOCKED) and
+    picks `c`'s. The cap counts the queued Runs ahead of `c`'s that this take does not hold: of
+    `c` only, so `c`'s Run starts and `u`'s stays queued.
+    """
+    make_schedules(ql3_db, 1, prefix="u", shift_back_ms=1_500)
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        (claim,) = repo.claim_due_schedules(command(), 4)
+        (u_run,) = [
+            r.run_id for o in repo.commit_decisions([decide(claim, 1)]).outcomes for r in o.runs
+        ]
+    (capped,) = make_schedules(
+        ql3_db, 1, prefix="c", shift_back_ms=1_500, execution=_execution(OverlapPolicy.ALLOW, 1)
+    )
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        claims = repo.claim_due_schedules(command(), 4)
+        (claim,) = [c for c in claims if c.schedule_id == capped]
+        (c_run,) = [
+            r.run_id for o in repo.commit_decisions([decide(claim, 1)]).outcomes for r in o.runs
+        ]
+    (u_attempt,) = attempts_of(ql3_db, u_run)
+    (c_attempt,) = attempts_of(ql3_db, c_run)
+    assert u_attempt["created_at_ms"] < c_attempt["created_at_ms"], (u_attempt, c_attempt)
+    with psycopg.connect(ql3_db.dsn("owner")) as holder:
+        holder.execute("SELECT id FROM ql3.attempts WHERE id = %s FOR UPDATE", (u_attempt["id"],))
+        with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+            assert [a.run_id for a in take(ingress)] == [c_run]
+        holder.rollback()
+    assert (_state(ql3_db, u_run), _state(ql3_db, c_run)) == ("queued", "running")

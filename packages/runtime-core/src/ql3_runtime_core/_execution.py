@@ -253,11 +253,12 @@ class AttemptResult(BaseModel):
 class FinishedAttempt(BaseModel):
     """The answer to a finish: recorded, or not (the worker no longer held the attempt).
 
-    When `recorded`, `finished_at_ms` is the database time of the statement, and when it queued
-    a successor, `next_attempt_id` / `next_not_before_ms` name it. When not recorded,
-    `state_found` is the attempt's state at that moment (None: no such attempt) and
-    `ended_by_this_lease` tells whether the take under this lease token (and login) is the one
-    that ended it: a retried finish whose first answer was lost finds its own record.
+    `state_found` is the attempt's state as the finish found it (None: no such attempt):
+    `running` when recorded. When `recorded`, `finished_at_ms` is the database time of the
+    statement, and when it queued a successor, `next_attempt_id` / `next_not_before_ms` name
+    it. When not recorded, `state_found` says why and `ended_by_this_lease` tells whether the
+    take under this lease token (and login) is the one that ended it: a retried finish whose
+    first answer was lost finds its own record.
     """
 
     model_config = _MODEL
