@@ -353,3 +353,53 @@ def test_a_cap_counts_only_its_own_schedules_queued_runs(ql3_db: Ql3Database) ->
             assert [a.run_id for a in take(ingress)] == [c_run]
         holder.rollback()
     assert (_state(ql3_db, u_run), _state(ql3_db, c_run)) == ("queued", "running")
+
+
+def test_replace_counts_a_waiting_retry_of_the_same_take_once(ql3_db: Ql3Database) -> None:
+    """A retry that waits in the take fills one slot: replace frees the others for the new Run.
+
+    Replace, max_running 2, two attempts each. Runs p, x and w are admitted together; another
+    worker takes p and x, and x fails, so its retry is queued after w. Run y is admitted last.
+    One take then picks w, the retry and y, in that order: w starts (p runs: 2 of 2), the
+    retry waits (a retry is never replaced) and fills one slot, and y, replace's first attempt,
+    cancels what runs until it fits: p and w, which this take picked but never started.
+    """
+    execution = TaskExecution(
+        command="true",
+        max_attempts=2,
+        timeout_ms=60_000,
+        retry_backoff_ms=0,
+        overlap=OverlapPolicy.REPLACE,
+        max_running=2,
+    )
+    make_schedules(ql3_db, 1, shift_back_ms=4_000, execution=execution)
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        (claim,) = repo.claim_due_schedules(command(), 4)
+        batch = repo.commit_decisions([decide(claim, budget=3)])
+    run_p, run_x, run_w = sorted(r.run_id for o in batch.outcomes for r in o.runs)
+    other = uuid4()
+    with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+        running = take(ingress, other, limit=2, worker_id="worker-b")
+        assert sorted(a.run_id for a in running) == [run_p, run_x]
+        (failing,) = [a for a in running if a.run_id == run_x]
+        failed = ingress.finish_attempt(
+            failing.attempt_id, other, AttemptResult(outcome=AttemptOutcome.FAILED, exit_code=1)
+        )
+        assert failed.next_attempt_id is not None
+        with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+            (claim,) = repo.claim_due_schedules(command(), 4)
+            batch = repo.commit_decisions([decide(claim, budget=1)])
+        (run_y,) = [r.run_id for o in batch.outcomes for r in o.runs]
+        assert [a.run_id for a in take(ingress)] == [run_y]
+    states = {run_id: _state(ql3_db, run_id) for run_id in (run_p, run_x, run_w, run_y)}
+    assert states == {
+        run_p: "cancelled",
+        run_x: "queued",
+        run_w: "cancelled",
+        run_y: "running",
+    }
+    (never_started,) = attempts_of(ql3_db, run_w)
+    assert never_started["started_at_ms"] is None
+    # A start is the attempt's latest change: its updated time moves with it.
+    (started,) = attempts_of(ql3_db, run_y)
+    assert started["updated_at_ms"] == started["started_at_ms"] >= never_started["finished_at_ms"]
