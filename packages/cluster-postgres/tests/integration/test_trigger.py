@@ -34,6 +34,7 @@ from ql3_runtime_core import (
     TaskExecution,
 )
 from repo_helpers import (
+    db_now_ms,
     fetch,
     history_counts,
     make_schedules,
@@ -321,10 +322,7 @@ def test_sessions_sending_one_request_at_one_instant_admit_one_run(
     on `runs_occurrence_unique`.
     """
     name = _schedule(faketime_db)
-    ((now_ms,),) = fetch(
-        faketime_db.dsn("owner"),
-        "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint",
-    )
+    now_ms = db_now_ms(faketime_db.dsn("owner"))
     faketime_cluster.freeze_clock_at_ms(now_ms)
     request_ids = [f"request-{n}" for n in range(_REQUESTS)]
     with ExitStack() as sessions:
