@@ -29,11 +29,11 @@ from ql3_runtime_core import (
     TakenAttempt,
     TaskExecution,
 )
-from repo_helpers import command, decide, make_schedules, owner_conn, wait_until
+from repo_helpers import command, db_now_ms, decide, make_schedules, owner_conn, wait_until
 from verify_compare import checked_verify
 
 if TYPE_CHECKING:
-    from ql3_testkit import Ql3Database
+    from ql3_testkit import Ql3Database, ThrowawayCluster
 
 
 def _execution(overlap: OverlapPolicy, max_running: int | None = None) -> TaskExecution:
@@ -403,3 +403,96 @@ def test_replace_counts_a_waiting_retry_of_the_same_take_once(ql3_db: Ql3Databas
     # A start is the attempt's latest change: its updated time moves with it.
     (started,) = attempts_of(ql3_db, run_y)
     assert started["updated_at_ms"] == started["started_at_ms"] >= never_started["finished_at_ms"]
+
+
+def test_a_queued_run_due_at_the_takes_own_millisecond_holds_its_slot(
+    faketime_cluster: ThrowawayCluster, faketime_db: Ql3Database
+) -> None:
+    """A Run ahead that became due at the very millisecond of the take still counts as ahead.
+
+    Allow with max_running 1, two due Runs admitted in one commit with the database clock frozen,
+    so both became eligible at the instant the take reads. A third session holds the older
+    attempt (FOR UPDATE), so the take skips it and picks the newer: the older is due (eligible
+    <= now, equal here) and ahead, it fills the one slot, and the newer must stay queued. Once
+    the holder lets go, the older one is taken (the control: the cap lets exactly one start).
+    """
+    now_ms = db_now_ms(faketime_db.dsn("owner"))
+    faketime_cluster.freeze_clock_at_ms(now_ms)
+    _, (older, newer) = _two_due_runs(faketime_db, _execution(OverlapPolicy.ALLOW, 1))
+    (held,) = attempts_of(faketime_db, older)
+    (picked,) = attempts_of(faketime_db, newer)
+    assert (held["created_at_ms"], picked["created_at_ms"]) == (now_ms, now_ms)
+    assert held["id"] < picked["id"]
+    with (
+        owner_conn(faketime_db) as holder,
+        WorkerIngress(faketime_db.dsn("worker_ingress")) as ingress,
+    ):
+        with holder.transaction():
+            holder.execute("SELECT id FROM ql3.attempts WHERE id = %s FOR UPDATE", (held["id"],))
+            assert take(ingress) == []
+        assert [a.run_id for a in take(ingress)] == [older]
+    assert (_state(faketime_db, older), _state(faketime_db, newer)) == ("running", "queued")
+
+
+def test_a_replace_in_a_take_keeps_each_schedules_decision_time(ql3_db: Ql3Database) -> None:
+    """Each Run a take starts starts at its own schedule's decision time, not another's.
+
+    Three schedules admitted in one commit: `z` (allow, max_running 5: decided under the lock),
+    `a` (replace, max_running 1, two due Runs) and `b` (allow, max_running 1); ids in that order,
+    the order the take decides them in. One take picks all four attempts: z's starts, a's older
+    one is picked and then cancelled by a's newer one (replace), and b's starts. A third session
+    holds `b`'s lock while the database clock moves on, so `b` is decided later than `a`: a's
+    newer Run starts at a's decision (no later than the moment the take was seen waiting), b's at
+    b's (no earlier than the lock's release), and z's at the cancellation's time, the floor of
+    every start in the take.
+    """
+    schedules = {
+        prefix: make_schedules(ql3_db, 1, prefix=prefix, shift_back_ms=3_000, execution=execution)[
+            0
+        ]
+        for prefix, execution in (
+            ("z", _execution(OverlapPolicy.ALLOW, 5)),
+            ("a", _execution(OverlapPolicy.REPLACE, 1)),
+            ("b", _execution(OverlapPolicy.ALLOW, 1)),
+        )
+    }
+    assert schedules["z"] < schedules["a"] < schedules["b"], schedules
+    budgets = {schedules["z"]: 1, schedules["a"]: 2, schedules["b"]: 1}
+    with PostgresScheduleRepository(ql3_db.dsn("runtime")) as repo:
+        claims = repo.claim_due_schedules(command(), 4)
+        batch = repo.commit_decisions([decide(c, budgets[c.schedule_id]) for c in claims])
+    runs = {o.schedule_id: sorted(r.run_id for r in o.runs) for o in batch.outcomes}
+    (z_run,), (a_older, a_newer), (b_run,) = (runs[schedules[p]] for p in "zab")
+    taken: list[TakenAttempt] = []
+    key = "SELECT pg_advisory_{}(hashtextextended('ql3.overlap:' || %s::bigint, 0))"
+
+    def waiting_take() -> None:
+        with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
+            taken.extend(take(ingress))
+
+    with owner_conn(ql3_db) as holder:
+        holder.execute(key.format("lock"), (schedules["b"],))
+        thread = threading.Thread(target=waiting_take)
+        thread.start()
+        waiting = "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        wait_until(
+            lambda: rows(ql3_db.dsn("owner"), waiting)[0]["n"] == 1,
+            what="the take waiting on b's lock",
+        )
+        seen_waiting_ms = db_now_ms(ql3_db.dsn("owner"))
+        wait_until(
+            lambda: db_now_ms(ql3_db.dsn("owner")) > seen_waiting_ms + 1,
+            what="the database clock to move on",
+        )
+        released_ms = db_now_ms(ql3_db.dsn("owner"))
+        holder.execute(key.format("unlock"), (schedules["b"],))
+        thread.join(timeout=30)
+    started = {a.run_id: a.taken_at_ms for a in taken}
+    assert sorted(started) == sorted([z_run, a_newer, b_run]), taken
+    (cancelled,) = attempts_of(ql3_db, a_older)
+    assert (cancelled["state"], cancelled["started_at_ms"]) == ("cancelled", None)
+    assert started[a_newer] == cancelled["finished_at_ms"] <= seen_waiting_ms
+    assert started[z_run] == started[a_newer]
+    assert started[b_run] >= released_ms > seen_waiting_ms
+    report = checked_verify(ql3_db.dsn("admin"))
+    assert report.ok, report.lines()
