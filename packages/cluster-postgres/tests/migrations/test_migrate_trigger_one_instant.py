@@ -4,10 +4,13 @@ Under schema 17 `ql3.admin_trigger_run_v1` settled a racing insert on the reques
 two sessions that read the same millisecond and both passed that check met on the occurrence key
 (schedule, instant, request id) and the later one failed with a unique violation. The database
 clock is frozen so that every call reads one instant, and four sessions send each of 200 requests
-together: under 17 some calls fail that way (the defect, shown so that the check can fail);
-after the upgrade, on the same database and clock, none does and each request is one Run with
-one attempt and two events. The upgrade changes no row and keeps the function's owner, security,
-settings and grants.
+together: under 17 some calls fail that way (the defect, shown so that the check can fail). The
+collision needs one session's check to fall between the other's two index insertions, a window
+of microseconds no test can open on purpose: a round that happens to miss it (seen once in CI,
+where other sessions share the two cores) is followed by another, up to five, and the test
+fails if none shows the defect. After the upgrade, on the same database and clock, none does
+and each request is one Run with one attempt and two events. The upgrade changes no row and
+keeps the function's owner, security, settings and grants.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ if TYPE_CHECKING:
 
 _REQUESTS = 200
 _SENDERS = 4
+# Rounds of `_REQUESTS` sent under 17 at most, until one shows the defect (see the docstring).
+_ROUNDS_UNDER_17 = 5
 _FUNCTION = (
     "SELECT p.proowner::regrole::text, p.prosecdef, p.proconfig, p.proacl::text[]"
     " FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace"
@@ -85,9 +90,16 @@ def test_upgrade_to_18_settles_triggers_sent_at_one_instant(
     migrate(db.dsn("owner"), source=source)
     seed_minute_schedule(db.dsn("owner"), run=("old-replica", 60_250))
 
-    _, before = _send_at_one_instant(faketime_cluster, db, "v17")
-    failed = [a for mine in before for a in mine if isinstance(a, Exception)]
-    assert failed, "under schema 17 no call met the occurrence key: the race was not exercised"
+    failed: list[Exception] = []
+    for round_ in range(_ROUNDS_UNDER_17):
+        _, before = _send_at_one_instant(faketime_cluster, db, f"v17-{round_}")
+        failed = [a for mine in before for a in mine if isinstance(a, Exception)]
+        if failed:
+            break
+    assert failed, (
+        f"under schema 17 no call of {_ROUNDS_UNDER_17} rounds met the occurrence key:"
+        " the race was not exercised"
+    )
     for exc in failed:
         assert isinstance(exc, psycopg.errors.UniqueViolation), exc
         assert exc.diag.constraint_name == "runs_occurrence_unique", exc
