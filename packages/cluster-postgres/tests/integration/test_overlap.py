@@ -9,6 +9,8 @@ database.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import threading
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
@@ -33,6 +35,8 @@ from repo_helpers import command, db_now_ms, decide, make_schedules, owner_conn,
 from verify_compare import checked_verify
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
     from ql3_testkit import Ql3Database, ThrowawayCluster
 
 
@@ -76,43 +80,54 @@ def _scheduled_for(db: Ql3Database, run_id: int) -> int:
     return int(row["scheduled_for_ms"])
 
 
-def _race(db: Ql3Database, schedule_id: int, workers: int) -> list[list[TakenAttempt]]:
-    """Have `workers` takes (limit 1 each) pick their attempt, wait on the lock, then decide."""
-    results: list[list[TakenAttempt]] = [[] for _ in range(workers)]
+@contextlib.contextmanager
+def _takes_waiting_on(
+    db: Ql3Database, schedule_id: int, takes: Sequence[Callable[[], None]], what: str
+) -> Iterator[None]:
+    """Hold a schedule's overlap lock while `takes` start, each on a thread, and wait on it.
+
+    The block runs with every take waiting on the lock (seen in pg_locks); leaving it releases
+    the lock and joins the threads. What a take raised is raised again here.
+    """
     errors: list[BaseException] = []
 
-    def one(index: int) -> None:
+    def run(one: Callable[[], None]) -> None:
         try:
-            with WorkerIngress(db.dsn("worker_ingress")) as ingress:
-                results[index] = take(ingress, limit=1, worker_id=f"worker-{index}")
+            one()
         except BaseException as exc:  # noqa: BLE001  # raised again in the test's thread
             errors.append(exc)
 
+    key = "SELECT pg_advisory_{}(hashtextextended('ql3.overlap:' || %s::bigint, 0))"
+    waiting = "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
     with owner_conn(db) as holder:
-        holder.execute(
-            "SELECT pg_advisory_lock(hashtextextended('ql3.overlap:' || %s::bigint, 0))",
-            (schedule_id,),
-        )
-        threads = [threading.Thread(target=one, args=(i,)) for i in range(workers)]
+        holder.execute(key.format("lock"), (schedule_id,))
+        threads = [threading.Thread(target=run, args=(one,)) for one in takes]
         for thread in threads:
             thread.start()
-
-        def all_waiting() -> bool:
-            ((row),) = rows(
-                db.dsn("owner"),
-                "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
-            )
-            return int(row["n"]) == workers
-
-        wait_until(all_waiting, what=f"{workers} takes waiting on the schedule's lock")
-        holder.execute(
-            "SELECT pg_advisory_unlock(hashtextextended('ql3.overlap:' || %s::bigint, 0))",
-            (schedule_id,),
-        )
-        for thread in threads:
-            thread.join(timeout=30)
+        try:
+            wait_until(lambda: rows(db.dsn("owner"), waiting)[0]["n"] == len(takes), what=what)
+            yield
+        finally:
+            holder.execute(key.format("unlock"), (schedule_id,))
+            for thread in threads:
+                thread.join(timeout=30)
     if errors:
         raise errors[0]
+
+
+def _race(db: Ql3Database, schedule_id: int, workers: int) -> list[list[TakenAttempt]]:
+    """Have `workers` takes (limit 1 each) pick their attempt, wait on the lock, then decide."""
+    results: list[list[TakenAttempt]] = [[] for _ in range(workers)]
+
+    def one(index: int) -> None:
+        with WorkerIngress(db.dsn("worker_ingress")) as ingress:
+            results[index] = take(ingress, limit=1, worker_id=f"worker-{index}")
+
+    takes = [functools.partial(one, index) for index in range(workers)]
+    with _takes_waiting_on(
+        db, schedule_id, takes, f"{workers} takes waiting on the schedule's lock"
+    ):
+        pass
     return results
 
 
@@ -291,28 +306,19 @@ def test_a_slot_freed_while_the_take_waited_is_used_after_its_end(ql3_db: Ql3Dat
         (first,) = take(ingress, token, limit=1)
     assert first.run_id == older
     taken: list[TakenAttempt] = []
-    key = "SELECT pg_advisory_{}(hashtextextended('ql3.overlap:' || %s::bigint, 0))"
 
     def waiting_take() -> None:
         with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
             taken.extend(take(ingress, limit=1, worker_id="worker-b"))
 
-    with owner_conn(ql3_db) as holder:
-        holder.execute(key.format("lock"), (schedule_id,))
-        thread = threading.Thread(target=waiting_take)
-        thread.start()
-        waiting = "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-        wait_until(
-            lambda: rows(ql3_db.dsn("owner"), waiting)[0]["n"] == 1,
-            what="the take waiting on the schedule's lock",
-        )
+    with _takes_waiting_on(
+        ql3_db, schedule_id, [waiting_take], "the take waiting on the schedule's lock"
+    ):
         with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
             done = ingress.finish_attempt(
                 first.attempt_id, token, AttemptResult(outcome=AttemptOutcome.SUCCEEDED)
             )
         assert done.recorded
-        holder.execute(key.format("unlock"), (schedule_id,))
-        thread.join(timeout=30)
     (second,) = taken
     assert second.run_id == newer
     assert done.finished_at_ms is not None
@@ -464,29 +470,18 @@ def test_a_replace_in_a_take_keeps_each_schedules_decision_time(ql3_db: Ql3Datab
     runs = {o.schedule_id: sorted(r.run_id for r in o.runs) for o in batch.outcomes}
     (z_run,), (a_older, a_newer), (b_run,) = (runs[schedules[p]] for p in "zab")
     taken: list[TakenAttempt] = []
-    key = "SELECT pg_advisory_{}(hashtextextended('ql3.overlap:' || %s::bigint, 0))"
 
     def waiting_take() -> None:
         with WorkerIngress(ql3_db.dsn("worker_ingress")) as ingress:
             taken.extend(take(ingress))
 
-    with owner_conn(ql3_db) as holder:
-        holder.execute(key.format("lock"), (schedules["b"],))
-        thread = threading.Thread(target=waiting_take)
-        thread.start()
-        waiting = "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-        wait_until(
-            lambda: rows(ql3_db.dsn("owner"), waiting)[0]["n"] == 1,
-            what="the take waiting on b's lock",
-        )
+    with _takes_waiting_on(ql3_db, schedules["b"], [waiting_take], "the take waiting on b's lock"):
         seen_waiting_ms = db_now_ms(ql3_db.dsn("owner"))
         wait_until(
             lambda: db_now_ms(ql3_db.dsn("owner")) > seen_waiting_ms + 1,
             what="the database clock to move on",
         )
         released_ms = db_now_ms(ql3_db.dsn("owner"))
-        holder.execute(key.format("unlock"), (schedules["b"],))
-        thread.join(timeout=30)
     started = {a.run_id: a.taken_at_ms for a in taken}
     assert sorted(started) == sorted([z_run, a_newer, b_run]), taken
     (cancelled,) = attempts_of(ql3_db, a_older)
